@@ -1,0 +1,1 @@
+"""Every side effect of a pass: activity classes constructed with their dependencies."""

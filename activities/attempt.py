@@ -1,0 +1,111 @@
+"""The head attempt: claim the selected thread's head, run its binding, settle exactly once."""
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from temporalio import activity
+
+from activities.errors import domain_errors
+from ledger.attempts import Attempts, Claim
+from threadwarden.bindings import BindingRegistry, Completed, Failed, ThreadRecord
+from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StaleAttempt, StalePass
+from workflows import contracts as c
+
+
+class _Context:
+    """The `AttemptContext` a binding's handler receives: every write is fenced by the claim."""
+
+    def __init__(self, claim: Claim, attempts: Attempts, yield_after: datetime) -> None:
+        self._claim = claim
+        self._attempts = attempts
+        self._yield_after = yield_after
+
+    @property
+    def submission_id(self) -> str:
+        return self._claim.submission_id
+
+    @property
+    def thread_id(self) -> str:
+        return self._claim.thread_id
+
+    @property
+    def input(self) -> Any:
+        return self._claim.input
+
+    @property
+    def history(self) -> list[ThreadRecord]:
+        return [ThreadRecord(**r.model_dump()) for r in self._claim.history]
+
+    @property
+    def yield_after(self) -> datetime:
+        return self._yield_after
+
+    async def append(self, kind: str, body: Any) -> ThreadRecord:
+        record = await self._attempts.append(self._claim, kind, body)
+        return ThreadRecord(**record.model_dump())
+
+    async def tool(
+        self, name: str, args: dict[str, Any], run: Callable[[dict[str, Any]], Awaitable[Any]]
+    ) -> Any:
+        await self.append("tool-call", {"tool": name, "args": args})
+        result = await run(args)
+        await self.append("tool-result", {"tool": name, "result": result})
+        return result
+
+    def heartbeat(self) -> None:
+        activity.heartbeat()
+
+
+class AttemptActivities:
+    """Runs one attempt on the head of the lane the pass selected."""
+
+    def __init__(
+        self, attempts: Attempts, registry: BindingRegistry, *, lease_renew_ms: int
+    ) -> None:
+        self._attempts = attempts
+        self._registry = registry
+        self._lease_renew_s = lease_renew_ms / 1000
+
+    @activity.defn(name=c.RUN_HEAD)
+    @domain_errors
+    async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
+        digests = {agent: self._registry.bindings[agent].digest for agent in self._registry.bindings}
+        try:
+            claim = await self._attempts.claim_head(
+                step.host_id, step.epoch, step.thread_id, bindings=digests
+            )
+        except (BindingUnavailable, BindingDigestMismatch) as error:
+            activity.logger.error("%s; original work remains pending", error)
+            return c.RunHeadResult(binding_error=str(error))
+        if claim is None:
+            return c.RunHeadResult()
+        binding = self._registry.bindings[claim.agent_id]
+        context = _Context(claim, self._attempts, step.yield_after)
+        renewer = asyncio.create_task(self._keep_lease(claim))
+        try:
+            outcome = await binding.handler(context)
+        except (StaleAttempt, StalePass):
+            raise  # a fenced-out attempt must not try to settle
+        except Exception as error:  # the binding's own failure settles the submission failed
+            activity.logger.warning("binding %s raised: %r", claim.agent_id, error)
+            outcome = Failed(f"binding raised {type(error).__name__}: {error}")
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
+        if isinstance(outcome, Completed):
+            await self._attempts.settle(claim, "completed", result=outcome.result)
+            return c.RunHeadResult(submission_id=claim.submission_id, outcome="completed")
+        await self._attempts.settle(claim, "failed", reason=outcome.reason)
+        return c.RunHeadResult(submission_id=claim.submission_id, outcome="failed")
+
+    async def _keep_lease(self, claim: Claim) -> None:
+        while True:
+            await asyncio.sleep(self._lease_renew_s)
+            activity.heartbeat()
+            if not await self._attempts.renew_lease(claim):
+                activity.logger.warning("attempt %s lost its lease", claim.attempt_id)
+                return

@@ -1,0 +1,1 @@
+"""The Postgres truth: migrations, repositories and the mutation gate. Knows nothing of Temporal."""

@@ -1,0 +1,261 @@
+"""The host-level transactions of a maintenance pass: begin, recovery, selection, finish, rearm.
+
+Each locks the host row, and every step after begin first checks the pass epoch: a step from a
+replaced pass raises `StalePass` and writes nothing. The decisions themselves are the pure
+functions of `workflows.decisions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel
+
+from ledger.models import STABLE_WAITS, from_ms, retry_from_json, retry_to_json, to_ms
+from threadwarden.errors import StalePass
+from workflows import decisions as d
+
+_LOCK_HOST = """
+SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
+       alarm_at
+  FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE
+"""
+_HEADS = """
+SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
+  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+ WHERE t.host_id = $1 AND s.state <> 'settled'
+ ORDER BY s.thread_id, s.sequence
+"""
+_REMAINING = """
+SELECT s.thread_id, s.submission_id, s.state
+  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+ WHERE t.host_id = $1 AND s.state <> 'settled'
+ ORDER BY s.thread_id, s.sequence
+"""
+
+
+class BeginResult(BaseModel):
+    epoch: int
+    generation: int
+    caught_up: bool
+    stalls: int
+    nonterminal: int
+
+
+class Report(BaseModel):
+    outcome: str
+    generation: int
+    processed: int
+    nonterminal: int
+    alarm_at: datetime | None
+
+
+def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
+    """Some remaining row needs the pass, ignoring ready followers behind a stable wait."""
+    waiting_thread: str | None = None
+    for row in rows:  # ordered by thread, then sequence: the first row per thread is the head
+        thread, state = row["thread_id"], row["state"]
+        if state in STABLE_WAITS:
+            waiting_thread = thread
+            continue
+        if thread == waiting_thread and state in ("ready", "admitted"):
+            continue  # dormant: only the waiting head's resolution can move it
+        return True
+    return False
+
+
+class Maintenance:
+    """Host-row transactions for the pass steps."""
+
+    def __init__(self, pool: asyncpg.Pool[Any], timing: d.Timing) -> None:
+        self._pool = pool
+        self._timing = timing
+
+    async def begin(self, host_id: str, now: datetime) -> BeginResult:
+        """Bump the pass epoch, observe the generation, pre-arm; O(1) whatever the ledger size."""
+        now_ms = to_ms(now)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO threadwarden.hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
+                host_id,
+            )
+            row = await conn.fetchrow(_LOCK_HOST, host_id)
+            assert row is not None
+            epoch = int(row["pass_epoch"]) + 1
+            await conn.execute(
+                "UPDATE threadwarden.hosts SET pass_epoch = $2, alarm_at = LEAST(alarm_at, $3),"
+                " updated_at = clock_timestamp() WHERE host_id = $1",
+                host_id, epoch, from_ms(now_ms + self._timing.minimum_alarm_delay),
+            )
+        dirty, processed = int(row["dirty"]), int(row["processed"])
+        retry = retry_from_json(row["retry"])
+        live = d.current_retry(retry, dirty)
+        return BeginResult(
+            epoch=epoch,
+            generation=dirty,
+            caught_up=d.is_caught_up(dirty=dirty, processed=processed, retry=retry, now=now_ms),
+            stalls=live.stalls if live else 0,
+            nonterminal=int(row["nonterminal"]),
+        )
+
+    async def finish_caught_up(self, host_id: str, epoch: int, now: datetime) -> Report:
+        """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await _lock_fenced(conn, host_id, epoch)
+            dirty, processed = int(row["dirty"]), int(row["processed"])
+            plan = d.plan_caught_up_alarm(
+                dirty=dirty, processed=processed, retry=retry_from_json(row["retry"]),
+                deadline=None, now=to_ms(now), timing=self._timing,
+            )
+            alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "caught-up")
+        return Report(
+            outcome="caught-up", generation=dirty, processed=processed,
+            nonterminal=int(row["nonterminal"]), alarm_at=alarm_at,
+        )
+
+    async def recover(self, host_id: str, epoch: int) -> int:
+        """Return heads whose attempt lease lapsed to ``ready``; the count of repaired rows."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _lock_fenced(conn, host_id, epoch)
+            repaired = await conn.fetch(
+                "UPDATE threadwarden.submissions s SET state = 'ready', attempt_id = NULL,"
+                " ownership_token = NULL, lease_expires_at = NULL"
+                "  FROM threadwarden.threads t"
+                " WHERE s.thread_id = t.thread_id AND t.host_id = $1 AND s.state = 'running'"
+                "   AND s.lease_expires_at < clock_timestamp()"
+                " RETURNING s.submission_id",
+                host_id,
+            )
+        return len(repaired)
+
+    async def select_lane(self, host_id: str, epoch: int, now: datetime) -> str | None:
+        """Round-robin over eligible heads; the cursor is persisted every time one is picked."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await _lock_fenced(conn, host_id, epoch)
+            heads = await conn.fetch(_HEADS, host_id)
+            eligible = [h["thread_id"] for h in heads if h["state"] not in STABLE_WAITS]
+            head_of = {h["thread_id"]: h["submission_id"] for h in heads}
+            blocked = {
+                r["thread_id"]: int(r["not_before"])
+                for r in row["binding_retries"]
+                if head_of.get(r["thread_id"]) == r["submission_id"]
+            }
+            picked = d.select_lane(
+                eligible, last_served=row["last_served_thread_id"], blocked_until=blocked,
+                selection_time=to_ms(now),
+            )
+            if picked is not None:
+                await conn.execute(
+                    "UPDATE threadwarden.hosts SET last_served_thread_id = $2 WHERE host_id = $1",
+                    host_id, picked,
+                )
+        return picked
+
+    async def finish(
+        self, host_id: str, epoch: int, *, generation: int, stalls: int, progressed: bool,
+        now: datetime, jitter: float,
+    ) -> Report:
+        """Acknowledge only the observed generation; keep the alarm while autonomous work remains."""
+        now_ms = to_ms(now)
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await _lock_fenced(conn, host_id, epoch)
+            remaining = await conn.fetch(_REMAINING, host_id)
+            heads = {}
+            for r in remaining:
+                heads.setdefault(r["thread_id"], r)
+            retries = [
+                r for r in row["binding_retries"]
+                if heads.get(r["thread_id"], {}).get("submission_id") == r["submission_id"]
+            ]
+            binding_delay = _binding_delay(heads, retries, now_ms)
+            plan = d.plan_native_finish(
+                generation=generation, stalls=stalls, dirty=int(row["dirty"]),
+                processed=int(row["processed"]), autonomous=is_autonomous(remaining),
+                progressed=progressed, binding_delay=binding_delay, deadline=None, now=now_ms,
+                jitter=jitter, timing=self._timing,
+            )
+            await conn.execute(
+                "UPDATE threadwarden.hosts SET processed = $2, retry = $3, nonterminal = $4,"
+                " binding_retries = $5 WHERE host_id = $1",
+                host_id, plan.processed, retry_to_json(plan.retry), len(remaining), retries,
+            )
+            alarm_at = await _apply_alarm(conn, host_id, plan.alarm, row["alarm_at"], "actionable")
+        return Report(
+            outcome="actionable", generation=int(row["dirty"]), processed=plan.processed,
+            nonterminal=len(remaining), alarm_at=alarm_at,
+        )
+
+    async def rearm_failure(
+        self, host_id: str, epoch: int, *, generation: int, native_only: bool, now: datetime,
+        jitter: float, error: str,
+    ) -> Report:
+        """Record the durable backoff of a failed pass and set its alarm."""
+        now_ms = to_ms(now)
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await _lock_fenced(conn, host_id, epoch)
+            dirty = int(row["dirty"])
+            retry = d.plan_failure_retry(
+                retry_from_json(row["retry"]), generation=generation, native_only=native_only,
+                now=now_ms, jitter=jitter, timing=self._timing,
+            )
+            plan = d.plan_failure_alarm(retry, dirty=dirty, deadline=None, now=now_ms, timing=self._timing)
+            await conn.execute(
+                "UPDATE threadwarden.hosts SET retry = $2, last_error = $3 WHERE host_id = $1",
+                host_id, retry_to_json(retry), error,
+            )
+            alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "failed")
+        return Report(
+            outcome="failed", generation=dirty, processed=int(row["processed"]),
+            nonterminal=int(row["nonterminal"]), alarm_at=alarm_at,
+        )
+
+    async def overdue_hosts(self, *, grace_ms: int, limit: int) -> list[str]:
+        """Hosts whose alarm is overdue by more than ``grace_ms``: the sweeper wakes them."""
+        rows = await self._pool.fetch(
+            "SELECT host_id FROM threadwarden.hosts"
+            " WHERE alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)"
+            " ORDER BY alarm_at LIMIT $2",
+            grace_ms, limit,
+        )
+        return [r["host_id"] for r in rows]
+
+
+def _binding_delay(
+    heads: dict[str, Any], retries: list[dict[str, Any]], now_ms: int
+) -> int:
+    """How long until the earliest eligible head may run, given its binding backoff."""
+    not_before = {r["thread_id"]: int(r["not_before"]) for r in retries}
+    eligible = [t for t, head in heads.items() if head["state"] not in STABLE_WAITS]
+    if not eligible:
+        return 0
+    return max(0, min(not_before.get(t, now_ms) for t in eligible) - now_ms)
+
+
+async def _lock_fenced(conn: asyncpg.Connection[Any], host_id: str, epoch: int) -> asyncpg.Record:
+    row = await conn.fetchrow(_LOCK_HOST, host_id)
+    if row is None or int(row["pass_epoch"]) != epoch:
+        found = None if row is None else row["pass_epoch"]
+        raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")
+    return row
+
+
+async def _apply_alarm(
+    conn: asyncpg.Connection[Any], host_id: str, plan: d.AlarmPlan, current: datetime | None,
+    outcome: str,
+) -> datetime | None:
+    if plan.action == "clear":
+        alarm_at = None
+    else:
+        assert plan.at is not None
+        alarm_at = from_ms(plan.at)
+        if plan.action == "ensure" and current is not None:
+            alarm_at = min(current, alarm_at)
+    await conn.execute(
+        "UPDATE threadwarden.hosts SET alarm_at = $2, last_outcome = $3,"
+        " updated_at = clock_timestamp() WHERE host_id = $1",
+        host_id, alarm_at, outcome,
+    )
+    return alarm_at

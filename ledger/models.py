@@ -1,0 +1,106 @@
+"""Typed rows the repositories return."""
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from workflows.decisions import Retry
+
+SubmissionState = Literal[
+    "admitted", "ready", "running", "input-applied", "terminalizing", "settled", "suspended",
+    "unknown",
+]
+Outcome = Literal["completed", "failed", "aborted"]
+STABLE_WAITS: frozenset[str] = frozenset({"suspended", "unknown"})
+"""Head states only an external mutation can advance: the pass may let the alarm go quiet."""
+
+
+def to_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime."""
+    return int(instant.timestamp() * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    """The aware UTC datetime of epoch milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class Receipt(BaseModel):
+    """What admission returns; the same key and payload always return the same receipt."""
+
+    submission_id: str
+    thread_id: str
+    host_id: str
+    sequence: int
+    created: bool
+
+
+class SubmissionView(BaseModel):
+    submission_id: str
+    sequence: int
+    state: SubmissionState
+    outcome: Outcome | None
+    agent_id: str
+    attempts: int
+    epoch: int
+    reason: str | None
+
+
+class ThreadStatus(BaseModel):
+    thread_id: str
+    host_id: str
+    submissions: list[SubmissionView]
+
+
+class RetryView(BaseModel):
+    generation: int
+    not_before: datetime
+    native_only: bool
+    stalls: int
+
+
+class BindingRetryView(BaseModel):
+    thread_id: str
+    submission_id: str
+    attempts: int
+    not_before: datetime
+    reported_at: datetime
+
+
+class HostStatus(BaseModel):
+    host_id: str
+    dirty: int
+    processed: int
+    nonterminal: int
+    alarm_at: datetime | None
+    last_served_thread_id: str | None
+    retry: RetryView | None
+    binding_retries: list[BindingRetryView]
+    pass_epoch: int
+    last_outcome: str | None
+    last_error: str | None
+
+
+def retry_from_json(value: dict[str, Any] | None) -> Retry | None:
+    """Decode the ``hosts.retry`` column."""
+    if value is None:
+        return None
+    return Retry(
+        generation=int(value["generation"]),
+        not_before=int(value["not_before"]),
+        native_only=bool(value["native_only"]),
+        stalls=int(value["stalls"]),
+    )
+
+
+def retry_to_json(retry: Retry | None) -> dict[str, Any] | None:
+    """Encode a retry for the ``hosts.retry`` column (instants as epoch ms)."""
+    if retry is None:
+        return None
+    return {
+        "generation": retry.generation,
+        "not_before": retry.not_before,
+        "native_only": retry.native_only,
+        "stalls": retry.stalls,
+    }

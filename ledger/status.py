@@ -1,0 +1,78 @@
+"""Read-only views of threads and hosts for the CLI and the client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from ledger.models import (
+    BindingRetryView,
+    HostStatus,
+    RetryView,
+    SubmissionView,
+    ThreadStatus,
+    from_ms,
+    retry_from_json,
+)
+from threadwarden.errors import NotFound
+
+
+class StatusReader:
+    """Snapshots of the ledger; no locks taken."""
+
+    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+        self._pool = pool
+
+    async def thread(self, thread_id: str) -> ThreadStatus:
+        """A thread's submissions in sequence order."""
+        async with self._pool.acquire() as conn:
+            host_id = await conn.fetchval(
+                "SELECT host_id FROM threadwarden.threads WHERE thread_id = $1", thread_id
+            )
+            if host_id is None:
+                raise NotFound(f"thread: no thread {thread_id!r}")
+            rows = await conn.fetch(
+                "SELECT submission_id, sequence, state, outcome, agent_id, attempts, epoch, reason"
+                "  FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence",
+                thread_id,
+            )
+        return ThreadStatus(
+            thread_id=thread_id, host_id=host_id,
+            submissions=[SubmissionView(**dict(r)) for r in rows],
+        )
+
+    async def host(self, host_id: str) -> HostStatus:
+        """A host's maintenance state: generations, alarm, cursor and retry records."""
+        row = await self._pool.fetchrow(
+            "SELECT host_id, dirty, processed, nonterminal, alarm_at, last_served_thread_id,"
+            "       retry, binding_retries, pass_epoch, last_outcome, last_error"
+            "  FROM threadwarden.hosts WHERE host_id = $1",
+            host_id,
+        )
+        if row is None:
+            raise NotFound(f"host: no host {host_id!r}")
+        retry = retry_from_json(row["retry"])
+        fields = dict(row)
+        fields["retry"] = None if retry is None else RetryView(
+            generation=retry.generation, not_before=from_ms(retry.not_before),
+            native_only=retry.native_only, stalls=retry.stalls,
+        )
+        fields["binding_retries"] = [
+            BindingRetryView(
+                thread_id=r["thread_id"], submission_id=r["submission_id"],
+                attempts=r["attempts"], not_before=from_ms(r["not_before"]),
+                reported_at=from_ms(r["reported_at"]),
+            )
+            for r in row["binding_retries"]
+        ]
+        return HostStatus(**fields)
+
+    async def records(self, thread_id: str) -> list[dict[str, Any]]:
+        """A thread's canonical records in order."""
+        rows = await self._pool.fetch(
+            "SELECT sequence, record_id, submission_id, kind, body, epoch"
+            "  FROM threadwarden.records WHERE thread_id = $1 ORDER BY sequence",
+            thread_id,
+        )
+        return [dict(r) for r in rows]

@@ -1,0 +1,121 @@
+"""The agent runtime API applications implement: bindings, the attempt context, outcomes.
+
+A *binding* runs one submission's work. threadwarden calls its handler inside a fenced attempt:
+every record the handler appends is checked against the attempt's ownership before it is written,
+so a stale attempt can never change the thread.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from threadwarden.errors import InvalidInput
+from threadwarden.validation import validate_id
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The submission finished its work; ``result`` becomes part of the settlement record."""
+
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The submission cannot finish; ``reason`` is recorded with the settlement."""
+
+    reason: str
+
+
+Outcome = Completed | Failed
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """One canonical record of a thread's history, as a binding sees it."""
+
+    sequence: int
+    record_id: str
+    submission_id: str
+    kind: str
+    body: Any
+
+
+class AttemptContext(Protocol):
+    """What a binding's handler may do during one attempt."""
+
+    @property
+    def submission_id(self) -> str: ...
+
+    @property
+    def thread_id(self) -> str: ...
+
+    @property
+    def input(self) -> Any: ...
+
+    @property
+    def history(self) -> list[ThreadRecord]:
+        """Canonical records of the thread before this submission's attempt began."""
+        ...
+
+    @property
+    def yield_after(self) -> datetime:
+        """After this instant the handler should stop at its next committed boundary."""
+        ...
+
+    async def append(self, kind: str, body: Any) -> ThreadRecord:
+        """Append a canonical record, fenced by this attempt's ownership."""
+        ...
+
+    async def tool(
+        self, name: str, args: dict[str, Any], run: Callable[[dict[str, Any]], Awaitable[Any]]
+    ) -> Any:
+        """Record a tool call, run it, record and return its result."""
+        ...
+
+    def heartbeat(self) -> None:
+        """Tell threadwarden the attempt is alive (long handlers should call it now and then)."""
+        ...
+
+
+Handler = Callable[[AttemptContext], Awaitable[Outcome]]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """An agent definition that can run submissions addressed to ``agent_id``.
+
+    ``digest`` identifies the exact definition (model, prompt, toolkit). Work pinned to one digest
+    never runs under another.
+    """
+
+    agent_id: str
+    digest: str
+    handler: Handler
+
+    def __post_init__(self) -> None:
+        validate_id("agent_id", self.agent_id)
+        if not self.digest:
+            raise InvalidInput("digest", "a non-empty definition digest")
+
+
+@dataclass
+class BindingRegistry:
+    """The bindings one worker can run, by agent id."""
+
+    bindings: dict[str, Binding] = field(default_factory=dict)
+
+    def register(self, binding: Binding) -> None:
+        """Add a binding; registering a second binding for the same agent id is an error."""
+        if binding.agent_id in self.bindings:
+            raise InvalidInput("agent_id", "an agent id registered once", binding.agent_id)
+        self.bindings[binding.agent_id] = binding
+
+    def get(self, agent_id: str) -> Binding | None:
+        """The binding for ``agent_id``, or None when this worker has none."""
+        return self.bindings.get(agent_id)
+
+    def agent_ids(self) -> list[str]:
+        """Registered agent ids, sorted."""
+        return sorted(self.bindings)

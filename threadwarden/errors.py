@@ -1,0 +1,56 @@
+"""One exception tree for everything threadwarden raises on purpose."""
+
+
+class ThreadwardenError(Exception):
+    """Root of every error threadwarden raises deliberately."""
+
+
+class InvalidInput(ThreadwardenError):
+    """A caller-supplied value is malformed; nothing was written."""
+
+    def __init__(self, field: str, expected: str, got: object | None = None) -> None:
+        self.field = field
+        self.expected = expected
+        shown = "" if got is None else f", got {_shorten(got)}"
+        super().__init__(f"{field}: expected {expected}{shown}")
+
+
+class IdempotencyConflict(ThreadwardenError):
+    """The idempotency key was already used on this thread for a different payload."""
+
+
+class NotFound(ThreadwardenError):
+    """A named thread, host or submission does not exist."""
+
+
+class HostMismatch(ThreadwardenError):
+    """A thread was addressed under a host other than the one that owns it."""
+
+
+class StalePass(ThreadwardenError):
+    """A pass step ran under a pass epoch that a newer pass has replaced; it wrote nothing."""
+
+
+class StaleAttempt(ThreadwardenError):
+    """An attempt's ownership token or epoch no longer holds; its write was refused."""
+
+
+class BindingUnavailable(ThreadwardenError):
+    """No binding is registered for the head's agent id; the work stays pending."""
+
+
+class BindingDigestMismatch(ThreadwardenError):
+    """The registered binding's definition digest differs from the one the work was pinned to."""
+
+
+class SchemaVersionMismatch(ThreadwardenError):
+    """The database schema is not at the version this code expects."""
+
+
+class StackNotFound(ThreadwardenError):
+    """No running embedded stack and no external services were configured."""
+
+
+def _shorten(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

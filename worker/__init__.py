@@ -1,0 +1,1 @@
+"""The composition root: settings, telemetry, the worker, the CLI, the embedded stack, the client."""

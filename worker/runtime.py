@@ -1,0 +1,135 @@
+"""Assembly: settings → pool → Temporal client → activity instances → Worker."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.attempt import AttemptActivities
+from activities.maintenance import MaintenanceActivities
+from activities.sweep import SweepActivities
+from ledger.attempts import Attempts
+from ledger.maintenance import Maintenance
+from ledger.migrations import verify
+from ledger.pool import create_pool
+from threadwarden.bindings import BindingRegistry
+from threadwarden.errors import StackNotFound, ThreadwardenError
+from threadwarden.scripted import scripted_binding
+from worker.embedded import read_endpoints
+from worker.settings import Settings
+from workflows import contracts as c
+from workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
+from workflows.sweeper import SweeperWorkflow
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Connections:
+    """Where the ledger and Temporal are, resolved from settings or the running dev stack."""
+
+    database_url: str
+    temporal_address: str
+    ui_url: str | None = None
+
+
+def resolve(settings: Settings) -> Connections:
+    """Settings win; otherwise the stack ``threadwarden dev`` recorded in the data dir."""
+    stack = read_endpoints(settings.data_dir)
+    database_url = settings.database_url or (stack.database_url if stack else None)
+    temporal_address = settings.temporal_address or (stack.temporal_address if stack else None)
+    if database_url is None or temporal_address is None:
+        raise StackNotFound(
+            f"no running stack in {settings.data_dir} and THREADWARDEN_DATABASE_URL /"
+            " THREADWARDEN_TEMPORAL_ADDRESS unset: start `threadwarden dev` or set them"
+        )
+    return Connections(database_url, temporal_address, stack.ui_url if stack else None)
+
+
+async def connect_temporal(address: str, namespace: str) -> Client:
+    """A client with the pydantic data converter every threadwarden payload needs."""
+    return await Client.connect(
+        address, namespace=namespace, data_converter=pydantic_data_converter
+    )
+
+
+async def verify_search_attributes(client: Client) -> None:
+    """Refuse to start when the namespace lacks our search attributes (see `threadwarden setup`)."""
+    response = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    missing = [k.name for k in SEARCH_ATTRIBUTES if k.name not in response.custom_attributes]
+    if missing:
+        raise ThreadwardenError(
+            f"namespace {client.namespace}: search attributes {', '.join(missing)} are not"
+            " registered (run `threadwarden setup`)"
+        )
+
+
+def default_registry() -> BindingRegistry:
+    """A registry holding the built-in ``scripted`` binding."""
+    registry = BindingRegistry()
+    registry.register(scripted_binding())
+    return registry
+
+
+def build_worker(
+    client: Client, pool: asyncpg.Pool[Any], settings: Settings, registry: BindingRegistry
+) -> Worker:
+    """The Temporal worker with every workflow and activity of threadwarden."""
+    maintenance = Maintenance(pool, settings.timing)
+    steps = MaintenanceActivities(maintenance)
+    attempts = AttemptActivities(
+        Attempts(pool, lease_ms=settings.lease_ms), registry,
+        lease_renew_ms=settings.lease_renew_ms,
+    )
+    sweep = SweepActivities(
+        maintenance, client, task_queue=settings.task_queue,
+        interval_ms=settings.sweep_interval_ms, grace_ms=settings.sweep_grace_ms,
+    )
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[HostWorkflow, SweeperWorkflow],
+        activities=[
+            steps.begin_pass, steps.finish_caught_up, steps.recover, steps.select_lane,
+            steps.finish_pass, steps.rearm_failure, attempts.run_head, sweep.sweep,
+        ],
+    )
+
+
+async def start_sweeper(client: Client, task_queue: str) -> None:
+    """Ensure the task queue's sweeper runs (a no-op when it already does)."""
+    await client.start_workflow(
+        c.SWEEPER_WORKFLOW, c.SweeperInput(), id=c.sweeper_workflow_id(task_queue),
+        task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    settings: Settings, connections: Connections, registry: BindingRegistry | None = None
+) -> AsyncIterator[Worker]:
+    """Verify schema and attributes, then run a worker (and the sweeper) until the block exits."""
+    pool = await create_pool(connections.database_url, max_size=settings.pool_max_size)
+    try:
+        async with pool.acquire() as conn:
+            await verify(conn)
+        client = await connect_temporal(connections.temporal_address, settings.temporal_namespace)
+        await verify_search_attributes(client)
+        worker = build_worker(client, pool, settings, registry or default_registry())
+        async with worker:
+            await start_sweeper(client, settings.task_queue)
+            yield worker
+    finally:
+        await pool.close()

@@ -1,0 +1,48 @@
+"""Settings from the environment (prefix ``THREADWARDEN_``); the one place env vars are read."""
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from workflows.decisions import Timing
+
+
+class Settings(BaseSettings):
+    """Every tunable of threadwarden, bounded and documented in docs/configuration.md."""
+
+    model_config = SettingsConfigDict(env_prefix="THREADWARDEN_", extra="ignore")
+
+    database_url: str | None = None
+    """Postgres DSN; unset means the embedded PostgreSQL of ``data_dir``."""
+    temporal_address: str | None = None
+    """host:port of the Temporal frontend; unset means the embedded dev server."""
+    temporal_namespace: str = "default"
+    task_queue: str = Field(default="threadwarden", min_length=1, max_length=200)
+    data_dir: Path = Path(".threadwarden")
+
+    alarm_backoff_base_ms: int = Field(default=100, ge=1, le=60_000)
+    alarm_backoff_cap_ms: int = Field(default=5_000, ge=1, le=3_600_000)
+    wake_scan_interval_ms: int = Field(default=1_000, ge=1, le=3_600_000)
+    lease_ms: int = Field(default=30_000, ge=1_000, le=600_000)
+    lease_renew_ms: int = Field(default=10_000, ge=100, le=300_000)
+    sweep_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
+    sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
+    max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)
+    pool_max_size: int = Field(default=10, ge=1, le=200)
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> "Settings":
+        if self.alarm_backoff_cap_ms < self.alarm_backoff_base_ms:
+            raise ValueError("alarm_backoff_cap_ms: expected at least alarm_backoff_base_ms")
+        if self.lease_renew_ms >= self.lease_ms:
+            raise ValueError("lease_renew_ms: expected less than lease_ms")
+        return self
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(
+            alarm_backoff_base=self.alarm_backoff_base_ms,
+            alarm_backoff_cap=self.alarm_backoff_cap_ms,
+            wake_scan_interval=self.wake_scan_interval_ms,
+        )

@@ -1,0 +1,1 @@
+"""Deterministic Temporal code: the host maintenance workflow, the sweeper and pure decisions."""

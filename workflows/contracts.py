@@ -1,0 +1,149 @@
+"""Names and payloads shared by workflows and the activities they call.
+
+One pydantic model in and one out per activity, signal and query. Payloads carry ids, numbers
+and instants only; bodies stay in Postgres.
+"""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+HOST_WORKFLOW = "HostMaintenance"
+SWEEPER_WORKFLOW = "Sweeper"
+WAKE_SIGNAL = "wake"
+STATUS_QUERY = "status"
+
+BEGIN_PASS = "begin_pass"
+RECOVER = "recover"
+SELECT_LANE = "select_lane"
+RUN_HEAD = "run_head"
+FINISH_PASS = "finish_pass"
+FINISH_CAUGHT_UP = "finish_caught_up"
+REARM_FAILURE = "rearm_failure"
+SWEEP = "sweep"
+
+PassOutcome = Literal["caught-up", "actionable", "failed"]
+
+
+def host_workflow_id(host_id: str) -> str:
+    """The one workflow id per host: Temporal's id uniqueness makes the host's owner loop."""
+    return f"threadwarden-host/{host_id}"
+
+
+def sweeper_workflow_id(task_queue: str) -> str:
+    """One sweeper per task queue."""
+    return f"threadwarden-sweeper/{task_queue}"
+
+
+class HostInput(BaseModel):
+    host_id: str
+    passes: int = 0
+    """Passes run by earlier runs of this chain (continue-as-new carries it for visibility)."""
+
+
+class HostResult(BaseModel):
+    host_id: str
+    passes: int
+    last_outcome: PassOutcome | None
+
+
+class WakeInput(BaseModel):
+    reason: str = "mutation"
+
+
+class HostStatus(BaseModel):
+    host_id: str
+    phase: str
+    passes: int
+    wake_pending: bool
+    last_outcome: PassOutcome | None
+    next_alarm: datetime | None
+
+
+class BeginPassInput(BaseModel):
+    host_id: str
+    now: datetime
+
+
+class BeginPassResult(BaseModel):
+    epoch: int
+    generation: int
+    caught_up: bool
+    stalls: int
+    nonterminal: int
+
+
+class PassStepInput(BaseModel):
+    """The fencing pair every step after begin carries."""
+
+    host_id: str
+    epoch: int
+
+
+class RecoverResult(BaseModel):
+    repaired: int = 0
+    deferred: int = 0
+    unknown: int = 0
+
+
+class SelectLaneInput(PassStepInput):
+    now: datetime
+
+
+class SelectLaneResult(BaseModel):
+    thread_id: str | None
+
+
+class RunHeadInput(PassStepInput):
+    thread_id: str
+    yield_after: datetime
+
+
+class RunHeadResult(BaseModel):
+    submission_id: str | None = None
+    outcome: Literal["completed", "failed", "aborted"] | None = None
+    binding_error: str | None = None
+
+
+class FinishPassInput(PassStepInput):
+    generation: int
+    stalls: int
+    progressed: bool
+    now: datetime
+    jitter: float = Field(ge=0, lt=1)
+
+
+class FinishCaughtUpInput(PassStepInput):
+    now: datetime
+
+
+class RearmFailureInput(PassStepInput):
+    generation: int
+    native_only: bool
+    now: datetime
+    jitter: float = Field(ge=0, lt=1)
+    error: str
+
+
+class PassReport(BaseModel):
+    """What the finish step wrote: the host's visible state after the pass."""
+
+    outcome: PassOutcome
+    generation: int
+    processed: int
+    nonterminal: int
+    alarm_at: datetime | None
+
+
+class SweeperInput(BaseModel):
+    iterations: int = 0
+
+
+class SweepInput(BaseModel):
+    limit: int = 500
+
+
+class SweepResult(BaseModel):
+    woken: int
+    interval_ms: int

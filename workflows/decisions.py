@@ -1,0 +1,171 @@
+"""Pure decisions of the maintenance pass: backoff, selection and alarm arithmetic.
+
+All times are integer epoch milliseconds and all inputs are explicit, so these functions are
+deterministic and are tested directly (and with hypothesis). Nothing here does I/O.
+"""
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+MAX_STALLS = 30
+MAX_BINDING_ATTEMPTS = 30
+BINDING_RETRY_BASE_MS = 5_000
+BINDING_RETRY_CAP_MS = 60_000
+BINDING_REPORT_INTERVAL_MS = 900_000
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The pass's tunable delays, in milliseconds."""
+
+    alarm_backoff_base: int = 100
+    alarm_backoff_cap: int = 5_000
+    wake_scan_interval: int = 1_000
+
+    @property
+    def minimum_alarm_delay(self) -> int:
+        """The floor under every alarm: never sooner than this after now."""
+        return max(1, math.ceil(self.alarm_backoff_base / 2))
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The durable maintenance backoff record; it applies while ``generation == dirty``."""
+
+    generation: int
+    not_before: int
+    native_only: bool
+    stalls: int
+
+
+@dataclass(frozen=True)
+class AlarmPlan:
+    """What a pass does to the host's alarm: ``set`` overwrites, ``ensure`` keeps an earlier one."""
+
+    action: Literal["set", "ensure", "clear"]
+    at: int | None = None
+
+
+def backoff_delay(stalls: int, jitter: float, timing: Timing) -> int:
+    """ceil(b/2 + b/2·jitter) with b = min(cap, base·2^min(stalls, 30)); jitter in [0, 1)."""
+    bound = min(timing.alarm_backoff_cap, timing.alarm_backoff_base * 2 ** min(stalls, MAX_STALLS))
+    return math.ceil(bound / 2 + bound / 2 * jitter)
+
+
+def rearm_delay(progressed: bool, stalls: int, jitter: float, timing: Timing) -> int:
+    """Progress rearms at the base delay; a stall backs off by the persisted stall count."""
+    return timing.alarm_backoff_base if progressed else backoff_delay(stalls, jitter, timing)
+
+
+def binding_retry_delay(attempts: int) -> int:
+    """min(60 s, 5 s·2^(attempts−1)): 5, 10, 20, 40, then 60 seconds."""
+    return min(BINDING_RETRY_CAP_MS, BINDING_RETRY_BASE_MS * 2 ** (max(attempts, 1) - 1))
+
+
+def current_retry(retry: Retry | None, dirty: int) -> Retry | None:
+    """The retry record if it still applies: a newer mutation makes it obsolete."""
+    return retry if retry is not None and retry.generation == dirty else None
+
+
+def is_caught_up(*, dirty: int, processed: int, retry: Retry | None, now: int) -> bool:
+    """Begin's verdict: nothing new, or a durable backoff window is still open."""
+    live = current_retry(retry, dirty)
+    return processed >= dirty or (live is not None and live.not_before > now)
+
+
+def select_lane(
+    eligible: Iterable[str],
+    *,
+    last_served: str | None,
+    blocked_until: Mapping[str, int],
+    selection_time: int,
+) -> str | None:
+    """Round-robin: the first runnable thread after ``last_served``, else the first runnable.
+
+    ``eligible`` must be sorted in byte order (Postgres ``COLLATE "C"``); threads whose binding
+    retry is not yet due are skipped.
+    """
+    runnable = [t for t in eligible if blocked_until.get(t, 0) <= selection_time]
+    if not runnable:
+        return None
+    if last_served is not None:
+        for thread_id in runnable:
+            if thread_id.encode() > last_served.encode():
+                return thread_id
+    return runnable[0]
+
+
+def plan_failure_retry(
+    previous: Retry | None, *, generation: int, native_only: bool, now: int, jitter: float,
+    timing: Timing,
+) -> Retry:
+    """The retry a failed pass records: notBefore never decreases, stalls count up to 30."""
+    prior = previous if previous is not None and previous.generation == generation else None
+    stalls = prior.stalls if prior is not None else 0
+    not_before = max(prior.not_before if prior else 0, now + backoff_delay(stalls, jitter, timing))
+    return Retry(generation, not_before, native_only, min(MAX_STALLS, stalls + 1))
+
+
+def plan_failure_alarm(
+    retry: Retry, *, dirty: int, deadline: int | None, now: int, timing: Timing
+) -> AlarmPlan:
+    """After a failure: a racing commit is never postponed; aux deadlines join by nativeOnly."""
+    floor = now + timing.minimum_alarm_delay
+    native = floor if dirty != retry.generation else retry.not_before
+    if deadline is not None and (retry.native_only or deadline > now):
+        return AlarmPlan("set", max(floor, min(native, deadline)))
+    return AlarmPlan("set", max(floor, native))
+
+
+def plan_caught_up_alarm(
+    *, dirty: int, processed: int, retry: Retry | None, deadline: int | None, now: int,
+    timing: Timing,
+) -> AlarmPlan:
+    """The caught-up (or publication-blocked) finish: set to the earliest need, else clear."""
+    floor = now + timing.minimum_alarm_delay
+    native: int | None = None
+    if dirty > processed:
+        live = current_retry(retry, dirty)
+        native = max(floor, live.not_before) if live else now + timing.wake_scan_interval
+    candidates = [t for t in (native, deadline) if t is not None]
+    if not candidates:
+        return AlarmPlan("clear")
+    return AlarmPlan("set", max(floor, min(candidates)))
+
+
+@dataclass(frozen=True)
+class NativeFinish:
+    """The acknowledgement, retry record and alarm decided at the end of an actionable pass."""
+
+    processed: int
+    retry: Retry | None
+    alarm: AlarmPlan
+
+
+def plan_native_finish(
+    *, generation: int, stalls: int, dirty: int, processed: int, autonomous: bool,
+    progressed: bool, binding_delay: int, deadline: int | None, now: int, jitter: float,
+    timing: Timing,
+) -> NativeFinish:
+    """Brief §3.5(e)8-9: acknowledge only the observed generation, keep autonomous work armed."""
+    floor = now + timing.minimum_alarm_delay
+    ordinary = rearm_delay(progressed, stalls, jitter, timing) if autonomous else 0
+    delay = max(ordinary, binding_delay)
+    acknowledged = processed if autonomous else max(processed, generation)
+    retry = None
+    if autonomous and not progressed:
+        retry = Retry(generation, now + delay, True, min(MAX_STALLS, stalls + 1))
+    if autonomous:
+        native = floor if dirty != generation else now + delay
+        at = max(floor, min(native, deadline)) if deadline is not None else native
+        return NativeFinish(acknowledged, retry, AlarmPlan("set", at))
+    if dirty > acknowledged:
+        at = now + timing.wake_scan_interval
+        if deadline is not None:
+            at = max(floor, min(at, deadline))
+        return NativeFinish(acknowledged, retry, AlarmPlan("ensure", at))
+    if deadline is not None:
+        return NativeFinish(acknowledged, retry, AlarmPlan("set", max(floor, deadline)))
+    return NativeFinish(acknowledged, retry, AlarmPlan("clear"))

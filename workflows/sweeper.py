@@ -1,0 +1,37 @@
+"""The sweeper: the safety net that wakes hosts whose durable alarm is overdue.
+
+Wakes are hints. A mutation that committed but whose signal was lost (the process died in between)
+still has ``alarm_at`` in Postgres; the sweeper finds it and signal-with-starts the host.
+"""
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows import contracts as c
+from workflows.host import ONE_ATTEMPT
+
+ITERATIONS_PER_RUN = 200
+"""Sweeps per run before continuing as new, to keep history short."""
+SWEEP_TIMEOUT = timedelta(seconds=30)
+
+
+@workflow.defn(name=c.SWEEPER_WORKFLOW)
+class SweeperWorkflow:
+    """Runs a bounded sweep every few seconds, forever (continuing as new now and then)."""
+
+    @workflow.run
+    async def run(self, state: c.SweeperInput) -> None:
+        for _ in range(ITERATIONS_PER_RUN):
+            try:
+                result = await workflow.execute_activity(
+                    c.SWEEP, c.SweepInput(), result_type=c.SweepResult,
+                    start_to_close_timeout=SWEEP_TIMEOUT, retry_policy=ONE_ATTEMPT,
+                )
+                interval = timedelta(milliseconds=result.interval_ms)
+            except ActivityError as error:  # a failed sweep must not end the safety net
+                workflow.logger.warning("sweep failed: %s", error)
+                interval = SWEEP_TIMEOUT
+            await workflow.sleep(interval)
+        workflow.continue_as_new(c.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN))
