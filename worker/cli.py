@@ -10,7 +10,7 @@ import logging
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -21,6 +21,7 @@ from threadwarden.errors import (
     StackNotFound,
     ThreadwardenError,
 )
+from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input, validate_id
 from worker import commands
 from worker.settings import Settings
@@ -38,11 +39,20 @@ def _id(field: str) -> Callable[[str], str]:
     return check
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="threadwarden", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="threadwarden", description="Durable AI-agent threads on Temporal.")
     parser.add_argument("--data-dir", type=Path, help="embedded stack folder (default .threadwarden)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     sub.add_parser("demo", help="run the scripted demo on a throwaway embedded stack")
     dev = sub.add_parser("dev", help="embedded Temporal (with UI) + PostgreSQL + worker, until Ctrl-C")
@@ -79,6 +89,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, Any, int]:
     if args.command == "submit":
         value = parse_json_input("input", args.input, max_bytes=settings.max_input_bytes)
+        if args.agent == SCRIPTED_AGENT_ID:
+            parse_steps(value)
         return commands.submit(settings, args, value)
     handlers: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
         "demo": commands.demo, "dev": commands.dev, "worker": commands.worker,
@@ -90,7 +102,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadwarden`` console script."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # usage errors and --help: report the code instead of exiting
+        return stop.code if isinstance(stop.code, int) else 2
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,0 +1,123 @@
+"""The command line against real services: JSON shapes, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.helpers.polling import eventually
+from worker.cli import main
+from worker.runtime import Connections
+
+
+@pytest.fixture
+def cli_env(
+    monkeypatch: pytest.MonkeyPatch, connections: Connections, settings: Any, tmp_path: Path
+) -> None:
+    """Point the CLI at the test's database, Temporal server and task queue."""
+    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", connections.temporal_address)
+    monkeypatch.setenv("THREADWARDEN_TASK_QUEUE", settings.task_queue)
+    monkeypatch.setenv("THREADWARDEN_DATA_DIR", str(tmp_path / "none"))
+
+
+async def run_cli(*argv: str) -> int:
+    """Run the CLI in a thread (it owns its own event loop)."""
+    return await asyncio.to_thread(main, list(argv))
+
+
+async def submissions_count(pool: asyncpg.Pool[Any]) -> int:
+    return int(await pool.fetchval("SELECT count(*) FROM threadwarden.submissions"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"),
+    [
+        (["submit", "bad id", "--agent", "scripted", "--input", "[]"], "thread"),
+        (["submit", "t", "--agent", "x" * 129, "--input", "[]"], "agent"),
+        (["submit", "t", "--agent", "scripted", "--input", "[]", "--host", "a/b"], "host"),
+        (["submit", "t", "--agent", "scripted", "--input", "{nope"], "input"),
+        (["submit", "t", "--agent", "scripted", "--input", json.dumps("x" * 70_000)], "input"),
+        (["submit", "t", "--agent", "scripted", "--input", '[{"sleep_ms": -1}]'], "sleep_ms"),
+        (["status", "--thread", ""], "thread"),
+    ],
+)
+async def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
+    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str],
+    argv: list[str], field: str,
+) -> None:
+    code = await run_cli(*argv)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and field in err
+    assert await submissions_count(pool) == 0
+
+
+async def test_cli_conflicting_idempotency_key_exits_2_and_writes_nothing(
+    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], ids: str
+) -> None:
+    base = ["submit", f"{ids}-t", "--agent", "scripted", "--idempotency-key", "k1", "--json"]
+    assert await run_cli(*base, "--input", '[{"say": "a"}]') == 0
+    first = json.loads(capsys.readouterr().out)
+    assert await run_cli(*base, "--input", '[{"say": "a"}]') == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again == {**first, "created": False}
+    assert await run_cli(*base, "--input", '[{"say": "b"}]') == 2
+    assert "idempotency_key" in capsys.readouterr().err
+    assert await submissions_count(pool) == 1
+
+
+async def test_cli_submit_and_status_print_the_documented_json(
+    cli_env: None, worker: None, capsys: pytest.CaptureFixture[str], ids: str
+) -> None:
+    thread = f"{ids}-json"
+    for text in ("one", "two"):
+        assert await run_cli("submit", thread, "--agent", "scripted", "--input",
+                             json.dumps([{"say": text}]), "--json") == 0
+    receipts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [set(r) for r in receipts] == [
+        {"submission_id", "thread_id", "host_id", "sequence", "created"}
+    ] * 2
+    assert [r["sequence"] for r in receipts] == [1, 2]
+
+    async def thread_status() -> dict[str, Any]:
+        assert await run_cli("status", "--thread", thread, "--json") == 0
+        return dict(json.loads(capsys.readouterr().out))
+
+    status = await eventually(
+        thread_status, lambda s: all(x["state"] == "settled" for x in s["submissions"]),
+        what="both settled",
+    )
+    assert set(status) == {"thread_id", "host_id", "submissions"}
+    assert [s["submission_id"] for s in status["submissions"]] == [
+        r["submission_id"] for r in receipts
+    ]
+    assert all(set(s) == {"submission_id", "sequence", "state", "outcome"}
+               for s in status["submissions"])
+    assert await run_cli("status", "--host", thread, "--json") == 0
+    host = json.loads(capsys.readouterr().out)
+    assert set(host) == {"host_id", "dirty", "processed", "nonterminal", "alarm_at",
+                         "last_served_thread_id", "retry", "binding_retries"}
+
+
+async def test_cli_without_a_stack_or_settings_exits_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("THREADWARDEN_DATABASE_URL", raising=False)
+    monkeypatch.delenv("THREADWARDEN_TEMPORAL_ADDRESS", raising=False)
+    code = await run_cli("--data-dir", str(tmp_path), "status", "--thread", "t")
+    assert code == 1
+    assert "threadwarden dev" in capsys.readouterr().err
+
+
+async def test_cli_invalid_setting_names_the_field_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THREADWARDEN_LEASE_MS", "soon")
+    assert await run_cli("status", "--thread", "t") == 2
+    assert "lease_ms" in capsys.readouterr().err
