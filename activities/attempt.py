@@ -72,7 +72,9 @@ class AttemptActivities:
     @activity.defn(name=c.RUN_HEAD)
     @domain_errors
     async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
-        digests = {agent: self._registry.bindings[agent].digest for agent in self._registry.bindings}
+        digests = {
+            agent: self._registry.bindings[agent].digest for agent in self._registry.bindings
+        }
         try:
             claim = await self._attempts.claim_head(
                 step.host_id, step.epoch, step.thread_id, bindings=digests

@@ -23,6 +23,8 @@ def domain_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         try:
             return await fn(*args, **kwargs)
         except ThreadwardenError as error:
-            raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from error
+            raise ApplicationError(
+                str(error), type=type(error).__name__, non_retryable=True
+            ) from error
 
     return wrapper

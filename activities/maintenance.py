@@ -41,8 +41,13 @@ class MaintenanceActivities:
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
         report = await self._maintenance.finish(
-            step.host_id, step.epoch, generation=step.generation, stalls=step.stalls,
-            progressed=step.progressed, now=step.now, jitter=step.jitter,
+            step.host_id,
+            step.epoch,
+            generation=step.generation,
+            stalls=step.stalls,
+            progressed=step.progressed,
+            now=step.now,
+            jitter=step.jitter,
         )
         return c.PassReport(**report.model_dump())
 
@@ -50,7 +55,12 @@ class MaintenanceActivities:
     @domain_errors
     async def rearm_failure(self, step: c.RearmFailureInput) -> c.PassReport:
         report = await self._maintenance.rearm_failure(
-            step.host_id, step.epoch, generation=step.generation, native_only=step.native_only,
-            now=step.now, jitter=step.jitter, error=step.error,
+            step.host_id,
+            step.epoch,
+            generation=step.generation,
+            native_only=step.native_only,
+            now=step.now,
+            jitter=step.jitter,
+            error=step.error,
         )
         return c.PassReport(**report.model_dump())

@@ -12,7 +12,12 @@ class SweepActivities:
     """Finds overdue alarms in Postgres and signal-with-starts their hosts."""
 
     def __init__(
-        self, maintenance: Maintenance, client: Client, *, task_queue: str, interval_ms: int,
+        self,
+        maintenance: Maintenance,
+        client: Client,
+        *,
+        task_queue: str,
+        interval_ms: int,
         grace_ms: int,
     ) -> None:
         self._maintenance = maintenance

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 
 from ledger.models import Receipt
+from ledger.pool import Connection
 from threadwarden.errors import HostMismatch, IdempotencyConflict
 from threadwarden.validation import canonical_json
 
@@ -30,7 +31,10 @@ RETURNING dirty
 
 
 async def mark_dirty(
-    conn: asyncpg.Connection[Any], host_id: str, *, minimum_alarm_delay_ms: int,
+    conn: Connection,
+    host_id: str,
+    *,
+    minimum_alarm_delay_ms: int,
     invalidates_recovery: bool = True,
 ) -> int:
     """Inside a mutation's transaction: bump the generation and ensure-by the alarm.
@@ -56,8 +60,14 @@ class Admissions:
         self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
 
     async def admit(
-        self, *, thread_id: str, agent_id: str, input: Any, host_id: str | None = None,
-        idempotency_key: str | None = None, agent_digest: str | None = None,
+        self,
+        *,
+        thread_id: str,
+        agent_id: str,
+        input: Any,
+        host_id: str | None = None,
+        idempotency_key: str | None = None,
+        agent_digest: str | None = None,
     ) -> Receipt:
         """Admit one submission; the same key and payload return the same receipt.
 
@@ -74,11 +84,14 @@ class Admissions:
             if owner is not None and owner != host:
                 raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")
             await conn.execute(_ENSURE_HOST, host)
-            await conn.execute("SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", host)
+            await conn.execute(
+                "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", host
+            )
             await conn.execute(
                 "INSERT INTO threadwarden.threads (thread_id, host_id) VALUES ($1, $2)"
                 " ON CONFLICT DO NOTHING",
-                thread_id, host,
+                thread_id,
+                host,
             )
             thread = await conn.fetchrow(
                 "SELECT host_id, next_sequence FROM threadwarden.threads"
@@ -93,7 +106,8 @@ class Admissions:
             existing = await conn.fetchrow(
                 "SELECT submission_id, sequence, payload_digest FROM threadwarden.submissions"
                 " WHERE thread_id = $1 AND idempotency_key = $2",
-                thread_id, key,
+                thread_id,
+                key,
             )
             if existing is not None:
                 if existing["payload_digest"] != digest:
@@ -102,8 +116,11 @@ class Admissions:
                         " for a different payload"
                     )
                 return Receipt(
-                    submission_id=existing["submission_id"], thread_id=thread_id, host_id=host,
-                    sequence=existing["sequence"], created=False,
+                    submission_id=existing["submission_id"],
+                    thread_id=thread_id,
+                    host_id=host,
+                    sequence=existing["sequence"],
+                    created=False,
                 )
             sequence = int(thread["next_sequence"])
             submission_id = f"sub_{uuid.uuid4().hex}"
@@ -111,7 +128,14 @@ class Admissions:
                 "INSERT INTO threadwarden.submissions (submission_id, thread_id, sequence,"
                 " idempotency_key, payload_digest, agent_id, agent_digest, input, state)"
                 " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ready')",
-                submission_id, thread_id, sequence, key, digest, agent_id, agent_digest, input,
+                submission_id,
+                thread_id,
+                sequence,
+                key,
+                digest,
+                agent_id,
+                agent_digest,
+                input,
             )
             await conn.execute(
                 "UPDATE threadwarden.threads SET next_sequence = next_sequence + 1"
@@ -124,6 +148,9 @@ class Admissions:
             )
             await mark_dirty(conn, host, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
         return Receipt(
-            submission_id=submission_id, thread_id=thread_id, host_id=host, sequence=sequence,
+            submission_id=submission_id,
+            thread_id=thread_id,
+            host_id=host,
+            sequence=sequence,
             created=True,
         )

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from datetime import datetime
 from typing import Any
 
 import asyncpg
 from pydantic import BaseModel
 
 from ledger.models import STABLE_WAITS, Outcome
+from ledger.pool import Connection
 from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StaleAttempt, StalePass
 
 HISTORY_LIMIT = 1_000
@@ -68,7 +68,8 @@ class Attempts:
             thread = await conn.fetchrow(
                 "SELECT producer_epoch FROM threadwarden.threads"
                 " WHERE thread_id = $1 AND host_id = $2 FOR UPDATE",
-                thread_id, host_id,
+                thread_id,
+                host_id,
             )
             if thread is None:
                 return None
@@ -94,22 +95,33 @@ class Attempts:
                 )
             epoch = int(thread["producer_epoch"]) + 1
             claim = Claim(
-                host_id=host_id, pass_epoch=pass_epoch, thread_id=thread_id,
-                submission_id=head["submission_id"], agent_id=head["agent_id"],
-                agent_digest=digest, input=head["input"], epoch=epoch,
-                attempt_id=f"att_{uuid.uuid4().hex}", ownership_token=secrets.token_hex(16),
+                host_id=host_id,
+                pass_epoch=pass_epoch,
+                thread_id=thread_id,
+                submission_id=head["submission_id"],
+                agent_id=head["agent_id"],
+                agent_digest=digest,
+                input=head["input"],
+                epoch=epoch,
+                attempt_id=f"att_{uuid.uuid4().hex}",
+                ownership_token=secrets.token_hex(16),
                 history=await _history(conn, thread_id),
             )
             await conn.execute(
                 "UPDATE threadwarden.threads SET producer_epoch = $2 WHERE thread_id = $1",
-                thread_id, epoch,
+                thread_id,
+                epoch,
             )
             await conn.execute(
                 "UPDATE threadwarden.submissions SET state = 'running', agent_digest = $2,"
                 " epoch = $3, attempt_id = $4, ownership_token = $5, attempts = attempts + 1,"
                 " lease_expires_at = clock_timestamp() + make_interval(secs => $6::float8 / 1000)"
                 " WHERE submission_id = $1",
-                claim.submission_id, digest, epoch, claim.attempt_id, claim.ownership_token,
+                claim.submission_id,
+                digest,
+                epoch,
+                claim.attempt_id,
+                claim.ownership_token,
                 self._lease_ms,
             )
         return claim
@@ -120,7 +132,9 @@ class Attempts:
             "UPDATE threadwarden.submissions"
             "   SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)"
             " WHERE submission_id = $1 AND ownership_token = $2 AND state = 'running'",
-            claim.submission_id, claim.ownership_token, self._lease_ms,
+            claim.submission_id,
+            claim.ownership_token,
+            self._lease_ms,
         )
         return status.endswith(" 1")
 
@@ -140,7 +154,9 @@ class Attempts:
                 "UPDATE threadwarden.submissions SET state = 'settled', outcome = $2, reason = $3,"
                 " settled_at = clock_timestamp(), ownership_token = NULL, lease_expires_at = NULL"
                 " WHERE submission_id = $1",
-                claim.submission_id, outcome, reason,
+                claim.submission_id,
+                outcome,
+                reason,
             )
             return record
 
@@ -150,7 +166,8 @@ class Attempts:
             "UPDATE threadwarden.submissions SET state = 'ready', ownership_token = NULL,"
             " lease_expires_at = NULL"
             " WHERE submission_id = $1 AND ownership_token = $2 AND state = 'running'",
-            claim.submission_id, claim.ownership_token,
+            claim.submission_id,
+            claim.ownership_token,
         )
 
 
@@ -160,27 +177,24 @@ _PASS_EPOCH = {
 }
 
 
-async def _check_pass(
-    conn: asyncpg.Connection[Any], host_id: str, pass_epoch: int, *, lock: str
-) -> None:
+async def _check_pass(conn: Connection, host_id: str, pass_epoch: int, *, lock: str) -> None:
     current = await conn.fetchval(_PASS_EPOCH[lock], host_id)
     if current != pass_epoch:
         raise StalePass(f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})")
 
 
-async def _history(conn: asyncpg.Connection[Any], thread_id: str) -> list[HistoryRecord]:
+async def _history(conn: Connection, thread_id: str) -> list[HistoryRecord]:
     rows = await conn.fetch(
         "SELECT sequence, record_id, submission_id, kind, body FROM ("
         "  SELECT * FROM threadwarden.records WHERE thread_id = $1"
         "  ORDER BY sequence DESC LIMIT $2) newest ORDER BY sequence",
-        thread_id, HISTORY_LIMIT,
+        thread_id,
+        HISTORY_LIMIT,
     )
     return [HistoryRecord(**dict(r)) for r in rows]
 
 
-async def _fenced_append(
-    conn: asyncpg.Connection[Any], claim: Claim, kind: str, body: Any
-) -> HistoryRecord:
+async def _fenced_append(conn: Connection, claim: Claim, kind: str, body: Any) -> HistoryRecord:
     # FOR SHARE: appends of one pass do not serialise on each other, but a new pass's begin
     # (FOR UPDATE) waits for them and every append after it sees the new epoch.
     await _check_pass(conn, claim.host_id, claim.pass_epoch, lock="FOR SHARE")
@@ -189,7 +203,11 @@ async def _fenced_append(
         " WHERE submission_id = $1 FOR UPDATE",
         claim.submission_id,
     )
-    if owner is None or owner["ownership_token"] != claim.ownership_token or owner["state"] != "running":
+    if (
+        owner is None
+        or owner["ownership_token"] != claim.ownership_token
+        or owner["state"] != "running"
+    ):
         raise StaleAttempt(
             f"submission {claim.submission_id}: attempt {claim.attempt_id} no longer owns it"
         )
@@ -209,13 +227,22 @@ async def _fenced_append(
     await conn.execute(
         "INSERT INTO threadwarden.records (thread_id, sequence, record_id, submission_id, kind,"
         " body, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        claim.thread_id, sequence, record_id, claim.submission_id, kind, body, claim.epoch,
+        claim.thread_id,
+        sequence,
+        record_id,
+        claim.submission_id,
+        kind,
+        body,
+        claim.epoch,
     )
     await conn.execute(
         "UPDATE threadwarden.threads SET next_record = next_record + 1 WHERE thread_id = $1",
         claim.thread_id,
     )
     return HistoryRecord(
-        sequence=sequence, record_id=record_id, submission_id=claim.submission_id, kind=kind,
+        sequence=sequence,
+        record_id=record_id,
+        submission_id=claim.submission_id,
+        kind=kind,
         body=body,
     )

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 from pydantic import BaseModel
 
 from ledger.models import STABLE_WAITS, from_ms, retry_from_json, retry_to_json, to_ms
+from ledger.pool import Connection
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
@@ -88,7 +89,9 @@ class Maintenance:
             await conn.execute(
                 "UPDATE threadwarden.hosts SET pass_epoch = $2, alarm_at = LEAST(alarm_at, $3),"
                 " updated_at = clock_timestamp() WHERE host_id = $1",
-                host_id, epoch, from_ms(now_ms + self._timing.minimum_alarm_delay),
+                host_id,
+                epoch,
+                from_ms(now_ms + self._timing.minimum_alarm_delay),
             )
         dirty, processed = int(row["dirty"]), int(row["processed"])
         retry = retry_from_json(row["retry"])
@@ -107,13 +110,20 @@ class Maintenance:
             row = await _lock_fenced(conn, host_id, epoch)
             dirty, processed = int(row["dirty"]), int(row["processed"])
             plan = d.plan_caught_up_alarm(
-                dirty=dirty, processed=processed, retry=retry_from_json(row["retry"]),
-                deadline=None, now=to_ms(now), timing=self._timing,
+                dirty=dirty,
+                processed=processed,
+                retry=retry_from_json(row["retry"]),
+                deadline=None,
+                now=to_ms(now),
+                timing=self._timing,
             )
             alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "caught-up")
         return Report(
-            outcome="caught-up", generation=dirty, processed=processed,
-            nonterminal=int(row["nonterminal"]), alarm_at=alarm_at,
+            outcome="caught-up",
+            generation=dirty,
+            processed=processed,
+            nonterminal=int(row["nonterminal"]),
+            alarm_at=alarm_at,
         )
 
     async def recover(self, host_id: str, epoch: int) -> int:
@@ -144,53 +154,86 @@ class Maintenance:
                 if head_of.get(r["thread_id"]) == r["submission_id"]
             }
             picked = d.select_lane(
-                eligible, last_served=row["last_served_thread_id"], blocked_until=blocked,
+                eligible,
+                last_served=row["last_served_thread_id"],
+                blocked_until=blocked,
                 selection_time=to_ms(now),
             )
             if picked is not None:
                 await conn.execute(
                     "UPDATE threadwarden.hosts SET last_served_thread_id = $2 WHERE host_id = $1",
-                    host_id, picked,
+                    host_id,
+                    picked,
                 )
         return picked
 
     async def finish(
-        self, host_id: str, epoch: int, *, generation: int, stalls: int, progressed: bool,
-        now: datetime, jitter: float,
+        self,
+        host_id: str,
+        epoch: int,
+        *,
+        generation: int,
+        stalls: int,
+        progressed: bool,
+        now: datetime,
+        jitter: float,
     ) -> Report:
-        """Acknowledge only the observed generation; keep the alarm while autonomous work remains."""
+        """Acknowledge only the observed generation; keep the alarm while work remains."""
         now_ms = to_ms(now)
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch)
             remaining = await conn.fetch(_REMAINING, host_id)
-            heads = {}
+            heads: dict[str, asyncpg.Record] = {}
             for r in remaining:
                 heads.setdefault(r["thread_id"], r)
             retries = [
-                r for r in row["binding_retries"]
-                if heads.get(r["thread_id"], {}).get("submission_id") == r["submission_id"]
+                r
+                for r in row["binding_retries"]
+                if r["thread_id"] in heads
+                and heads[r["thread_id"]]["submission_id"] == r["submission_id"]
             ]
             binding_delay = _binding_delay(heads, retries, now_ms)
             plan = d.plan_native_finish(
-                generation=generation, stalls=stalls, dirty=int(row["dirty"]),
-                processed=int(row["processed"]), autonomous=is_autonomous(remaining),
-                progressed=progressed, binding_delay=binding_delay, deadline=None, now=now_ms,
-                jitter=jitter, timing=self._timing,
+                generation=generation,
+                stalls=stalls,
+                dirty=int(row["dirty"]),
+                processed=int(row["processed"]),
+                autonomous=is_autonomous(remaining),
+                progressed=progressed,
+                binding_delay=binding_delay,
+                deadline=None,
+                now=now_ms,
+                jitter=jitter,
+                timing=self._timing,
             )
             await conn.execute(
                 "UPDATE threadwarden.hosts SET processed = $2, retry = $3, nonterminal = $4,"
                 " binding_retries = $5 WHERE host_id = $1",
-                host_id, plan.processed, retry_to_json(plan.retry), len(remaining), retries,
+                host_id,
+                plan.processed,
+                retry_to_json(plan.retry),
+                len(remaining),
+                retries,
             )
             alarm_at = await _apply_alarm(conn, host_id, plan.alarm, row["alarm_at"], "actionable")
         return Report(
-            outcome="actionable", generation=int(row["dirty"]), processed=plan.processed,
-            nonterminal=len(remaining), alarm_at=alarm_at,
+            outcome="actionable",
+            generation=int(row["dirty"]),
+            processed=plan.processed,
+            nonterminal=len(remaining),
+            alarm_at=alarm_at,
         )
 
     async def rearm_failure(
-        self, host_id: str, epoch: int, *, generation: int, native_only: bool, now: datetime,
-        jitter: float, error: str,
+        self,
+        host_id: str,
+        epoch: int,
+        *,
+        generation: int,
+        native_only: bool,
+        now: datetime,
+        jitter: float,
+        error: str,
     ) -> Report:
         """Record the durable backoff of a failed pass and set its alarm."""
         now_ms = to_ms(now)
@@ -198,18 +241,29 @@ class Maintenance:
             row = await _lock_fenced(conn, host_id, epoch)
             dirty = int(row["dirty"])
             retry = d.plan_failure_retry(
-                retry_from_json(row["retry"]), generation=generation, native_only=native_only,
-                now=now_ms, jitter=jitter, timing=self._timing,
+                retry_from_json(row["retry"]),
+                generation=generation,
+                native_only=native_only,
+                now=now_ms,
+                jitter=jitter,
+                timing=self._timing,
             )
-            plan = d.plan_failure_alarm(retry, dirty=dirty, deadline=None, now=now_ms, timing=self._timing)
+            plan = d.plan_failure_alarm(
+                retry, dirty=dirty, deadline=None, now=now_ms, timing=self._timing
+            )
             await conn.execute(
                 "UPDATE threadwarden.hosts SET retry = $2, last_error = $3 WHERE host_id = $1",
-                host_id, retry_to_json(retry), error,
+                host_id,
+                retry_to_json(retry),
+                error,
             )
             alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "failed")
         return Report(
-            outcome="failed", generation=dirty, processed=int(row["processed"]),
-            nonterminal=int(row["nonterminal"]), alarm_at=alarm_at,
+            outcome="failed",
+            generation=dirty,
+            processed=int(row["processed"]),
+            nonterminal=int(row["nonterminal"]),
+            alarm_at=alarm_at,
         )
 
     async def overdue_hosts(self, *, grace_ms: int, limit: int) -> list[str]:
@@ -218,14 +272,13 @@ class Maintenance:
             "SELECT host_id FROM threadwarden.hosts"
             " WHERE alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)"
             " ORDER BY alarm_at LIMIT $2",
-            grace_ms, limit,
+            grace_ms,
+            limit,
         )
         return [r["host_id"] for r in rows]
 
 
-def _binding_delay(
-    heads: dict[str, Any], retries: list[dict[str, Any]], now_ms: int
-) -> int:
+def _binding_delay(heads: dict[str, Any], retries: list[dict[str, Any]], now_ms: int) -> int:
     """How long until the earliest eligible head may run, given its binding backoff."""
     not_before = {r["thread_id"]: int(r["not_before"]) for r in retries}
     eligible = [t for t, head in heads.items() if head["state"] not in STABLE_WAITS]
@@ -234,16 +287,19 @@ def _binding_delay(
     return max(0, min(not_before.get(t, now_ms) for t in eligible) - now_ms)
 
 
-async def _lock_fenced(conn: asyncpg.Connection[Any], host_id: str, epoch: int) -> asyncpg.Record:
+async def _lock_fenced(conn: Connection, host_id: str, epoch: int) -> asyncpg.Record:
     row = await conn.fetchrow(_LOCK_HOST, host_id)
     if row is None or int(row["pass_epoch"]) != epoch:
         found = None if row is None else row["pass_epoch"]
         raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")
-    return row
+    return cast(asyncpg.Record, row)
 
 
 async def _apply_alarm(
-    conn: asyncpg.Connection[Any], host_id: str, plan: d.AlarmPlan, current: datetime | None,
+    conn: Connection,
+    host_id: str,
+    plan: d.AlarmPlan,
+    current: datetime | None,
     outcome: str,
 ) -> datetime | None:
     if plan.action == "clear":
@@ -256,6 +312,8 @@ async def _apply_alarm(
     await conn.execute(
         "UPDATE threadwarden.hosts SET alarm_at = $2, last_outcome = $3,"
         " updated_at = clock_timestamp() WHERE host_id = $1",
-        host_id, alarm_at, outcome,
+        host_id,
+        alarm_at,
+        outcome,
     )
     return alarm_at

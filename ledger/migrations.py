@@ -11,10 +11,8 @@ import logging
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
 
-import asyncpg
-
+from ledger.pool import Connection
 from threadwarden.errors import SchemaVersionMismatch
 
 logger = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ def expected_version() -> int:
     return len(available_migrations())
 
 
-async def current_version(conn: asyncpg.Connection[Any]) -> int:
+async def current_version(conn: Connection) -> int:
     """The applied schema version, 0 for an empty database."""
     exists = await conn.fetchval("SELECT to_regclass('threadwarden.schema_migrations') IS NOT NULL")
     if not exists:
@@ -58,7 +56,7 @@ async def current_version(conn: asyncpg.Connection[Any]) -> int:
     return int(version or 0)
 
 
-async def migrate(conn: asyncpg.Connection[Any]) -> list[int]:
+async def migrate(conn: Connection) -> list[int]:
     """Apply every pending migration; return the versions applied by this call."""
     applied: list[int] = []
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
@@ -87,7 +85,7 @@ async def migrate(conn: asyncpg.Connection[Any]) -> list[int]:
     return applied
 
 
-async def verify(conn: asyncpg.Connection[Any]) -> int:
+async def verify(conn: Connection) -> int:
     """Refuse to run against a schema older or newer than this code expects."""
     have, want = await current_version(conn), expected_version()
     if have != want:

@@ -8,7 +8,13 @@ from pydantic import BaseModel
 from workflows.decisions import Retry
 
 SubmissionState = Literal[
-    "admitted", "ready", "running", "input-applied", "terminalizing", "settled", "suspended",
+    "admitted",
+    "ready",
+    "running",
+    "input-applied",
+    "terminalizing",
+    "settled",
+    "suspended",
     "unknown",
 ]
 Outcome = Literal["completed", "failed", "aborted"]

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+if TYPE_CHECKING:  # asyncpg's classes are generic only in its stubs
+    Connection: TypeAlias = asyncpg.Connection[Any] | PoolConnectionProxy[Any]
+else:
+    Connection = asyncpg.Connection | PoolConnectionProxy
+"""A connection as repositories receive it: direct, or borrowed from a pool."""
 
 
 async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
     for name in ("json", "jsonb"):
-        await conn.set_type_codec(
-            name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog"
-        )
+        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
 async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool[Any]:

@@ -38,7 +38,8 @@ class StatusReader:
                 thread_id,
             )
         return ThreadStatus(
-            thread_id=thread_id, host_id=host_id,
+            thread_id=thread_id,
+            host_id=host_id,
             submissions=[SubmissionView(**dict(r)) for r in rows],
         )
 
@@ -54,14 +55,22 @@ class StatusReader:
             raise NotFound(f"host: no host {host_id!r}")
         retry = retry_from_json(row["retry"])
         fields = dict(row)
-        fields["retry"] = None if retry is None else RetryView(
-            generation=retry.generation, not_before=from_ms(retry.not_before),
-            native_only=retry.native_only, stalls=retry.stalls,
+        fields["retry"] = (
+            None
+            if retry is None
+            else RetryView(
+                generation=retry.generation,
+                not_before=from_ms(retry.not_before),
+                native_only=retry.native_only,
+                stalls=retry.stalls,
+            )
         )
         fields["binding_retries"] = [
             BindingRetryView(
-                thread_id=r["thread_id"], submission_id=r["submission_id"],
-                attempts=r["attempts"], not_before=from_ms(r["not_before"]),
+                thread_id=r["thread_id"],
+                submission_id=r["submission_id"],
+                attempts=r["attempts"],
+                not_before=from_ms(r["not_before"]),
                 reported_at=from_ms(r["reported_at"]),
             )
             for r in row["binding_retries"]

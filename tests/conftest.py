@@ -88,8 +88,12 @@ def connections(database_url: str, temporal: str) -> Connections:
 def settings(tmp_path: Path) -> Settings:
     """Defaults with a fresh task queue and a quick sweeper."""
     return Settings(
-        task_queue=f"tq-{uuid.uuid4().hex[:12]}", data_dir=tmp_path / "tw",
-        sweep_interval_ms=200, sweep_grace_ms=200, lease_ms=3_000, lease_renew_ms=500,
+        task_queue=f"tq-{uuid.uuid4().hex[:12]}",
+        data_dir=tmp_path / "tw",
+        sweep_interval_ms=200,
+        sweep_grace_ms=200,
+        lease_ms=3_000,
+        lease_renew_ms=500,
     )
 
 

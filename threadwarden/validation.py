@@ -38,7 +38,9 @@ def validate_input(field: str, value: Any, *, max_bytes: int = MAX_INPUT_BYTES) 
 def parse_json_input(field: str, text: str, *, max_bytes: int = MAX_INPUT_BYTES) -> Any:
     """Parse CLI JSON text into a value, with the size limit checked on the raw text too."""
     if len(text.encode()) > max_bytes:
-        raise InvalidInput(field, f"at most {max_bytes} bytes of JSON", f"{len(text.encode())} bytes")
+        raise InvalidInput(
+            field, f"at most {max_bytes} bytes of JSON", f"{len(text.encode())} bytes"
+        )
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:

@@ -1,1 +1,1 @@
-"""The composition root: settings, telemetry, the worker, the CLI, the embedded stack, the client."""
+"""The composition root: settings, the worker, the CLI, the embedded stack and the client."""

@@ -48,14 +48,18 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="threadwarden", description="Durable AI-agent threads on Temporal.")
-    parser.add_argument("--data-dir", type=Path, help="embedded stack folder (default .threadwarden)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="embedded stack folder (default .threadwarden)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
 
     sub.add_parser("demo", help="run the scripted demo on a throwaway embedded stack")
-    dev = sub.add_parser("dev", help="embedded Temporal (with UI) + PostgreSQL + worker, until Ctrl-C")
+    dev = sub.add_parser(
+        "dev", help="embedded Temporal (with UI) + PostgreSQL + worker, until Ctrl-C"
+    )
     dev.add_argument("--bindings", help="module:attribute with extra bindings")
     work = sub.add_parser("worker", help="run a worker against the configured services")
     work.add_argument("--bindings", help="module:attribute with extra bindings")
@@ -93,8 +97,12 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
             parse_steps(value)
         return commands.submit(settings, args, value)
     handlers: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
-        "demo": commands.demo, "dev": commands.dev, "worker": commands.worker,
-        "migrate": commands.migrate, "setup": commands.setup, "status": commands.status,
+        "demo": commands.demo,
+        "dev": commands.dev,
+        "worker": commands.worker,
+        "migrate": commands.migrate,
+        "setup": commands.setup,
+        "status": commands.status,
     }
     return handlers[args.command](settings, args)
 

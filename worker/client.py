@@ -38,7 +38,7 @@ class ThreadwardenClient:
     @contextlib.asynccontextmanager
     async def connect(
         cls, settings: Settings, connections: Connections
-    ) -> AsyncIterator["ThreadwardenClient"]:
+    ) -> AsyncIterator[ThreadwardenClient]:
         """A client for the ledger and Temporal named by ``connections``."""
         pool = await create_pool(connections.database_url, max_size=4)
         try:
@@ -50,8 +50,14 @@ class ThreadwardenClient:
             await pool.close()
 
     async def submit(
-        self, thread_id: str, *, agent_id: str, input: Any, idempotency_key: str | None = None,
-        host_id: str | None = None, agent_digest: str | None = None,
+        self,
+        thread_id: str,
+        *,
+        agent_id: str,
+        input: Any,
+        idempotency_key: str | None = None,
+        host_id: str | None = None,
+        agent_digest: str | None = None,
     ) -> Receipt:
         """Admit one submission (idempotent per key) and wake its host.
 
@@ -68,8 +74,12 @@ class ThreadwardenClient:
         if agent_id == SCRIPTED_AGENT_ID:
             parse_steps(input)
         receipt = await self._admissions.admit(
-            thread_id=thread_id, agent_id=agent_id, input=input, host_id=host_id,
-            idempotency_key=idempotency_key, agent_digest=agent_digest,
+            thread_id=thread_id,
+            agent_id=agent_id,
+            input=input,
+            host_id=host_id,
+            idempotency_key=idempotency_key,
+            agent_digest=agent_digest,
         )
         if receipt.created:
             await self.wake(receipt.host_id)

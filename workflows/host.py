@@ -6,8 +6,9 @@ workflow timer and continues as new. When the pass cleared the alarm and no wake
 run completes: an idle host holds no open workflow.
 """
 
+import contextlib
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
@@ -64,7 +65,7 @@ class HostWorkflow:
             next_alarm=self._last.alarm_at if self._last else None,
         )
 
-    @workflow.run
+    @workflow.run  # noqa: RET503 - the last statement is continue-as-new, which never returns
     async def run(self, host: c.HostInput) -> c.HostResult:
         self._host_id = host.host_id
         self._passes = host.passes
@@ -95,15 +96,14 @@ class HostWorkflow:
             wait = max(report.alarm_at - workflow.now(), timedelta(0))
         if wait <= timedelta(0):
             return
-        try:
+        with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
             await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
-        except TimeoutError:
-            pass
 
     async def _pass(self) -> c.PassReport | None:
         try:
             begin = await self._step(
-                c.BEGIN_PASS, c.BeginPassInput(host_id=self._host_id, now=workflow.now()),
+                c.BEGIN_PASS,
+                c.BeginPassInput(host_id=self._host_id, now=workflow.now()),
                 c.BeginPassResult,
             )
         except ActivityError as error:
@@ -126,8 +126,12 @@ class HostWorkflow:
             return await self._step(
                 c.FINISH_PASS,
                 c.FinishPassInput(
-                    **step.model_dump(), generation=begin.generation, stalls=begin.stalls,
-                    progressed=progressed, now=workflow.now(), jitter=workflow.random().random(),
+                    **step.model_dump(),
+                    generation=begin.generation,
+                    stalls=begin.stalls,
+                    progressed=progressed,
+                    now=workflow.now(),
+                    jitter=workflow.random().random(),
                 ),
                 c.PassReport,
             )
@@ -138,7 +142,8 @@ class HostWorkflow:
         """Recovery, then one head attempt on the selected lane. True when something progressed."""
         recovered = await self._step(c.RECOVER, step, c.RecoverResult)
         selected = await self._step(
-            c.SELECT_LANE, c.SelectLaneInput(**step.model_dump(), now=workflow.now()),
+            c.SELECT_LANE,
+            c.SelectLaneInput(**step.model_dump(), now=workflow.now()),
             c.SelectLaneResult,
         )
         settled = False
@@ -146,7 +151,8 @@ class HostWorkflow:
             head = await workflow.execute_activity(
                 c.RUN_HEAD,
                 c.RunHeadInput(
-                    **step.model_dump(), thread_id=selected.thread_id,
+                    **step.model_dump(),
+                    thread_id=selected.thread_id,
                     yield_after=workflow.now() + YIELD_AFTER,
                 ),
                 result_type=c.RunHeadResult,
@@ -158,7 +164,10 @@ class HostWorkflow:
         return settled or recovered.repaired > 0
 
     async def _rearm_failure(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, native_only: bool,
+        self,
+        step: c.PassStepInput,
+        begin: c.BeginPassResult,
+        native_only: bool,
         error: ActivityError,
     ) -> c.PassReport | None:
         cause = error.cause
@@ -170,8 +179,12 @@ class HostWorkflow:
             return await self._step(
                 c.REARM_FAILURE,
                 c.RearmFailureInput(
-                    **step.model_dump(), generation=begin.generation, native_only=native_only,
-                    now=workflow.now(), jitter=workflow.random().random(), error=message[:500],
+                    **step.model_dump(),
+                    generation=begin.generation,
+                    native_only=native_only,
+                    now=workflow.now(),
+                    jitter=workflow.random().random(),
+                    error=message[:500],
                 ),
                 c.PassReport,
             )
@@ -180,10 +193,14 @@ class HostWorkflow:
             return None
 
     async def _step(self, name: str, arg: object, result_type: type[T]) -> T:
-        return await workflow.execute_local_activity(
-            name, arg, result_type=result_type,
-            start_to_close_timeout=SHORT_STEP, retry_policy=ONE_ATTEMPT,
+        result = await workflow.execute_local_activity(
+            name,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=SHORT_STEP,
+            retry_policy=ONE_ATTEMPT,
         )
+        return cast(T, result)
 
     def _set_phase(self, phase: str) -> None:
         self._phase = phase
@@ -196,9 +213,9 @@ class HostWorkflow:
             updates += [
                 GENERATION.value_set(report.generation),
                 NONTERMINAL.value_set(report.nonterminal),
-                NEXT_ALARM.value_set(report.alarm_at) if report.alarm_at
+                NEXT_ALARM.value_set(report.alarm_at)
+                if report.alarm_at
                 else NEXT_ALARM.value_unset(),
             ]
         workflow.upsert_search_attributes(updates)
         workflow.upsert_memo({"last_pass": report.model_dump(mode="json") if report else None})
-

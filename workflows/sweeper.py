@@ -26,8 +26,11 @@ class SweeperWorkflow:
         for _ in range(ITERATIONS_PER_RUN):
             try:
                 result = await workflow.execute_activity(
-                    c.SWEEP, c.SweepInput(), result_type=c.SweepResult,
-                    start_to_close_timeout=SWEEP_TIMEOUT, retry_policy=ONE_ATTEMPT,
+                    c.SWEEP,
+                    c.SweepInput(),
+                    result_type=c.SweepResult,
+                    start_to_close_timeout=SWEEP_TIMEOUT,
+                    retry_policy=ONE_ATTEMPT,
                 )
                 interval = timedelta(milliseconds=result.interval_ms)
             except ActivityError as error:  # a failed sweep must not end the safety net

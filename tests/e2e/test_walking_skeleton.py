@@ -22,7 +22,8 @@ async def test_submissions_settle_in_fifo_order_with_one_settlement_each(
     for thread in threads:
         for n in range(3):
             await client.submit(
-                thread, agent_id="scripted",
+                thread,
+                agent_id="scripted",
                 input=[{"say": f"{thread} #{n}"}, {"tool": "lookup", "args": {"n": n}}],
             )
     for thread in threads:

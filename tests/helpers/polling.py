@@ -8,10 +8,13 @@ T = TypeVar("T")
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]], accept: Callable[[T], bool], *, timeout_s: float = 30,
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    *,
+    timeout_s: float = 30,
     what: str = "condition",
 ) -> T:
-    """Call ``probe`` until ``accept`` holds on its result; fail with the last value at the deadline."""
+    """Call ``probe`` until ``accept`` holds; at the deadline fail showing the last value."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:

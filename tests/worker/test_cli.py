@@ -48,8 +48,11 @@ async def submissions_count(pool: asyncpg.Pool[Any]) -> int:
     ],
 )
 async def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
-    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str],
-    argv: list[str], field: str,
+    cli_env: None,
+    pool: asyncpg.Pool[Any],
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    field: str,
 ) -> None:
     code = await run_cli(*argv)
     err = capsys.readouterr().err
@@ -77,8 +80,18 @@ async def test_cli_submit_and_status_print_the_documented_json(
 ) -> None:
     thread = f"{ids}-json"
     for text in ("one", "two"):
-        assert await run_cli("submit", thread, "--agent", "scripted", "--input",
-                             json.dumps([{"say": text}]), "--json") == 0
+        assert (
+            await run_cli(
+                "submit",
+                thread,
+                "--agent",
+                "scripted",
+                "--input",
+                json.dumps([{"say": text}]),
+                "--json",
+            )
+            == 0
+        )
     receipts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [set(r) for r in receipts] == [
         {"submission_id", "thread_id", "host_id", "sequence", "created"}
@@ -90,19 +103,29 @@ async def test_cli_submit_and_status_print_the_documented_json(
         return dict(json.loads(capsys.readouterr().out))
 
     status = await eventually(
-        thread_status, lambda s: all(x["state"] == "settled" for x in s["submissions"]),
+        thread_status,
+        lambda s: all(x["state"] == "settled" for x in s["submissions"]),
         what="both settled",
     )
     assert set(status) == {"thread_id", "host_id", "submissions"}
     assert [s["submission_id"] for s in status["submissions"]] == [
         r["submission_id"] for r in receipts
     ]
-    assert all(set(s) == {"submission_id", "sequence", "state", "outcome"}
-               for s in status["submissions"])
+    assert all(
+        set(s) == {"submission_id", "sequence", "state", "outcome"} for s in status["submissions"]
+    )
     assert await run_cli("status", "--host", thread, "--json") == 0
     host = json.loads(capsys.readouterr().out)
-    assert set(host) == {"host_id", "dirty", "processed", "nonterminal", "alarm_at",
-                         "last_served_thread_id", "retry", "binding_retries"}
+    assert set(host) == {
+        "host_id",
+        "dirty",
+        "processed",
+        "nonterminal",
+        "alarm_at",
+        "last_served_thread_id",
+        "retry",
+        "binding_retries",
+    }
 
 
 async def test_cli_without_a_stack_or_settings_exits_1(
