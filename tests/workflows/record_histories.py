@@ -1,0 +1,82 @@
+"""Record host-workflow histories for the replay tests.
+
+Run ``.venv/bin/python -m tests.workflows.record_histories`` after an intentional change to the
+workflow's commands, commit the new files next to the old ones (old histories must keep
+replaying, or the change needs a patch/version marker).
+"""
+
+import asyncio
+import tempfile
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from ledger.migrations import migrate
+from tests.helpers.polling import eventually
+from worker.client import ThreadwardenClient
+from worker.embedded import EmbeddedPostgres, TemporalDevServer
+from worker.runtime import Connections, connect_temporal, running_worker
+from worker.settings import Settings
+from workflows.contracts import host_workflow_id
+
+HERE = Path(__file__).parent / "histories"
+
+
+async def record() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        postgres = EmbeddedPostgres(Path(tmp) / "pg")
+        temporal = TemporalDevServer(None, ui=False)
+        try:
+            dsn = await postgres.start("record")
+            conn = await asyncpg.connect(dsn)
+            await migrate(conn)
+            await conn.close()
+            await temporal.start()
+            connections = Connections(dsn, temporal.address)
+            settings = Settings(task_queue=f"rec-{uuid.uuid4().hex[:6]}", data_dir=Path(tmp))
+            async with (
+                running_worker(settings, connections),
+                ThreadwardenClient.connect(settings, connections) as client,
+            ):
+                await _record_settled(client, connections)
+                await _record_stalled(client, connections)
+        finally:
+            temporal.stop()
+            postgres.stop()
+
+
+async def _record_settled(client: ThreadwardenClient, connections: Connections) -> None:
+    await client.submit("replay-settled", agent_id="scripted", input=[{"say": "hi"}])
+    await eventually(
+        lambda: client.thread_status("replay-settled"),
+        lambda s: s.submissions[0].state == "settled",
+    )
+    await _save(connections, "replay-settled", "host_pass_settled_v1.json")
+
+
+async def _record_stalled(client: ThreadwardenClient, connections: Connections) -> None:
+    await client.submit("replay-stalled", agent_id="missing", input={})
+    await eventually(
+        lambda: client.host_status("replay-stalled"),
+        lambda h: h.retry is not None and h.retry.stalls >= 2,
+    )
+    await _save(connections, "replay-stalled", "host_pass_stalled_v1.json")
+
+
+async def _save(connections: Connections, host_id: str, name: str) -> None:
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    handle = temporal.get_workflow_handle(host_workflow_id(host_id))
+    described = await handle.describe()
+    # The first run of the chain: a complete pass followed by completion or continue-as-new.
+    first = temporal.get_workflow_handle(
+        host_workflow_id(host_id),
+        run_id=described.raw_description.workflow_execution_info.first_run_id,
+    )
+    history = await first.fetch_history()
+    (HERE / name).write_text(history.to_json())
+    print(f"recorded {name}")
+
+
+if __name__ == "__main__":
+    asyncio.run(record())
