@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from opentelemetry import trace
 from temporalio import activity
 
 from activities.errors import domain_errors
@@ -84,6 +85,15 @@ class AttemptActivities:
             return c.RunHeadResult(binding_error=str(error))
         if claim is None:
             return c.RunHeadResult()
+        trace.get_current_span().set_attributes(
+            {
+                "threadwarden.host_id": step.host_id,
+                "threadwarden.thread_id": claim.thread_id,
+                "threadwarden.submission_id": claim.submission_id,
+                "threadwarden.attempt_id": claim.attempt_id,
+                "threadwarden.epoch": claim.epoch,
+            }
+        )
         binding = self._registry.bindings[claim.agent_id]
         context = _Context(claim, self._attempts, step.yield_after)
         renewer = asyncio.create_task(self._keep_lease(claim))

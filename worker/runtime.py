@@ -27,6 +27,7 @@ from threadwarden.errors import StackNotFound, ThreadwardenError
 from threadwarden.scripted import scripted_binding
 from worker.embedded import read_endpoints
 from worker.settings import Settings
+from worker.telemetry import configure_tracing, interceptors
 from workflows import contracts as c
 from workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
 from workflows.sweeper import SweeperWorkflow
@@ -57,9 +58,12 @@ def resolve(settings: Settings) -> Connections:
 
 
 async def connect_temporal(address: str, namespace: str) -> Client:
-    """A client with the pydantic data converter every threadwarden payload needs."""
+    """A client with the pydantic data converter and the tracing interceptor."""
     return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
+        address,
+        namespace=namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=interceptors(),
     )
 
 
@@ -134,6 +138,7 @@ async def running_worker(
     settings: Settings, connections: Connections, registry: BindingRegistry | None = None
 ) -> AsyncIterator[Worker]:
     """Verify schema and attributes, then run a worker (and the sweeper) until the block exits."""
+    configure_tracing(settings)
     pool = await create_pool(connections.database_url, max_size=settings.pool_max_size)
     try:
         async with pool.acquire() as conn:

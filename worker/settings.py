@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
     max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)
     pool_max_size: int = Field(default=10, ge=1, le=200)
+    otel_console: bool = False
+    """Print OpenTelemetry spans to stderr (for local debugging)."""
 
     @model_validator(mode="after")
     def _check_relations(self) -> "Settings":
