@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from ledger.migrations import expected_version
 from tests.helpers.polling import eventually
 from worker.cli import main
 from worker.runtime import Connections
@@ -144,3 +145,21 @@ async def test_cli_invalid_setting_names_the_field_and_exits_2(
     monkeypatch.setenv("THREADWARDEN_LEASE_MS", "soon")
     assert await run_cli("status", "--thread", "t") == 2
     assert "lease_ms" in capsys.readouterr().err
+
+
+async def test_cli_migrate_brings_an_empty_database_to_the_current_version(
+    monkeypatch: pytest.MonkeyPatch, empty_database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", empty_database_url)
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", "127.0.0.1:1")
+    assert await run_cli("migrate") == 0
+    assert f"version {expected_version()}" in capsys.readouterr().out
+    assert await run_cli("migrate") == 0
+    assert "applied nothing" in capsys.readouterr().out
+
+
+async def test_cli_setup_registers_and_verifies_search_attributes(
+    cli_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert await run_cli("setup") == 0
+    assert "ThreadwardenLastOutcome" in capsys.readouterr().out
