@@ -1,0 +1,1 @@
+"""Throughput benchmark: threadwarden against a bare-Temporal baseline on one embedded stack."""
