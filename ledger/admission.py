@@ -127,7 +127,7 @@ class Admissions:
             await conn.execute(
                 "INSERT INTO threadwarden.submissions (submission_id, thread_id, sequence,"
                 " idempotency_key, payload_digest, agent_id, agent_digest, input, state)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'ready')",
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, 'null'::jsonb), 'ready')",
                 submission_id,
                 thread_id,
                 sequence,

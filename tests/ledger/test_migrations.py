@@ -1,0 +1,121 @@
+"""Schema migrations on empty databases: from scratch, re-run, concurrent runners, verify."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from ledger.migrations import (
+    available_migrations,
+    current_version,
+    expected_version,
+    migrate,
+    verify,
+)
+from threadwarden.errors import SchemaVersionMismatch
+
+
+@pytest.fixture
+async def conn(empty_database_url: str) -> AsyncIterator[asyncpg.Connection[Any]]:
+    """One connection to a database with no schema at all."""
+    connection = await asyncpg.connect(empty_database_url)
+    yield connection
+    await connection.close()
+
+
+async def _versions(conn: asyncpg.Connection[Any]) -> list[tuple[int, str]]:
+    rows = await conn.fetch(
+        "SELECT version, name FROM threadwarden.schema_migrations ORDER BY version"
+    )
+    return [(r["version"], r["name"]) for r in rows]
+
+
+def test_available_migrations_are_numbered_from_one_without_gaps() -> None:
+    versions = [m.version for m in available_migrations()]
+    assert versions == list(range(1, expected_version() + 1))
+    assert expected_version() >= 1
+
+
+async def test_migrate_from_scratch_reaches_the_expected_version(
+    conn: asyncpg.Connection[Any],
+) -> None:
+    assert await current_version(conn) == 0
+
+    applied = await migrate(conn)
+
+    assert applied == list(range(1, expected_version() + 1))
+    assert await current_version(conn) == expected_version()
+    assert await _versions(conn) == [(m.version, m.name) for m in available_migrations()]
+    tables = await conn.fetch(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'threadwarden' ORDER BY tablename"
+    )
+    assert {"hosts", "threads", "submissions", "records", "schema_migrations"} <= {
+        t["tablename"] for t in tables
+    }
+
+
+async def test_migrate_again_applies_nothing(conn: asyncpg.Connection[Any]) -> None:
+    await migrate(conn)
+    before = await conn.fetch("SELECT * FROM threadwarden.schema_migrations ORDER BY version")
+
+    applied = await migrate(conn)
+
+    assert applied == []
+    assert await current_version(conn) == expected_version()
+    after = await conn.fetch("SELECT * FROM threadwarden.schema_migrations ORDER BY version")
+    assert [dict(r) for r in after] == [dict(r) for r in before]
+
+
+async def test_migrate_concurrently_applies_each_version_once(
+    empty_database_url: str,
+) -> None:
+    first = await asyncpg.connect(empty_database_url)
+    second = await asyncpg.connect(empty_database_url)
+    try:
+        applied = await asyncio.gather(migrate(first), migrate(second))
+        rows = await first.fetch(
+            "SELECT version, count(*) AS n FROM threadwarden.schema_migrations GROUP BY version"
+            " ORDER BY version"
+        )
+        held = await first.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+    finally:
+        await first.close()
+        await second.close()
+
+    everything = list(range(1, expected_version() + 1))
+    assert sorted(applied) == [[], everything]
+    assert [(r["version"], r["n"]) for r in rows] == [(v, 1) for v in everything]
+    assert held == 0
+
+
+async def test_verify_refuses_an_empty_database_naming_both_versions(
+    conn: asyncpg.Connection[Any],
+) -> None:
+    with pytest.raises(SchemaVersionMismatch) as refused:
+        await verify(conn)
+    message = str(refused.value)
+    assert f"expected version {expected_version()}" in message
+    assert "found 0" in message
+    assert "threadwarden migrate" in message
+
+
+async def test_verify_passes_after_migrating(conn: asyncpg.Connection[Any]) -> None:
+    await migrate(conn)
+    assert await verify(conn) == expected_version()
+
+
+async def test_verify_refuses_a_newer_schema(conn: asyncpg.Connection[Any]) -> None:
+    await migrate(conn)
+    newer = expected_version() + 1
+    await conn.execute(
+        "INSERT INTO threadwarden.schema_migrations (version, name) VALUES ($1, 'future')", newer
+    )
+    with pytest.raises(SchemaVersionMismatch, match=f"found {newer}.*upgrade threadwarden"):
+        await verify(conn)
