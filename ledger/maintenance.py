@@ -52,6 +52,7 @@ class Report(BaseModel):
     processed: int
     nonterminal: int
     alarm_at: datetime | None
+    progressed: bool = False
 
 
 def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
@@ -222,6 +223,7 @@ class Maintenance:
             processed=plan.processed,
             nonterminal=len(remaining),
             alarm_at=alarm_at,
+            progressed=progressed,
         )
 
     async def rearm_failure(

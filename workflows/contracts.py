@@ -134,6 +134,8 @@ class PassReport(BaseModel):
     processed: int
     nonterminal: int
     alarm_at: datetime | None
+    progressed: bool = False
+    """The pass settled a submission or repaired one: more work may be ready right away."""
 
 
 class SweeperInput(BaseModel):

@@ -23,6 +23,10 @@ SHORT_STEP = timedelta(seconds=30)
 PASS_DEADLINE = timedelta(minutes=14)
 YIELD_AFTER = timedelta(minutes=10)
 HEAD_HEARTBEAT = timedelta(seconds=30)
+SEVERAL_PASSES_PER_RUN = "several-passes-per-run"
+"""Patch marker: a run loops passes instead of continuing as new after each one."""
+MAX_PASSES_PER_RUN = 100
+"""Continue as new after this many passes (or sooner when Temporal suggests it)."""
 FAILURE_FALLBACK = timedelta(seconds=5)
 """How long to wait when even the failure rearm could not run (e.g. the database is down)."""
 
@@ -69,23 +73,33 @@ class HostWorkflow:
     async def run(self, host: c.HostInput) -> c.HostResult:
         self._host_id = host.host_id
         self._passes = host.passes
-        # Wakes that arrived before this pass are consumed by it.
-        self._wake_pending = False
-        self._set_phase("pass")
-        report = await self._pass()
-        self._passes += 1
-        self._last = report
-        self._publish(report)
-        if report is not None and report.alarm_at is None and not self._wake_pending:
-            self._set_phase("idle")
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            return c.HostResult(
-                host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
-            )
-        self._set_phase("waiting")
-        await self._wait_for_alarm(report)
+        # Runs recorded before this marker did exactly one pass each; they must keep replaying.
+        several_passes = workflow.patched(SEVERAL_PASSES_PER_RUN)
+        for passes_in_run in range(1, MAX_PASSES_PER_RUN + 1):
+            # Wakes that arrived before this pass are consumed by it.
+            self._wake_pending = False
+            self._set_phase("pass")
+            report = await self._pass()
+            self._passes += 1
+            self._last = report
+            self._publish(report)
+            if report is not None and report.alarm_at is None and not self._wake_pending:
+                self._set_phase("idle")
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return c.HostResult(
+                    host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
+                )
+            self._set_phase("waiting")
+            if not (several_passes and report is not None and report.progressed):
+                await self._wait_for_alarm(report)
+            if not several_passes or self._run_is_long(passes_in_run):
+                break
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(c.HostInput(host_id=host.host_id, passes=self._passes))
+
+    @staticmethod
+    def _run_is_long(passes_in_run: int) -> bool:
+        return passes_in_run >= MAX_PASSES_PER_RUN or workflow.info().is_continue_as_new_suggested()
 
     async def _wait_for_alarm(self, report: c.PassReport | None) -> None:
         if self._wake_pending:

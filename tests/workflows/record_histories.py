@@ -21,6 +21,8 @@ from worker.settings import Settings
 from workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
+VERSION = "v2"
+"""Bump when the workflow's commands change; keep the older files."""
 
 
 async def record() -> None:
@@ -47,12 +49,13 @@ async def record() -> None:
 
 
 async def _record_settled(client: ThreadwardenClient, connections: Connections) -> None:
-    await client.submit("replay-settled", agent_id="scripted", input=[{"say": "hi"}])
+    for n in range(3):  # several passes in one run, the later ones started by progress
+        await client.submit("replay-settled", agent_id="scripted", input=[{"say": f"hi {n}"}])
     await eventually(
         lambda: client.thread_status("replay-settled"),
-        lambda s: s.submissions[0].state == "settled",
+        lambda s: all(x.state == "settled" for x in s.submissions),
     )
-    await _save(connections, "replay-settled", "host_pass_settled_v1.json")
+    await _save(connections, "replay-settled", f"host_pass_settled_{VERSION}.json")
 
 
 async def _record_stalled(client: ThreadwardenClient, connections: Connections) -> None:
@@ -61,14 +64,14 @@ async def _record_stalled(client: ThreadwardenClient, connections: Connections) 
         lambda: client.host_status("replay-stalled"),
         lambda h: h.retry is not None and h.retry.stalls >= 2,
     )
-    await _save(connections, "replay-stalled", "host_pass_stalled_v1.json")
+    await _save(connections, "replay-stalled", f"host_pass_stalled_{VERSION}.json")
 
 
 async def _save(connections: Connections, host_id: str, name: str) -> None:
     temporal = await connect_temporal(connections.temporal_address, "default")
     handle = temporal.get_workflow_handle(host_workflow_id(host_id))
     described = await handle.describe()
-    # The first run of the chain: a complete pass followed by completion or continue-as-new.
+    # The first run of the chain (still running for a stalled host: a partial history replays).
     first = temporal.get_workflow_handle(
         host_workflow_id(host_id),
         run_id=described.raw_description.workflow_execution_info.first_run_id,
