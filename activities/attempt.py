@@ -11,9 +11,19 @@ from temporalio import activity
 
 from activities.errors import domain_errors
 from ledger.attempts import Attempts, Claim
-from threadwarden.bindings import BindingRegistry, Completed, Failed, ThreadRecord
-from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StaleAttempt, StalePass
+from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, ThreadRecord
+from threadwarden.errors import (
+    BindingDigestMismatch,
+    BindingUnavailable,
+    InvalidInput,
+    StaleAttempt,
+    StalePass,
+)
+from threadwarden.validation import canonical_json, validate_input
 from workflows import contracts as c
+
+RESERVED_KINDS = frozenset({"settlement"})
+"""Record kinds only threadwarden writes."""
 
 
 class _Context:
@@ -45,6 +55,9 @@ class _Context:
         return self._yield_after
 
     async def append(self, kind: str, body: Any) -> ThreadRecord:
+        if kind in RESERVED_KINDS:
+            raise InvalidInput("kind", f"a record kind other than {kind!r} (reserved)")
+        validate_input("body", body)
         record = await self._attempts.append(self._claim, kind, body)
         return ThreadRecord(**record.model_dump())
 
@@ -58,6 +71,19 @@ class _Context:
 
     def heartbeat(self) -> None:
         activity.heartbeat()
+
+
+def _checked(outcome: object) -> Outcome:
+    """Turn an outcome that cannot be recorded into a recordable failure (never a retry loop)."""
+    if isinstance(outcome, Failed):
+        return outcome
+    if not isinstance(outcome, Completed):
+        return Failed(f"binding returned {type(outcome).__name__}, expected Completed or Failed")
+    try:
+        canonical_json(outcome.result)
+    except (TypeError, ValueError):
+        return Failed("binding result: expected a JSON value")
+    return outcome
 
 
 class AttemptActivities:
@@ -81,7 +107,7 @@ class AttemptActivities:
                 step.host_id, step.epoch, step.thread_id, bindings=digests
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
-            activity.logger.error("%s; original work remains pending", error)
+            activity.logger.error("%s", error)
             return c.RunHeadResult(binding_error=str(error))
         if claim is None:
             return c.RunHeadResult()
@@ -94,25 +120,31 @@ class AttemptActivities:
                 "threadwarden.epoch": claim.epoch,
             }
         )
-        binding = self._registry.bindings[claim.agent_id]
-        context = _Context(claim, self._attempts, step.yield_after)
-        renewer = asyncio.create_task(self._keep_lease(claim))
-        try:
-            outcome = await binding.handler(context)
-        except (StaleAttempt, StalePass):
-            raise  # a fenced-out attempt must not try to settle
-        except Exception as error:  # the binding's own failure settles the submission failed
-            activity.logger.warning("binding %s raised: %r", claim.agent_id, error)
-            outcome = Failed(f"binding raised {type(error).__name__}: {error}")
-        finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+        outcome = _checked(await self._run_binding(claim, step.yield_after))
         if isinstance(outcome, Completed):
             await self._attempts.settle(claim, "completed", result=outcome.result)
             return c.RunHeadResult(submission_id=claim.submission_id, outcome="completed")
         await self._attempts.settle(claim, "failed", reason=outcome.reason)
         return c.RunHeadResult(submission_id=claim.submission_id, outcome="failed")
+
+    async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
+        binding = self._registry.bindings[claim.agent_id]
+        renewer = asyncio.create_task(self._keep_lease(claim))
+        try:
+            return await binding.handler(_Context(claim, self._attempts, yield_after))
+        except (StaleAttempt, StalePass):
+            raise  # a fenced-out attempt must not try to settle
+        except asyncio.CancelledError:
+            # Give the head back at once instead of letting the next pass wait out the lease.
+            await asyncio.shield(self._attempts.release(claim))
+            raise
+        except Exception as error:  # the binding's own failure settles the submission failed
+            activity.logger.warning("binding %s raised: %r", claim.agent_id, error)
+            return Failed(f"binding raised {type(error).__name__}: {error}")
+        finally:
+            renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewer
 
     async def _keep_lease(self, claim: Claim) -> None:
         while True:

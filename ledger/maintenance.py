@@ -269,11 +269,20 @@ class Maintenance:
         )
 
     async def overdue_hosts(self, *, grace_ms: int, limit: int) -> list[str]:
-        """Hosts whose alarm is overdue by more than ``grace_ms``: the sweeper wakes them."""
+        """Hosts whose alarm is overdue by more than ``grace_ms``: the sweeper wakes them.
+
+        A host with a live attempt lease is being served right now (its pass pre-armed the
+        alarm before the attempt began); it is skipped until the lease lapses.
+        """
         rows = await self._pool.fetch(
-            "SELECT host_id FROM threadwarden.hosts"
-            " WHERE alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)"
-            " ORDER BY alarm_at LIMIT $2",
+            "SELECT h.host_id FROM threadwarden.hosts h"
+            " WHERE h.alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)"
+            "   AND NOT EXISTS ("
+            "     SELECT 1 FROM threadwarden.submissions s JOIN threadwarden.threads t"
+            "      USING (thread_id)"
+            "      WHERE t.host_id = h.host_id AND s.state = 'running'"
+            "        AND s.lease_expires_at > clock_timestamp())"
+            " ORDER BY h.alarm_at LIMIT $2",
             grace_ms,
             limit,
         )
@@ -313,6 +322,7 @@ async def _apply_alarm(
             alarm_at = min(current, alarm_at)
     await conn.execute(
         "UPDATE threadwarden.hosts SET alarm_at = $2, last_outcome = $3,"
+        " last_error = CASE WHEN $3 = 'failed' THEN last_error END,"
         " updated_at = clock_timestamp() WHERE host_id = $1",
         host_id,
         alarm_at,

@@ -15,6 +15,7 @@ from threadwarden.bindings import (
 from threadwarden.errors import (
     BindingDigestMismatch,
     BindingUnavailable,
+    HostMismatch,
     IdempotencyConflict,
     InvalidInput,
     NotFound,
@@ -32,6 +33,7 @@ __all__ = [
     "BindingUnavailable",
     "Completed",
     "Failed",
+    "HostMismatch",
     "IdempotencyConflict",
     "InvalidInput",
     "NotFound",

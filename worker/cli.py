@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--input", required=True, help="the submission's input as JSON")
     submit.add_argument("--idempotency-key", type=_id("idempotency_key"))
     submit.add_argument("--host", type=_id("host"))
-    submit.add_argument("--agent-digest", help="pin the work to this binding digest")
+    submit.add_argument(
+        "--agent-digest", type=_id("agent_digest"), help="pin the work to this binding digest"
+    )
     submit.add_argument("--json", action="store_true")
 
     status = sub.add_parser("status", help="show a thread's submissions or a host's state")
@@ -123,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_dispatch(args, settings))
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        print(f"threadwarden: error: settings {field}: {first['msg']}", file=sys.stderr)
+        field = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        where = f"THREADWARDEN_{field.upper()}: " if field else ""
+        print(f"threadwarden: error: settings: {where}{message}", file=sys.stderr)
         return 2
     except BAD_INPUT as error:
         print(f"threadwarden: error: {error}", file=sys.stderr)
@@ -134,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # one line for operators; -v shows the traceback
+        if args.verbose:
+            raise
+        print(f"threadwarden: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

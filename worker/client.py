@@ -17,7 +17,7 @@ from ledger.pool import create_pool
 from ledger.status import StatusReader
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import validate_id, validate_input
-from worker.runtime import Connections, connect_temporal
+from worker.runtime import Connections, connect_configured
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -42,9 +42,7 @@ class ThreadwardenClient:
         """A client for the ledger and Temporal named by ``connections``."""
         pool = await create_pool(connections.database_url, max_size=4)
         try:
-            temporal = await connect_temporal(
-                connections.temporal_address, settings.temporal_namespace
-            )
+            temporal = await connect_configured(settings, connections)
             yield cls(pool, temporal, settings)
         finally:
             await pool.close()
@@ -70,6 +68,8 @@ class ThreadwardenClient:
             validate_id("host", host_id)
         if idempotency_key is not None:
             validate_id("idempotency_key", idempotency_key)
+        if agent_digest is not None:
+            validate_id("agent_digest", agent_digest)
         validate_input("input", input, max_bytes=self._settings.max_input_bytes)
         if agent_id == SCRIPTED_AGENT_ID:
             parse_steps(input)

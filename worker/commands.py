@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 from typing import Any
 
@@ -16,7 +17,7 @@ from worker import demo as demo_module
 from worker.cli_output import print_json, print_table
 from worker.client import ThreadwardenClient
 from worker.loading import load_registry
-from worker.runtime import connect_temporal, resolve, running_worker, verify_search_attributes
+from worker.runtime import connect_configured, resolve, running_worker, verify_search_attributes
 from worker.settings import Settings
 from worker.stack import embedded_stack
 from workflows.host import SEARCH_ATTRIBUTES
@@ -75,7 +76,7 @@ async def migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def setup(settings: Settings, _: argparse.Namespace) -> int:
-    client = await connect_temporal(resolve(settings).temporal_address, settings.temporal_namespace)
+    client = await connect_configured(settings, resolve(settings))
     types = {
         "KEYWORD": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
         "INT": IndexedValueType.INDEXED_VALUE_TYPE_INT,
@@ -163,5 +164,6 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
         )
         return 0
     for key, value in host.model_dump(mode="json").items():
-        print(f"{key:24} {value}")
+        shown = json.dumps(value) if isinstance(value, dict | list) else value
+        print(f"{key:24} {shown}")
     return 0

@@ -57,13 +57,27 @@ def resolve(settings: Settings) -> Connections:
     return Connections(database_url, temporal_address, stack.ui_url if stack else None)
 
 
-async def connect_temporal(address: str, namespace: str) -> Client:
+async def connect_temporal(
+    address: str, namespace: str, *, tls: bool = False, api_key: str | None = None
+) -> Client:
     """A client with the pydantic data converter and the tracing interceptor."""
     return await Client.connect(
         address,
         namespace=namespace,
         data_converter=pydantic_data_converter,
         interceptors=interceptors(),
+        tls=tls or api_key is not None,
+        api_key=api_key,
+    )
+
+
+async def connect_configured(settings: Settings, connections: Connections) -> Client:
+    """The Temporal client the settings describe (namespace, TLS, API key)."""
+    return await connect_temporal(
+        connections.temporal_address,
+        settings.temporal_namespace,
+        tls=settings.temporal_tls,
+        api_key=settings.temporal_api_key,
     )
 
 
@@ -143,7 +157,7 @@ async def running_worker(
     try:
         async with pool.acquire() as conn:
             await verify(conn)
-        client = await connect_temporal(connections.temporal_address, settings.temporal_namespace)
+        client = await connect_configured(settings, connections)
         await verify_search_attributes(client)
         worker = build_worker(client, pool, settings, registry or default_registry())
         async with worker:

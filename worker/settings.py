@@ -18,6 +18,10 @@ class Settings(BaseSettings):
     temporal_address: str | None = None
     """host:port of the Temporal frontend; unset means the embedded dev server."""
     temporal_namespace: str = "default"
+    temporal_tls: bool = False
+    """Connect to Temporal over TLS (Temporal Cloud and TLS-only clusters)."""
+    temporal_api_key: str | None = None
+    """API key for Temporal Cloud; implies TLS."""
     task_queue: str = Field(default="threadwarden", min_length=1, max_length=200)
     data_dir: Path = Path(".threadwarden")
 
@@ -25,7 +29,8 @@ class Settings(BaseSettings):
     alarm_backoff_cap_ms: int = Field(default=5_000, ge=1, le=3_600_000)
     wake_scan_interval_ms: int = Field(default=1_000, ge=1, le=3_600_000)
     lease_ms: int = Field(default=30_000, ge=1_000, le=600_000)
-    lease_renew_ms: int = Field(default=10_000, ge=100, le=300_000)
+    lease_renew_ms: int = Field(default=10_000, ge=100, le=20_000)
+    """Also the attempt's heartbeat interval; the head activity's heartbeat timeout is 30 s."""
     sweep_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
     sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
     max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)

@@ -1,9 +1,10 @@
-"""The host maintenance workflow: one maintenance pass per run, then sleep until the alarm.
+"""The host maintenance workflow: maintenance passes, each followed by a wait for the alarm.
 
-Postgres holds the truth; this workflow only orchestrates. A run begins a pass, walks its steps
-(each an activity with an explicit timeout and a single attempt), waits for min(alarm, wake) on a
-workflow timer and continues as new. When the pass cleared the alarm and no wake is pending the
-run completes: an idle host holds no open workflow.
+Postgres holds the truth; this workflow only orchestrates. A pass walks its steps (each an
+activity with an explicit timeout and a single attempt); then the run waits for min(alarm, wake)
+on a workflow timer (or starts the next pass at once when the last one made progress). After
+100 passes, or when Temporal suggests it, the run continues as new. When a pass cleared the alarm
+and no wake is pending the run completes: an idle host holds no open workflow.
 """
 
 import contextlib

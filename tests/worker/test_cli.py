@@ -144,7 +144,7 @@ async def test_cli_invalid_setting_names_the_field_and_exits_2(
 ) -> None:
     monkeypatch.setenv("THREADWARDEN_LEASE_MS", "soon")
     assert await run_cli("status", "--thread", "t") == 2
-    assert "lease_ms" in capsys.readouterr().err
+    assert "THREADWARDEN_LEASE_MS" in capsys.readouterr().err
 
 
 async def test_cli_migrate_brings_an_empty_database_to_the_current_version(
@@ -163,3 +163,26 @@ async def test_cli_setup_registers_and_verifies_search_attributes(
 ) -> None:
     assert await run_cli("setup") == 0
     assert "ThreadwardenLastOutcome" in capsys.readouterr().out
+
+
+async def test_cli_unreachable_database_is_one_line_exit_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", "127.0.0.1:1")
+    assert await run_cli("status", "--thread", "t") == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("threadwarden: error:")
+
+
+async def test_cli_inconsistent_settings_name_the_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THREADWARDEN_ALARM_BACKOFF_BASE_MS", "500")
+    monkeypatch.setenv("THREADWARDEN_ALARM_BACKOFF_CAP_MS", "100")
+    assert await run_cli("status", "--thread", "t") == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "threadwarden: error: settings: alarm_backoff_cap_ms: expected at least"
+        " alarm_backoff_base_ms"
+    )

@@ -1,0 +1,77 @@
+"""Whatever a binding does, its submission records exactly one outcome and never loops."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.helpers.polling import eventually
+from threadwarden import AttemptContext, Binding, Completed, Outcome
+from worker.client import ThreadwardenClient
+from worker.runtime import Connections, default_registry, running_worker
+from worker.settings import Settings
+
+
+async def _unjsonable(_: AttemptContext) -> Outcome:
+    return Completed(object())
+
+
+async def _reserved_kind(ctx: AttemptContext) -> Outcome:
+    await ctx.append("settlement", {"forged": True})
+    return Completed()
+
+
+async def _raises(_: AttemptContext) -> Outcome:
+    raise ValueError("model exploded")
+
+
+async def _returns_none(_: AttemptContext) -> Any:
+    return None
+
+
+async def _history_reader(ctx: AttemptContext) -> Outcome:
+    return Completed({"seen": [r.kind for r in ctx.history], "input": ctx.input})
+
+
+BINDINGS = {
+    "unjsonable": (_unjsonable, "binding result: expected a JSON value"),
+    "reserved": (_reserved_kind, "binding raised InvalidInput: kind: expected a record kind other"),
+    "raises": (_raises, "binding raised ValueError: model exploded"),
+    "returns-none": (_returns_none, "binding returned NoneType, expected Completed or Failed"),
+}
+
+
+@pytest.fixture
+async def misbehaving_worker(settings: Settings, connections: Connections) -> AsyncIterator[None]:
+    """A worker whose registry holds the misbehaving bindings above."""
+    registry = default_registry()
+    for agent_id, (handler, _) in BINDINGS.items():
+        registry.register(Binding(agent_id=agent_id, digest="d1", handler=handler))
+    registry.register(Binding(agent_id="reader", digest="d1", handler=_history_reader))
+    async with running_worker(settings, connections, registry):
+        yield
+
+
+@pytest.mark.parametrize("agent_id", sorted(BINDINGS))
+async def test_attempt_misbehaving_binding_settles_failed_once_with_a_reason(
+    misbehaving_worker: None, client: ThreadwardenClient, ids: str, agent_id: str
+) -> None:
+    thread = f"{ids}-{agent_id}"
+    await client.submit(thread, agent_id=agent_id, input={})
+    await client.submit(thread, agent_id="reader", input={"after": agent_id})
+    status = await eventually(
+        lambda: client.thread_status(thread),
+        lambda s: all(x.state == "settled" for x in s.submissions),
+        what="both settled",
+    )
+    first, second = status.submissions
+    assert first.outcome == "failed" and first.attempts == 1
+    assert first.reason is not None and first.reason.startswith(BINDINGS[agent_id][1])
+    assert second.outcome == "completed"
+    records = await client.records(thread)
+    assert [r["kind"] for r in records].count("settlement") == 2
+    assert not any(r["body"] == {"forged": True} for r in records)
+    reader_result = records[-1]["body"]["result"]
+    assert reader_result == {"seen": ["settlement"], "input": {"after": agent_id}}
