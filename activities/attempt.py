@@ -19,6 +19,7 @@ from threadwarden.errors import (
     StaleAttempt,
     StalePass,
 )
+from threadwarden.failpoints import Failpoints
 from threadwarden.validation import canonical_json, validate_input
 from workflows import contracts as c
 
@@ -90,8 +91,14 @@ class AttemptActivities:
     """Runs one attempt on the head of the lane the pass selected."""
 
     def __init__(
-        self, attempts: Attempts, registry: BindingRegistry, *, lease_renew_ms: int
+        self,
+        attempts: Attempts,
+        registry: BindingRegistry,
+        *,
+        lease_renew_ms: int,
+        failpoints: Failpoints,
     ) -> None:
+        self._failpoints = failpoints
         self._attempts = attempts
         self._registry = registry
         self._lease_renew_s = lease_renew_ms / 1000
@@ -102,13 +109,14 @@ class AttemptActivities:
         digests = {
             agent: self._registry.bindings[agent].digest for agent in self._registry.bindings
         }
+        await self._failpoints.hit("claim")
         try:
             claim = await self._attempts.claim_head(
                 step.host_id, step.epoch, step.thread_id, bindings=digests
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
-            activity.logger.error("%s", error)
-            return c.RunHeadResult(binding_error=str(error))
+            # Logged by the binding-retry step, at error level at most once per 15 minutes.
+            return c.RunHeadResult(submission_id=error.submission_id, binding_error=str(error))
         if claim is None:
             return c.RunHeadResult()
         trace.get_current_span().set_attributes(
@@ -121,6 +129,7 @@ class AttemptActivities:
             }
         )
         outcome = _checked(await self._run_binding(claim, step.yield_after))
+        await self._failpoints.hit("settle")
         if isinstance(outcome, Completed):
             await self._attempts.settle(claim, "completed", result=outcome.result)
             return c.RunHeadResult(submission_id=claim.submission_id, outcome="completed")

@@ -1,28 +1,52 @@
 """The short, host-row steps of a maintenance pass (run as local activities)."""
 
+from dataclasses import dataclass
+
 from temporalio import activity
 
 from activities.errors import domain_errors
 from ledger.maintenance import Maintenance
+from ledger.models import from_ms
+from threadwarden.failpoints import Failpoints
 from workflows import contracts as c
 
 
-class MaintenanceActivities:
-    """Begin, recovery, lane selection, finish and failure rearm of one pass."""
+@dataclass(frozen=True)
+class PassLimits:
+    """The time bounds of one pass, handed to the workflow by begin."""
 
-    def __init__(self, maintenance: Maintenance) -> None:
+    yield_after_ms: int = 600_000
+    pass_deadline_ms: int = 840_000
+
+
+class MaintenanceActivities:
+    """Begin, recovery, lane selection, binding bookkeeping, finish and failure rearm."""
+
+    def __init__(
+        self, maintenance: Maintenance, *, failpoints: Failpoints, limits: PassLimits
+    ) -> None:
         self._maintenance = maintenance
+        self._failpoints = failpoints
+        self._limits = limits
 
     @activity.defn(name=c.BEGIN_PASS)
     @domain_errors
     async def begin_pass(self, step: c.BeginPassInput) -> c.BeginPassResult:
+        await self._failpoints.hit("maintenance:begin:before")
         begun = await self._maintenance.begin(step.host_id, step.now)
-        return c.BeginPassResult(**begun.model_dump())
+        await self._failpoints.hit("maintenance:begin:after")
+        return c.BeginPassResult(
+            **begun.model_dump(),
+            yield_after_ms=self._limits.yield_after_ms,
+            pass_deadline_ms=self._limits.pass_deadline_ms,
+        )
 
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
+        await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish_caught_up(step.host_id, step.epoch, step.now)
+        await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
 
     @activity.defn(name=c.RECOVER)
@@ -34,12 +58,44 @@ class MaintenanceActivities:
     @activity.defn(name=c.SELECT_LANE)
     @domain_errors
     async def select_lane(self, step: c.SelectLaneInput) -> c.SelectLaneResult:
-        picked = await self._maintenance.select_lane(step.host_id, step.epoch, step.now)
-        return c.SelectLaneResult(thread_id=picked)
+        await self._failpoints.hit("maintenance:select:before")
+        selection = await self._maintenance.select_lane(step.host_id, step.epoch, step.now)
+        await self._failpoints.hit("maintenance:select:after")
+        return c.SelectLaneResult(**selection.model_dump())
+
+    @activity.defn(name=c.RECORD_BINDING_RESULT)
+    @domain_errors
+    async def record_binding_result(self, step: c.BindingResultInput) -> c.BindingResultResult:
+        await self._failpoints.hit("maintenance:binding-retry:before")
+        entry, report = await self._maintenance.record_binding_result(
+            step.host_id,
+            step.epoch,
+            thread_id=step.thread_id,
+            submission_id=step.submission_id,
+            failed=step.failed,
+            now=step.now,
+        )
+        await self._failpoints.hit("maintenance:binding-retry:after")
+        if entry is not None:
+            log = activity.logger.error if report else activity.logger.debug
+            log(
+                "submission %s awaits a compatible binding; original work remains pending"
+                " (attempt %d, next at %s): %s",
+                step.submission_id,
+                entry.attempts,
+                from_ms(entry.not_before).isoformat(),
+                step.error,
+            )
+        return c.BindingResultResult(
+            attempts=entry.attempts if entry else 0,
+            not_before=from_ms(entry.not_before) if entry else None,
+            reported=report,
+        )
 
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
+        await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish(
             step.host_id,
             step.epoch,
@@ -49,11 +105,13 @@ class MaintenanceActivities:
             now=step.now,
             jitter=step.jitter,
         )
+        await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
 
     @activity.defn(name=c.REARM_FAILURE)
     @domain_errors
     async def rearm_failure(self, step: c.RearmFailureInput) -> c.PassReport:
+        await self._failpoints.hit("maintenance:retry:before")
         report = await self._maintenance.rearm_failure(
             step.host_id,
             step.epoch,
@@ -63,4 +121,5 @@ class MaintenanceActivities:
             jitter=step.jitter,
             error=step.error,
         )
+        await self._failpoints.hit("maintenance:retry:after")
         return c.PassReport(**report.model_dump())

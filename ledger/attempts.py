@@ -86,12 +86,14 @@ class Attempts:
             if digest is None:
                 raise BindingUnavailable(
                     f"agent {head['agent_id']}: no binding registered on this worker"
-                    f" (submission {head['submission_id']} stays pending)"
+                    f" (submission {head['submission_id']} stays pending)",
+                    submission_id=head["submission_id"],
                 )
             if head["agent_digest"] is not None and head["agent_digest"] != digest:
                 raise BindingDigestMismatch(
                     f"agent {head['agent_id']}: submission {head['submission_id']} is pinned to"
-                    f" digest {head['agent_digest']}, this worker has {digest}"
+                    f" digest {head['agent_digest']}, this worker has {digest}",
+                    submission_id=head["submission_id"],
                 )
             epoch = int(thread["producer_epoch"]) + 1
             claim = Claim(

@@ -14,7 +14,15 @@ from typing import Any, cast
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.models import STABLE_WAITS, from_ms, retry_from_json, retry_to_json, to_ms
+from ledger.models import (
+    STABLE_WAITS,
+    binding_retries_from_json,
+    binding_retries_to_json,
+    from_ms,
+    retry_from_json,
+    retry_to_json,
+    to_ms,
+)
 from ledger.pool import Connection
 from threadwarden.errors import StalePass
 from workflows import decisions as d
@@ -44,6 +52,12 @@ class BeginResult(BaseModel):
     caught_up: bool
     stalls: int
     nonterminal: int
+
+
+class Selection(BaseModel):
+    thread_id: str | None
+    submission_id: str | None = None
+    binding_retry_pending: bool = False
 
 
 class Report(BaseModel):
@@ -142,18 +156,23 @@ class Maintenance:
             )
         return len(repaired)
 
-    async def select_lane(self, host_id: str, epoch: int, now: datetime) -> str | None:
-        """Round-robin over eligible heads; the cursor is persisted every time one is picked."""
+    async def select_lane(self, host_id: str, epoch: int, now: datetime) -> Selection:
+        """Round-robin over eligible heads; the cursor is persisted every time one is picked.
+
+        Binding retries of submissions no longer at their thread's head are ignored; threads
+        whose head is in binding backoff are skipped until its ``not_before``.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch)
             heads = await conn.fetch(_HEADS, host_id)
             eligible = [h["thread_id"] for h in heads if h["state"] not in STABLE_WAITS]
             head_of = {h["thread_id"]: h["submission_id"] for h in heads}
-            blocked = {
-                r["thread_id"]: int(r["not_before"])
-                for r in row["binding_retries"]
-                if head_of.get(r["thread_id"]) == r["submission_id"]
-            }
+            current = [
+                r
+                for r in binding_retries_from_json(row["binding_retries"])
+                if head_of.get(r.thread_id) == r.submission_id
+            ]
+            blocked = {r.thread_id: r.not_before for r in current}
             picked = d.select_lane(
                 eligible,
                 last_served=row["last_served_thread_id"],
@@ -166,7 +185,48 @@ class Maintenance:
                     host_id,
                     picked,
                 )
-        return picked
+        if picked is None:
+            return Selection(thread_id=None)
+        return Selection(
+            thread_id=picked,
+            submission_id=head_of[picked],
+            binding_retry_pending=any(r.thread_id == picked for r in current),
+        )
+
+    async def record_binding_result(
+        self,
+        host_id: str,
+        epoch: int,
+        *,
+        thread_id: str,
+        submission_id: str,
+        failed: bool,
+        now: datetime,
+    ) -> tuple[d.BindingRetry | None, bool]:
+        """Replace this submission's binding-retry entry (success removes it).
+
+        Returns the new entry and whether this failure should be reported at error level.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await _lock_fenced(conn, host_id, epoch)
+            entries = binding_retries_from_json(row["binding_retries"])
+            previous = next((e for e in entries if e.submission_id == submission_id), None)
+            entry, report = d.plan_binding_retry(
+                previous,
+                thread_id=thread_id,
+                submission_id=submission_id,
+                failed=failed,
+                now=to_ms(now),
+            )
+            kept = [e for e in entries if e.submission_id != submission_id]
+            if entry is not None:
+                kept.append(entry)
+            await conn.execute(
+                "UPDATE threadwarden.hosts SET binding_retries = $2 WHERE host_id = $1",
+                host_id,
+                binding_retries_to_json(kept),
+            )
+        return entry, report
 
     async def finish(
         self,
@@ -187,11 +247,10 @@ class Maintenance:
             heads: dict[str, asyncpg.Record] = {}
             for r in remaining:
                 heads.setdefault(r["thread_id"], r)
-            retries = [
+            retries = [  # pruned: entries of submissions no longer at the head are dropped
                 r
-                for r in row["binding_retries"]
-                if r["thread_id"] in heads
-                and heads[r["thread_id"]]["submission_id"] == r["submission_id"]
+                for r in binding_retries_from_json(row["binding_retries"])
+                if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
             ]
             binding_delay = _binding_delay(heads, retries, now_ms)
             plan = d.plan_native_finish(
@@ -214,7 +273,7 @@ class Maintenance:
                 plan.processed,
                 retry_to_json(plan.retry),
                 len(remaining),
-                retries,
+                binding_retries_to_json(retries),
             )
             alarm_at = await _apply_alarm(conn, host_id, plan.alarm, row["alarm_at"], "actionable")
         return Report(
@@ -289,9 +348,9 @@ class Maintenance:
         return [r["host_id"] for r in rows]
 
 
-def _binding_delay(heads: dict[str, Any], retries: list[dict[str, Any]], now_ms: int) -> int:
+def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms: int) -> int:
     """How long until the earliest eligible head may run, given its binding backoff."""
-    not_before = {r["thread_id"]: int(r["not_before"]) for r in retries}
+    not_before = {r.thread_id: r.not_before for r in retries}
     eligible = [t for t, head in heads.items() if head["state"] not in STABLE_WAITS]
     if not eligible:
         return 0

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from workflows.decisions import Retry
+from workflows.decisions import BindingRetry, Retry
 
 SubmissionState = Literal[
     "admitted",
@@ -110,3 +110,31 @@ def retry_to_json(retry: Retry | None) -> dict[str, Any] | None:
         "native_only": retry.native_only,
         "stalls": retry.stalls,
     }
+
+
+def binding_retries_from_json(value: list[dict[str, Any]]) -> list[BindingRetry]:
+    """Decode the ``hosts.binding_retries`` column."""
+    return [
+        BindingRetry(
+            thread_id=str(v["thread_id"]),
+            submission_id=str(v["submission_id"]),
+            attempts=int(v["attempts"]),
+            not_before=int(v["not_before"]),
+            reported_at=int(v["reported_at"]),
+        )
+        for v in value
+    ]
+
+
+def binding_retries_to_json(entries: list[BindingRetry]) -> list[dict[str, Any]]:
+    """Encode binding retries for the ``hosts.binding_retries`` column (instants as epoch ms)."""
+    return [
+        {
+            "thread_id": e.thread_id,
+            "submission_id": e.submission_id,
+            "attempts": e.attempts,
+            "not_before": e.not_before,
+            "reported_at": e.reported_at,
+        }
+        for e in entries
+    ]

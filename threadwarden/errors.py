@@ -38,8 +38,12 @@ class StaleAttempt(ThreadwardenError):
 class BindingUnavailable(ThreadwardenError):
     """No binding is registered for the head's agent id; the work stays pending."""
 
+    def __init__(self, message: str, *, submission_id: str | None = None) -> None:
+        super().__init__(message)
+        self.submission_id = submission_id
 
-class BindingDigestMismatch(ThreadwardenError):
+
+class BindingDigestMismatch(BindingUnavailable):
     """The registered binding's definition digest differs from the one the work was pinned to."""
 
 

@@ -15,6 +15,7 @@ from ledger.admission import Admissions
 from ledger.models import HostStatus, Receipt, ThreadStatus
 from ledger.pool import create_pool
 from ledger.status import StatusReader
+from threadwarden.failpoints import Failpoints
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import validate_id, validate_input
 from worker.runtime import Connections, connect_configured
@@ -26,7 +27,15 @@ logger = logging.getLogger(__name__)
 class ThreadwardenClient:
     """Submit work onto threads and observe it."""
 
-    def __init__(self, pool: asyncpg.Pool[Any], temporal: Client, settings: Settings) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool[Any],
+        temporal: Client,
+        settings: Settings,
+        *,
+        failpoints: Failpoints | None = None,
+    ) -> None:
+        self._failpoints = failpoints or Failpoints()
         self._temporal = temporal
         self._settings = settings
         self._admissions = Admissions(
@@ -37,13 +46,13 @@ class ThreadwardenClient:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
-        cls, settings: Settings, connections: Connections
+        cls, settings: Settings, connections: Connections, *, failpoints: Failpoints | None = None
     ) -> AsyncIterator[ThreadwardenClient]:
         """A client for the ledger and Temporal named by ``connections``."""
         pool = await create_pool(connections.database_url, max_size=4)
         try:
             temporal = await connect_configured(settings, connections)
-            yield cls(pool, temporal, settings)
+            yield cls(pool, temporal, settings, failpoints=failpoints)
         finally:
             await pool.close()
 
@@ -73,6 +82,8 @@ class ThreadwardenClient:
         validate_input("input", input, max_bytes=self._settings.max_input_bytes)
         if agent_id == SCRIPTED_AGENT_ID:
             parse_steps(input)
+        await self._failpoints.hit("maintenance:mutation:before")
+        await self._failpoints.hit("maintenance:dirty:before")
         receipt = await self._admissions.admit(
             thread_id=thread_id,
             agent_id=agent_id,
@@ -81,8 +92,12 @@ class ThreadwardenClient:
             idempotency_key=idempotency_key,
             agent_digest=agent_digest,
         )
+        await self._failpoints.hit("maintenance:dirty:after")
         if receipt.created:
+            await self._failpoints.hit("maintenance:mutation:armed")
             await self.wake(receipt.host_id)
+            await self._failpoints.hit("maintenance:mutation:finished")
+        await self._failpoints.hit("maintenance:mutation:after")
         return receipt
 
     async def wake(self, host_id: str, reason: str = "mutation") -> None:

@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.attempt import AttemptActivities
-from activities.maintenance import MaintenanceActivities
+from activities.maintenance import MaintenanceActivities, PassLimits
 from activities.sweep import SweepActivities
 from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
@@ -24,6 +24,7 @@ from ledger.migrations import verify
 from ledger.pool import create_pool
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound, ThreadwardenError
+from threadwarden.failpoints import Failpoints
 from threadwarden.scripted import scripted_binding
 from worker.embedded import read_endpoints
 from worker.settings import Settings
@@ -102,15 +103,26 @@ def default_registry() -> BindingRegistry:
 
 
 def build_worker(
-    client: Client, pool: asyncpg.Pool[Any], settings: Settings, registry: BindingRegistry
+    client: Client,
+    pool: asyncpg.Pool[Any],
+    settings: Settings,
+    registry: BindingRegistry,
+    failpoints: Failpoints,
 ) -> Worker:
     """The Temporal worker with every workflow and activity of threadwarden."""
     maintenance = Maintenance(pool, settings.timing)
-    steps = MaintenanceActivities(maintenance)
+    steps = MaintenanceActivities(
+        maintenance,
+        failpoints=failpoints,
+        limits=PassLimits(
+            yield_after_ms=settings.yield_after_ms, pass_deadline_ms=settings.pass_deadline_ms
+        ),
+    )
     attempts = AttemptActivities(
         Attempts(pool, lease_ms=settings.lease_ms),
         registry,
         lease_renew_ms=settings.lease_renew_ms,
+        failpoints=failpoints,
     )
     sweep = SweepActivities(
         maintenance,
@@ -118,6 +130,7 @@ def build_worker(
         task_queue=settings.task_queue,
         interval_ms=settings.sweep_interval_ms,
         grace_ms=settings.sweep_grace_ms,
+        failpoints=failpoints,
     )
     return Worker(
         client,
@@ -130,6 +143,7 @@ def build_worker(
             steps.select_lane,
             steps.finish_pass,
             steps.rearm_failure,
+            steps.record_binding_result,
             attempts.run_head,
             sweep.sweep,
         ],
@@ -149,9 +163,16 @@ async def start_sweeper(client: Client, task_queue: str) -> None:
 
 @contextlib.asynccontextmanager
 async def running_worker(
-    settings: Settings, connections: Connections, registry: BindingRegistry | None = None
+    settings: Settings,
+    connections: Connections,
+    registry: BindingRegistry | None = None,
+    *,
+    failpoints: Failpoints | None = None,
 ) -> AsyncIterator[Worker]:
-    """Verify schema and attributes, then run a worker (and the sweeper) until the block exits."""
+    """Verify schema and attributes, then run a worker (and the sweeper) until the block exits.
+
+    ``failpoints`` lets tests (threadwarden's and applications') inject faults into passes.
+    """
     configure_tracing(settings)
     pool = await create_pool(connections.database_url, max_size=settings.pool_max_size)
     try:
@@ -159,7 +180,9 @@ async def running_worker(
             await verify(conn)
         client = await connect_configured(settings, connections)
         await verify_search_attributes(client)
-        worker = build_worker(client, pool, settings, registry or default_registry())
+        worker = build_worker(
+            client, pool, settings, registry or default_registry(), failpoints or Failpoints()
+        )
         async with worker:
             await start_sweeper(client, settings.task_queue)
             yield worker

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     lease_ms: int = Field(default=30_000, ge=1_000, le=600_000)
     lease_renew_ms: int = Field(default=10_000, ge=100, le=20_000)
     """Also the attempt's heartbeat interval; the head activity's heartbeat timeout is 30 s."""
+    yield_after_ms: int = Field(default=600_000, ge=1_000, le=3_600_000)
+    """A head attempt yields at a committed boundary this long after its pass started."""
+    pass_deadline_ms: int = Field(default=840_000, ge=2_000, le=3_600_000)
+    """A pass still running this long after it started is cancelled and its retry recorded."""
     sweep_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
     sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
     max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)
@@ -44,6 +48,8 @@ class Settings(BaseSettings):
             raise ValueError("alarm_backoff_cap_ms: expected at least alarm_backoff_base_ms")
         if self.lease_renew_ms >= self.lease_ms:
             raise ValueError("lease_renew_ms: expected less than lease_ms")
+        if self.yield_after_ms >= self.pass_deadline_ms:
+            raise ValueError("yield_after_ms: expected less than pass_deadline_ms")
         return self
 
     @property

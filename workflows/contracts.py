@@ -21,6 +21,7 @@ RUN_HEAD = "run_head"
 FINISH_PASS = "finish_pass"
 FINISH_CAUGHT_UP = "finish_caught_up"
 REARM_FAILURE = "rearm_failure"
+RECORD_BINDING_RESULT = "record_binding_result"
 SWEEP = "sweep"
 
 PassOutcome = Literal["caught-up", "actionable", "failed"]
@@ -72,6 +73,10 @@ class BeginPassResult(BaseModel):
     caught_up: bool
     stalls: int
     nonterminal: int
+    yield_after_ms: int = 600_000
+    """The head attempt yields at a committed boundary after pass start + this."""
+    pass_deadline_ms: int = 840_000
+    """The whole pass is cancelled (and its retry recorded) at pass start + this."""
 
 
 class PassStepInput(BaseModel):
@@ -93,6 +98,10 @@ class SelectLaneInput(PassStepInput):
 
 class SelectLaneResult(BaseModel):
     thread_id: str | None
+    submission_id: str | None = None
+    """The selected thread's head."""
+    binding_retry_pending: bool = False
+    """The head has a binding-retry record (a success must remove it)."""
 
 
 class RunHeadInput(PassStepInput):
@@ -104,6 +113,20 @@ class RunHeadResult(BaseModel):
     submission_id: str | None = None
     outcome: Literal["completed", "failed", "aborted"] | None = None
     binding_error: str | None = None
+
+
+class BindingResultInput(PassStepInput):
+    thread_id: str
+    submission_id: str
+    failed: bool
+    error: str | None = None
+    now: datetime
+
+
+class BindingResultResult(BaseModel):
+    attempts: int
+    not_before: datetime | None
+    reported: bool
 
 
 class FinishPassInput(PassStepInput):

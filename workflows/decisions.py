@@ -66,6 +66,36 @@ def binding_retry_delay(attempts: int) -> int:
     return min(BINDING_RETRY_CAP_MS, BINDING_RETRY_BASE_MS * (1 << (max(attempts, 1) - 1)))
 
 
+@dataclass(frozen=True)
+class BindingRetry:
+    """A head's durable binding backoff: selection skips its thread until ``not_before``."""
+
+    thread_id: str
+    submission_id: str
+    attempts: int
+    not_before: int
+    reported_at: int
+
+
+def plan_binding_retry(
+    previous: BindingRetry | None, *, thread_id: str, submission_id: str, failed: bool, now: int
+) -> tuple[BindingRetry | None, bool]:
+    """The entry after an attempt on this head, and whether to log at error level.
+
+    A failure counts attempts (capped at 30) and backs off min(60 s, 5 s·2^(attempts−1)); it is
+    reported when there was no entry or the last report is 15 minutes old. Success removes it.
+    """
+    if not failed:
+        return None, False
+    attempts = min(MAX_BINDING_ATTEMPTS, (previous.attempts if previous else 0) + 1)
+    report = previous is None or now - previous.reported_at >= BINDING_REPORT_INTERVAL_MS
+    reported_at = now if report or previous is None else previous.reported_at
+    entry = BindingRetry(
+        thread_id, submission_id, attempts, now + binding_retry_delay(attempts), reported_at
+    )
+    return entry, report
+
+
 def current_retry(retry: Retry | None, dirty: int) -> Retry | None:
     """The retry record if it still applies: a newer mutation makes it obsolete."""
     return retry if retry is not None and retry.generation == dirty else None

@@ -9,23 +9,18 @@ and no wake is pending the run completes: an idle host holds no open workflow.
 
 import contextlib
 from datetime import timedelta
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 from workflows import contracts as c
+from workflows.passes import MaintenancePass
 
-T = TypeVar("T")
-
-ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
-SHORT_STEP = timedelta(seconds=30)
-PASS_DEADLINE = timedelta(minutes=14)
-YIELD_AFTER = timedelta(minutes=10)
-HEAD_HEARTBEAT = timedelta(seconds=30)
 SEVERAL_PASSES_PER_RUN = "several-passes-per-run"
 """Patch marker: a run loops passes instead of continuing as new after each one."""
+PASS_DEADLINE_AND_BINDING_RETRIES = "pass-deadline-and-binding-retries"
+"""Patch marker: passes are bounded by the pass deadline and record binding retries."""
 MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""
 FAILURE_FALLBACK = timedelta(seconds=5)
@@ -39,13 +34,9 @@ NEXT_ALARM = SearchAttributeKey.for_datetime("ThreadwardenNextAlarm")
 SEARCH_ATTRIBUTES = (PHASE, LAST_OUTCOME, GENERATION, NONTERMINAL, NEXT_ALARM)
 
 
-class PassFailed(Exception):
-    """A pass step failed; the failure rearm has been attempted."""
-
-
 @workflow.defn(name=c.HOST_WORKFLOW)
 class HostWorkflow:
-    """One run = one maintenance pass of one host."""
+    """The maintenance loop of one host: passes, waits for the alarm, continue-as-new."""
 
     def __init__(self) -> None:
         self._host_id = ""
@@ -76,11 +67,12 @@ class HostWorkflow:
         self._passes = host.passes
         # Runs recorded before this marker did exactly one pass each; they must keep replaying.
         several_passes = workflow.patched(SEVERAL_PASSES_PER_RUN)
+        bounded = workflow.patched(PASS_DEADLINE_AND_BINDING_RETRIES)
         for passes_in_run in range(1, MAX_PASSES_PER_RUN + 1):
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
             self._set_phase("pass")
-            report = await self._pass()
+            report = await MaintenancePass(self._host_id, bounded=bounded).run()
             self._passes += 1
             self._last = report
             self._publish(report)
@@ -113,109 +105,6 @@ class HostWorkflow:
             return
         with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
             await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
-
-    async def _pass(self) -> c.PassReport | None:
-        try:
-            begin = await self._step(
-                c.BEGIN_PASS,
-                c.BeginPassInput(host_id=self._host_id, now=workflow.now()),
-                c.BeginPassResult,
-            )
-        except ActivityError as error:
-            # No generation was observed, so there is nothing to rearm: begin's own pre-arm
-            # (or the mutation's) and the sweeper converge the host.
-            workflow.logger.warning("begin failed on host %s: %s", self._host_id, error.cause)
-            return None
-        step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
-        native_only = False
-        try:
-            if begin.caught_up:
-                return await self._step(
-                    c.FINISH_CAUGHT_UP,
-                    c.FinishCaughtUpInput(**step.model_dump(), now=workflow.now()),
-                    c.PassReport,
-                )
-            native_only = True
-            progressed = await self._native(step)
-            native_only = False
-            return await self._step(
-                c.FINISH_PASS,
-                c.FinishPassInput(
-                    **step.model_dump(),
-                    generation=begin.generation,
-                    stalls=begin.stalls,
-                    progressed=progressed,
-                    now=workflow.now(),
-                    jitter=workflow.random().random(),
-                ),
-                c.PassReport,
-            )
-        except ActivityError as error:
-            return await self._rearm_failure(step, begin, native_only, error)
-
-    async def _native(self, step: c.PassStepInput) -> bool:
-        """Recovery, then one head attempt on the selected lane. True when something progressed."""
-        recovered = await self._step(c.RECOVER, step, c.RecoverResult)
-        selected = await self._step(
-            c.SELECT_LANE,
-            c.SelectLaneInput(**step.model_dump(), now=workflow.now()),
-            c.SelectLaneResult,
-        )
-        settled = False
-        if selected.thread_id is not None:
-            head = await workflow.execute_activity(
-                c.RUN_HEAD,
-                c.RunHeadInput(
-                    **step.model_dump(),
-                    thread_id=selected.thread_id,
-                    yield_after=workflow.now() + YIELD_AFTER,
-                ),
-                result_type=c.RunHeadResult,
-                start_to_close_timeout=PASS_DEADLINE,
-                heartbeat_timeout=HEAD_HEARTBEAT,
-                retry_policy=ONE_ATTEMPT,
-            )
-            settled = head.outcome is not None
-        return settled or recovered.repaired > 0
-
-    async def _rearm_failure(
-        self,
-        step: c.PassStepInput,
-        begin: c.BeginPassResult,
-        native_only: bool,
-        error: ActivityError,
-    ) -> c.PassReport | None:
-        cause = error.cause
-        message = str(cause) if cause is not None else str(error)
-        workflow.logger.warning("pass step failed on host %s: %s", self._host_id, message)
-        if isinstance(cause, ApplicationError) and cause.type == "StalePass":
-            return None
-        try:
-            return await self._step(
-                c.REARM_FAILURE,
-                c.RearmFailureInput(
-                    **step.model_dump(),
-                    generation=begin.generation,
-                    native_only=native_only,
-                    now=workflow.now(),
-                    jitter=workflow.random().random(),
-                    error=message[:500],
-                ),
-                c.PassReport,
-            )
-        except ActivityError as rearm_error:
-            workflow.logger.warning("failure rearm failed on %s: %s", self._host_id, rearm_error)
-            return None
-
-    async def _step(self, name: str, arg: object, result_type: type[T]) -> T:
-        result = await workflow.execute_local_activity(
-            name,
-            arg,
-            result_type=result_type,
-            start_to_close_timeout=SHORT_STEP,
-            retry_policy=ONE_ATTEMPT,
-        )
-        return cast(T, result)
 
     def _set_phase(self, phase: str) -> None:
         self._phase = phase

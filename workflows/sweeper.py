@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows import contracts as c
-from workflows.host import ONE_ATTEMPT
+from workflows.passes import ONE_ATTEMPT
 
 ITERATIONS_PER_RUN = 200
 """Sweeps per run before continuing as new, to keep history short."""

@@ -370,13 +370,13 @@ async def test_select_lane_round_robins_and_persists_the_cursor(
 
     served = []
     for _ in range(4):
-        picked = await maintenance.select_lane(ids, begun.epoch, _now())
+        picked = (await maintenance.select_lane(ids, begun.epoch, _now())).thread_id
         served.append(picked)
         assert (await _host(pool, ids))["last_served_thread_id"] == picked
     assert served == [*threads, threads[0]]
 
     again = await maintenance.begin(ids, _now())  # a new pass continues from the cursor
-    assert await maintenance.select_lane(ids, again.epoch, _now()) == threads[1]
+    assert (await maintenance.select_lane(ids, again.epoch, _now())).thread_id == threads[1]
 
 
 async def test_select_lane_never_picks_a_suspended_head(
@@ -391,6 +391,6 @@ async def test_select_lane_never_picks_a_suspended_head(
     )
     begun = await maintenance.begin(ids, _now())
 
-    picks = [await maintenance.select_lane(ids, begun.epoch, _now()) for _ in range(3)]
+    picks = [(await maintenance.select_lane(ids, begun.epoch, _now())).thread_id for _ in range(3)]
 
     assert picks == [f"{ids}-B"] * 3

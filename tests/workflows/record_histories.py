@@ -21,7 +21,7 @@ from worker.settings import Settings
 from workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v2"
+VERSION = "v3"
 """Bump when the workflow's commands change; keep the older files."""
 
 
@@ -62,7 +62,7 @@ async def _record_stalled(client: ThreadwardenClient, connections: Connections) 
     await client.submit("replay-stalled", agent_id="missing", input={})
     await eventually(
         lambda: client.host_status("replay-stalled"),
-        lambda h: h.retry is not None and h.retry.stalls >= 2,
+        lambda h: h.retry is not None and bool(h.binding_retries),
     )
     await _save(connections, "replay-stalled", f"host_pass_stalled_{VERSION}.json")
 

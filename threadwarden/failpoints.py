@@ -1,0 +1,105 @@
+"""Failpoints: named places at every durable boundary where a test can inject a fault.
+
+Production code calls ``await failpoints.hit("maintenance:begin:before")``; unarmed, that is one
+dict lookup. A test arms a location to raise, or to pause until released::
+
+    failpoints = Failpoints()
+    failpoints.arm("claim", raise_error=RuntimeError("disk full"))
+    failpoints.arm("maintenance:finish:before", pause=True)
+    await failpoints.reached("maintenance:finish:before")   # the pass is now paused there
+    ...                                                      # commit a racing mutation
+    failpoints.release("maintenance:finish:before")
+
+Application authors pass the same object to the worker (``running_worker(..., failpoints=fp)``)
+to test their own bindings against faults.
+"""
+
+import asyncio
+from dataclasses import dataclass, field
+
+from threadwarden.errors import InvalidInput
+
+PASS_PHASES = ("dirty", "mutation", "ensure", "begin", "select", "binding-retry", "retry", "finish")
+LOCATIONS: frozenset[str] = frozenset(
+    {f"maintenance:{phase}:{edge}" for phase in PASS_PHASES for edge in ("before", "after")}
+    | {"maintenance:mutation:armed", "maintenance:mutation:finished", "claim", "settle"}
+)
+"""Every location threadwarden hits; arming anything else is an error (a typo would never fire)."""
+
+
+class FailpointError(RuntimeError):
+    """The default error an armed failpoint raises."""
+
+
+@dataclass
+class _Armed:
+    error: BaseException | None
+    pause: bool
+    times: int | None
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    hits: int = 0
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Failpoints:
+    """A set of armed failpoints; one instance is shared by a worker's activities and client."""
+
+    def __init__(self) -> None:
+        self._armed: dict[str, _Armed] = {}
+        self.hits: dict[str, int] = {}
+        """How often each armed location was hit (tests read it)."""
+
+    def arm(
+        self,
+        location: str,
+        *,
+        raise_error: BaseException | None = None,
+        pause: bool = False,
+        times: int | None = None,
+    ) -> None:
+        """Arm ``location``: raise (``FailpointError`` unless ``raise_error``), or pause.
+
+        ``times`` limits how often it fires (None: until disarmed).
+        """
+        if location not in LOCATIONS:
+            raise InvalidInput("location", f"one of {sorted(LOCATIONS)}", location)
+        error = raise_error if raise_error is not None or pause else FailpointError(location)
+        self._armed[location] = _Armed(error=error, pause=pause, times=times)
+
+    def disarm(self, location: str) -> None:
+        """Stop firing at ``location`` (a paused hit is released first)."""
+        armed = self._armed.pop(location, None)
+        if armed is not None:
+            armed.released.set()
+
+    def release(self, location: str) -> None:
+        """Let a pass paused at ``location`` continue (and disarm it)."""
+        self.disarm(location)
+
+    async def reached(self, location: str, *, timeout_s: float = 30) -> None:
+        """Wait until ``location`` has been hit while armed."""
+        armed = self._armed.get(location)
+        if armed is None:
+            raise InvalidInput("location", "an armed failpoint", location)
+        await asyncio.wait_for(armed.reached.wait(), timeout_s)
+
+    async def hit(self, location: str) -> None:
+        """Called by threadwarden at ``location``; a no-op unless armed."""
+        if not self._armed:
+            return
+        armed = self._armed.get(location)
+        if armed is None:
+            return
+        armed.hits += 1
+        self.hits[location] = self.hits.get(location, 0) + 1
+        if armed.times is not None and armed.hits >= armed.times:
+            self._armed.pop(location, None)
+        armed.reached.set()
+        if armed.pause:
+            await armed.released.wait()
+        if armed.error is not None:
+            raise armed.error
+
+
+NO_FAILPOINTS = Failpoints()
+"""The shared, never-armed instance production code uses by default."""

@@ -1,0 +1,193 @@
+"""One maintenance pass, as the host workflow runs it: the steps, their order and time bounds.
+
+Every step is an activity with an explicit timeout and a single attempt; the protocol's durable
+backoff (``rearm_failure``) governs retries. The pass deadline cancels the pass cooperatively: the
+head attempt is cancelled (and releases its claim) before the failure is recorded.
+"""
+
+import asyncio
+import contextlib
+from datetime import datetime, timedelta
+from typing import TypeVar, cast
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
+
+from workflows import contracts as c
+
+T = TypeVar("T")
+
+ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
+SHORT_STEP = timedelta(seconds=30)
+LEGACY_PASS_DEADLINE = timedelta(minutes=14)
+LEGACY_YIELD_AFTER = timedelta(minutes=10)
+HEAD_HEARTBEAT = timedelta(seconds=30)
+PASS_DEADLINE_ERROR = "maintenance pass deadline"
+
+
+class PassDeadline(Exception):
+    """The pass ran past its deadline and was cancelled."""
+
+
+class MaintenancePass:
+    """Runs one pass of ``host_id``; ``bounded`` enables the pass deadline and binding retries.
+
+    Histories recorded before those existed replay with ``bounded=False``.
+    """
+
+    def __init__(self, host_id: str, *, bounded: bool) -> None:
+        self._host_id = host_id
+        self._bounded = bounded
+        self._native_only = False
+
+    async def run(self) -> c.PassReport | None:
+        """Begin, then the caught-up or native path; on any failure, the durable rearm."""
+        started = workflow.now()
+        try:
+            begin = await _step(
+                c.BEGIN_PASS,
+                c.BeginPassInput(host_id=self._host_id, now=started),
+                c.BeginPassResult,
+            )
+        except ActivityError as error:
+            # No generation was observed, so there is nothing to rearm: begin's own pre-arm
+            # (or the mutation's) and the sweeper converge the host.
+            workflow.logger.warning("begin failed on host %s: %s", self._host_id, error.cause)
+            return None
+        step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
+        try:
+            if not self._bounded:
+                return await self._body(step, begin, started)
+            return await self._within_deadline(step, begin, started)
+        except ActivityError as error:
+            cause = error.cause
+            if isinstance(cause, ApplicationError) and cause.type == "StalePass":
+                workflow.logger.warning("pass on %s superseded: %s", self._host_id, cause)
+                return None
+            return await self._rearm(step, begin, str(cause) if cause else str(error))
+        except PassDeadline:
+            return await self._rearm(step, begin, PASS_DEADLINE_ERROR)
+
+    async def _within_deadline(
+        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
+    ) -> c.PassReport:
+        deadline = started + timedelta(milliseconds=begin.pass_deadline_ms)
+        body = asyncio.ensure_future(self._body(step, begin, started))
+        remaining = max(deadline - workflow.now(), timedelta(milliseconds=1))
+        done, _ = await workflow.wait([body], timeout=remaining.total_seconds())
+        if body in done:
+            return body.result()
+        workflow.logger.warning("pass on %s hit its deadline; cancelling", self._host_id)
+        body.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ActivityError):
+            await body
+        raise PassDeadline()
+
+    async def _body(
+        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
+    ) -> c.PassReport:
+        if begin.caught_up:
+            return await _step(
+                c.FINISH_CAUGHT_UP,
+                c.FinishCaughtUpInput(**step.model_dump(), now=workflow.now()),
+                c.PassReport,
+            )
+        self._native_only = True
+        progressed = await self._native(step, begin, started)
+        self._native_only = False
+        return await _step(
+            c.FINISH_PASS,
+            c.FinishPassInput(
+                **step.model_dump(),
+                generation=begin.generation,
+                stalls=begin.stalls,
+                progressed=progressed,
+                now=workflow.now(),
+                jitter=workflow.random().random(),
+            ),
+            c.PassReport,
+        )
+
+    async def _native(
+        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
+    ) -> bool:
+        """Recovery, then one head attempt on the selected lane. True when something progressed."""
+        recovered = await _step(c.RECOVER, step, c.RecoverResult)
+        selected = await _step(
+            c.SELECT_LANE,
+            c.SelectLaneInput(**step.model_dump(), now=workflow.now()),
+            c.SelectLaneResult,
+        )
+        if selected.thread_id is None:
+            return recovered.repaired > 0
+        head = await self._run_head(step, begin, started, selected.thread_id)
+        if self._bounded and (head.binding_error is not None or selected.binding_retry_pending):
+            submission_id = head.submission_id or selected.submission_id
+            assert submission_id is not None
+            await _step(
+                c.RECORD_BINDING_RESULT,
+                c.BindingResultInput(
+                    **step.model_dump(),
+                    thread_id=selected.thread_id,
+                    submission_id=submission_id,
+                    failed=head.binding_error is not None,
+                    error=head.binding_error,
+                    now=workflow.now(),
+                ),
+                c.BindingResultResult,
+            )
+        return head.outcome is not None or recovered.repaired > 0
+
+    async def _run_head(
+        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime, thread_id: str
+    ) -> c.RunHeadResult:
+        if self._bounded:
+            yield_after = started + timedelta(milliseconds=begin.yield_after_ms)
+            timeout = timedelta(milliseconds=begin.pass_deadline_ms)
+        else:
+            yield_after, timeout = workflow.now() + LEGACY_YIELD_AFTER, LEGACY_PASS_DEADLINE
+        result = await workflow.execute_activity(
+            c.RUN_HEAD,
+            c.RunHeadInput(**step.model_dump(), thread_id=thread_id, yield_after=yield_after),
+            result_type=c.RunHeadResult,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=HEAD_HEARTBEAT,
+            retry_policy=ONE_ATTEMPT,
+            # On the pass deadline, wait until the attempt has released its claim.
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        )
+        return cast(c.RunHeadResult, result)
+
+    async def _rearm(
+        self, step: c.PassStepInput, begin: c.BeginPassResult, message: str
+    ) -> c.PassReport | None:
+        workflow.logger.warning("pass failed on host %s: %s", self._host_id, message)
+        try:
+            return await _step(
+                c.REARM_FAILURE,
+                c.RearmFailureInput(
+                    **step.model_dump(),
+                    generation=begin.generation,
+                    native_only=self._native_only,
+                    now=workflow.now(),
+                    jitter=workflow.random().random(),
+                    error=message[:500],
+                ),
+                c.PassReport,
+            )
+        except ActivityError as rearm_error:
+            workflow.logger.warning("failure rearm failed on %s: %s", self._host_id, rearm_error)
+            return None
+
+
+async def _step(name: str, arg: object, result_type: type[T]) -> T:
+    result = await workflow.execute_local_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=SHORT_STEP,
+        retry_policy=ONE_ATTEMPT,
+    )
+    return cast(T, result)
