@@ -15,6 +15,7 @@ import pytest
 
 from ledger.migrations import migrate
 from ledger.pool import create_pool
+from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
 from worker.embedded import EmbeddedPostgres, TemporalDevServer
 from worker.runtime import Connections, running_worker
@@ -98,16 +99,28 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-async def worker(settings: Settings, connections: Connections) -> AsyncIterator[None]:
+def failpoints() -> Failpoints:
+    """The failpoints shared by the test's worker and client (unarmed until the test arms them)."""
+    return Failpoints()
+
+
+@pytest.fixture
+async def worker(
+    settings: Settings, connections: Connections, failpoints: Failpoints
+) -> AsyncIterator[None]:
     """A running threadwarden worker (with its sweeper) on the test's task queue."""
-    async with running_worker(settings, connections):
+    async with running_worker(settings, connections, failpoints=failpoints):
         yield
 
 
 @pytest.fixture
-async def client(settings: Settings, connections: Connections) -> AsyncIterator[ThreadwardenClient]:
+async def client(
+    settings: Settings, connections: Connections, failpoints: Failpoints
+) -> AsyncIterator[ThreadwardenClient]:
     """An application client on the test's database and task queue."""
-    async with ThreadwardenClient.connect(settings, connections) as connected:
+    async with ThreadwardenClient.connect(
+        settings, connections, failpoints=failpoints
+    ) as connected:
         yield connected
 
 
