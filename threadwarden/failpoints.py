@@ -46,6 +46,7 @@ class Failpoints:
 
     def __init__(self) -> None:
         self._armed: dict[str, _Armed] = {}
+        self._paused: dict[str, _Armed] = {}
         self.hits: dict[str, int] = {}
         """How often each armed location was hit (tests read it)."""
 
@@ -68,9 +69,10 @@ class Failpoints:
 
     def disarm(self, location: str) -> None:
         """Stop firing at ``location`` (a paused hit is released first)."""
-        armed = self._armed.pop(location, None)
-        if armed is not None:
-            armed.released.set()
+        for table in (self._armed, self._paused):
+            armed = table.pop(location, None)
+            if armed is not None:
+                armed.released.set()
 
     def release(self, location: str) -> None:
         """Let a pass paused at ``location`` continue (and disarm it)."""
@@ -78,8 +80,10 @@ class Failpoints:
 
     async def reached(self, location: str, *, timeout_s: float = 30) -> None:
         """Wait until ``location`` has been hit while armed."""
-        armed = self._armed.get(location)
+        armed = self._armed.get(location) or self._paused.get(location)
         if armed is None:
+            if self.hits.get(location):
+                return  # a one-shot failpoint that already fired
             raise InvalidInput("location", "an armed failpoint", location)
         await asyncio.wait_for(armed.reached.wait(), timeout_s)
 
@@ -96,10 +100,7 @@ class Failpoints:
             self._armed.pop(location, None)
         armed.reached.set()
         if armed.pause:
+            self._paused[location] = armed
             await armed.released.wait()
         if armed.error is not None:
             raise armed.error
-
-
-NO_FAILPOINTS = Failpoints()
-"""The shared, never-armed instance production code uses by default."""

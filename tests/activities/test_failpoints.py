@@ -1,0 +1,66 @@
+"""Failpoints: silent unless armed; raise or pause exactly where armed."""
+
+import asyncio
+
+import pytest
+
+from threadwarden.errors import InvalidInput
+from threadwarden.failpoints import LOCATIONS, FailpointError, Failpoints
+
+
+def test_failpoints_cover_every_location_of_the_spec() -> None:
+    phases = ("dirty", "mutation", "ensure", "begin", "select", "binding-retry", "retry", "finish")
+    for phase in phases:
+        assert {f"maintenance:{phase}:before", f"maintenance:{phase}:after"} <= LOCATIONS
+    assert {"maintenance:mutation:armed", "maintenance:mutation:finished"} <= LOCATIONS
+    assert {"claim", "settle"} <= LOCATIONS
+
+
+async def test_failpoints_unarmed_hit_does_nothing() -> None:
+    failpoints = Failpoints()
+    for location in LOCATIONS:
+        await failpoints.hit(location)
+    assert failpoints.hits == {}
+
+
+async def test_failpoints_armed_location_raises_only_there_and_only_as_often_as_asked() -> None:
+    failpoints = Failpoints()
+    failpoints.arm("claim", times=2)
+    await failpoints.hit("settle")
+    for _ in range(2):
+        with pytest.raises(FailpointError, match="claim"):
+            await failpoints.hit("claim")
+    await failpoints.hit("claim")  # spent
+    assert failpoints.hits == {"claim": 2}
+
+
+async def test_failpoints_raise_the_error_given() -> None:
+    failpoints = Failpoints()
+    failpoints.arm("maintenance:begin:before", raise_error=ConnectionResetError("boom"))
+    with pytest.raises(ConnectionResetError, match="boom"):
+        await failpoints.hit("maintenance:begin:before")
+
+
+async def test_failpoints_pause_until_released() -> None:
+    failpoints = Failpoints()
+    failpoints.arm("maintenance:finish:before", pause=True)
+    paused = asyncio.create_task(failpoints.hit("maintenance:finish:before"))
+    await failpoints.reached("maintenance:finish:before")
+    assert not paused.done()
+    failpoints.release("maintenance:finish:before")
+    await asyncio.wait_for(paused, 5)
+    await failpoints.hit("maintenance:finish:before")  # released means disarmed
+
+
+def test_failpoints_refuse_unknown_locations() -> None:
+    with pytest.raises(InvalidInput, match="location"):
+        Failpoints().arm("maintenance:finsh:before")
+
+
+async def test_failpoints_a_one_shot_pause_can_still_be_released() -> None:
+    failpoints = Failpoints()
+    failpoints.arm("claim", pause=True, times=1)
+    paused = asyncio.create_task(failpoints.hit("claim"))
+    await failpoints.reached("claim")
+    failpoints.release("claim")
+    await asyncio.wait_for(paused, 5)
