@@ -1,0 +1,479 @@
+"""Brief §5 scenarios 22, 24-26 and 28 on real Postgres: round-robin lanes and binding retries.
+
+Each test drives whole passes through the ledger steps (begin, recover, select, claim, binding
+bookkeeping, finish) the way the host workflow orders them, with an injected clock (explicit
+``now`` from a fixed instant) and explicit jitter. Heads whose agent id is not in ``BINDINGS``
+fail closed with `BindingUnavailable`. Admission stamps its own alarm with the database clock,
+so alarm assertions compare only alarms written by pass steps.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from ledger.admission import Admissions, mark_dirty
+from ledger.attempts import Attempts
+from ledger.maintenance import BeginResult, Maintenance, Report, Selection
+from ledger.models import to_ms
+from ledger.pool import create_pool
+from threadwarden.errors import BindingUnavailable
+from workflows.decisions import BindingRetry, Timing
+
+BINDINGS = {"echo": "digest-1"}
+UNBOUND = "ghost"  # no binding registered on this worker
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+BASE, MIN_DELAY = 100, 50
+
+
+@pytest.fixture
+def maintenance(pool: asyncpg.Pool[Any]) -> Maintenance:
+    """Host-row pass steps with the default timing (base 100 ms, cap 5 s, floor 50 ms)."""
+    return Maintenance(pool, Timing())
+
+
+@pytest.fixture
+def attempts(pool: asyncpg.Pool[Any]) -> Attempts:
+    """Claims and fenced writes with the default 30 s lease."""
+    return Attempts(pool, lease_ms=30_000)
+
+
+@pytest.fixture
+def admissions(pool: asyncpg.Pool[Any]) -> Admissions:
+    """Admissions with the default 50 ms alarm floor."""
+    return Admissions(pool, minimum_alarm_delay_ms=MIN_DELAY)
+
+
+def _at(ms: int) -> datetime:
+    """The injected clock: ``ms`` milliseconds after the fixed start instant."""
+    return T0 + timedelta(milliseconds=ms)
+
+
+def _rel(instant: datetime | int) -> int:
+    """Milliseconds since the fixed start instant, of a datetime or of epoch milliseconds."""
+    absolute = instant if isinstance(instant, int) else to_ms(instant)
+    return absolute - to_ms(T0)
+
+
+async def _host(pool: asyncpg.Pool[Any], host_id: str) -> dict[str, Any]:
+    row = await pool.fetchrow("SELECT * FROM threadwarden.hosts WHERE host_id = $1", host_id)
+    assert row is not None, f"host {host_id} missing"
+    return dict(row)
+
+
+def _alarm(host: dict[str, Any]) -> int | None:
+    """The host's alarm on the injected clock, or None when cleared."""
+    return None if host["alarm_at"] is None else _rel(host["alarm_at"])
+
+
+async def _submission(pool: asyncpg.Pool[Any], submission_id: str) -> dict[str, Any]:
+    row = await pool.fetchrow(
+        "SELECT * FROM threadwarden.submissions WHERE submission_id = $1", submission_id
+    )
+    assert row is not None
+    return dict(row)
+
+
+async def _assert_invariants(pool: asyncpg.Pool[Any], host_id: str) -> None:
+    """Brief §5 preamble: one settlement per settled row, FIFO, fenced epochs, armed leftovers."""
+    host = await _host(pool, host_id)
+    subs = await pool.fetch(
+        "SELECT s.submission_id, s.thread_id, s.sequence, s.state FROM threadwarden.submissions s"
+        " JOIN threadwarden.threads t USING (thread_id) WHERE t.host_id = $1"
+        " ORDER BY s.thread_id, s.sequence",
+        host_id,
+    )
+    records = await pool.fetch(
+        "SELECT r.thread_id, r.record_id, r.submission_id, r.kind, r.epoch, t.producer_epoch"
+        "  FROM threadwarden.records r JOIN threadwarden.threads t USING (thread_id)"
+        " WHERE t.host_id = $1 ORDER BY r.thread_id, r.sequence",
+        host_id,
+    )
+    settlements = Counter(r["submission_id"] for r in records if r["kind"] == "settlement")
+    for s in subs:
+        expected = 1 if s["state"] == "settled" else 0
+        assert settlements[s["submission_id"]] == expected, dict(s)
+    assert len({r["record_id"] for r in records}) == len(records)
+    sequence = {s["submission_id"]: s["sequence"] for s in subs}
+    last_seq: dict[str, int] = {}
+    last_epoch: dict[str, int] = {}
+    for r in records:
+        thread = r["thread_id"]
+        assert r["epoch"] <= r["producer_epoch"]
+        assert r["epoch"] >= last_epoch.get(thread, 0), "a record under an older epoch"
+        last_epoch[thread] = r["epoch"]
+        if r["kind"] == "settlement":
+            assert sequence[r["submission_id"]] > last_seq.get(thread, 0), "settled out of order"
+            last_seq[thread] = sequence[r["submission_id"]]
+    heads: dict[str, str] = {}
+    for s in subs:
+        if s["state"] != "settled":
+            heads.setdefault(s["thread_id"], s["state"])
+    if any(state not in ("suspended", "unknown") for state in heads.values()):
+        assert host["dirty"] > host["processed"], "autonomous work left unacknowledged"
+        assert host["alarm_at"] is not None, "autonomous work left without an alarm"
+
+
+@dataclass
+class PassRun:
+    """What one simulated pass did."""
+
+    begun: BeginResult
+    selection: Selection | None = None
+    settled: str | None = None
+    binding_failure: BindingUnavailable | None = None
+    binding: tuple[BindingRetry | None, bool] | None = None
+    report: Report | None = None
+
+
+async def _pass(
+    maintenance: Maintenance,
+    attempts: Attempts,
+    host_id: str,
+    now: datetime,
+    *,
+    jitter: float = 0.0,
+) -> PassRun:
+    """One pass as the host workflow orders it; a claimed head settles ``completed``."""
+    begun = await maintenance.begin(host_id, now)
+    run = PassRun(begun)
+    if begun.caught_up:
+        run.report = await maintenance.finish_caught_up(host_id, begun.epoch, now)
+        return run
+    repaired = await maintenance.recover(host_id, begun.epoch)
+    run.selection = selected = await maintenance.select_lane(host_id, begun.epoch, now)
+    if selected.thread_id is not None:
+        try:
+            claim = await attempts.claim_head(
+                host_id, begun.epoch, selected.thread_id, bindings=BINDINGS
+            )
+        except BindingUnavailable as error:
+            claim, run.binding_failure = None, error
+        if claim is not None:
+            await attempts.settle(claim, "completed", result={"by": "pass"})
+            run.settled = claim.submission_id
+        if run.binding_failure is not None or selected.binding_retry_pending:
+            submission_id = (
+                run.binding_failure.submission_id if run.binding_failure else None
+            ) or selected.submission_id
+            assert submission_id is not None
+            run.binding = await maintenance.record_binding_result(
+                host_id,
+                begun.epoch,
+                thread_id=selected.thread_id,
+                submission_id=submission_id,
+                failed=run.binding_failure is not None,
+                now=now,
+            )
+    run.report = await maintenance.finish(
+        host_id,
+        begun.epoch,
+        generation=begun.generation,
+        stalls=begun.stalls,
+        progressed=run.settled is not None or repaired > 0,
+        now=now,
+        jitter=jitter,
+    )
+    return run
+
+
+def _next(run: PassRun) -> int:
+    """When the pass's alarm fires, on the injected clock."""
+    assert run.report is not None and run.report.alarm_at is not None
+    return _rel(run.report.alarm_at)
+
+
+# --- scenario 22 ----------------------------------------------------------------------------
+
+
+async def test_scenario_22_round_robin_serves_a_b_c_a_and_survives_eviction(
+    database_url: str,
+    maintenance: Maintenance,
+    attempts: Attempts,
+    admissions: Admissions,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    a, waiting, b, c = (f"{ids}-A", f"{ids}-AB", f"{ids}-B", f"{ids}-C")
+    for thread in (c, b, a, c, b, a):  # admission order must not matter
+        await admissions.admit(thread_id=thread, agent_id="echo", input={}, host_id=ids)
+    suspended = await admissions.admit(thread_id=waiting, agent_id="echo", input={}, host_id=ids)
+    await admissions.admit(thread_id=waiting, agent_id="echo", input={"dormant": True}, host_id=ids)
+    await pool.execute(
+        "UPDATE threadwarden.submissions SET state = 'suspended' WHERE submission_id = $1",
+        suspended.submission_id,
+    )
+
+    now, served = 0, []
+    for _ in range(4):
+        run = await _pass(maintenance, attempts, ids, _at(now))
+        assert run.selection is not None and run.settled is not None
+        served.append(run.selection.thread_id)
+        assert (await _host(pool, ids))["last_served_thread_id"] == run.selection.thread_id
+        assert _next(run) == now + BASE  # progress with work left: the base delay
+        await _assert_invariants(pool, ids)
+        now = _next(run)
+    assert served == [a, b, c, a]
+
+    evicted = await create_pool(database_url, max_size=2)  # a new incarnation: no memory kept
+    try:
+        fresh = Maintenance(evicted, Timing())
+        fresh_attempts = Attempts(evicted, lease_ms=30_000)
+        fifth = await _pass(fresh, fresh_attempts, ids, _at(now))
+        assert fifth.selection is not None and fifth.settled is not None
+        sixth = await _pass(fresh, fresh_attempts, ids, _at(_next(fifth)))
+        assert sixth.selection is not None and sixth.settled is not None
+        served += [fifth.selection.thread_id, sixth.selection.thread_id]
+    finally:
+        await evicted.close()
+
+    assert served == [a, b, c, a, b, c]
+    assert waiting not in served
+    host = await _host(pool, ids)
+    assert (await _submission(pool, suspended.submission_id))["state"] == "suspended"
+    # Only the stable wait and its dormant follower remain: acknowledged, alarm cleared.
+    assert host["processed"] == host["dirty"]
+    assert host["alarm_at"] is None
+    assert host["nonterminal"] == 2
+    await _assert_invariants(pool, ids)
+
+
+# --- scenarios 24-26: binding retries -------------------------------------------------------
+
+
+async def _heads(pool: asyncpg.Pool[Any], thread_id: str) -> list[str]:
+    rows = await pool.fetch(
+        "SELECT submission_id FROM threadwarden.submissions WHERE thread_id = $1"
+        " AND state <> 'settled' ORDER BY sequence",
+        thread_id,
+    )
+    return [r["submission_id"] for r in rows]
+
+
+async def test_scenario_24_binding_unavailable_releases_the_claim_and_keeps_others_servable(
+    maintenance: Maintenance,
+    attempts: Attempts,
+    admissions: Admissions,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    blocked, other = f"{ids}-A", f"{ids}-B"
+    head = await admissions.admit(thread_id=blocked, agent_id=UNBOUND, input={}, host_id=ids)
+    for n in range(2):
+        await admissions.admit(thread_id=other, agent_id="echo", input={"n": n}, host_id=ids)
+
+    first = await _pass(maintenance, attempts, ids, _at(0))
+
+    assert first.selection is not None and first.selection.thread_id == blocked
+    assert first.binding_failure is not None
+    assert first.binding_failure.submission_id == head.submission_id
+    row = await _submission(pool, head.submission_id)
+    assert (row["state"], row["attempts"], row["epoch"]) == ("ready", 0, 0)
+    assert (row["ownership_token"], row["lease_expires_at"]) == (None, None)
+    epoch = "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1"
+    assert await pool.fetchval(epoch, blocked) == 0  # the claim was never taken
+    assert first.binding is not None
+    entry, report = first.binding
+    assert report is True  # the first failure is logged at error level
+    assert entry == BindingRetry(blocked, head.submission_id, 1, to_ms(_at(5_000)), to_ms(T0))
+    host = await _host(pool, ids)
+    assert host["binding_retries"] == [
+        {
+            "thread_id": blocked,
+            "submission_id": head.submission_id,
+            "attempts": 1,
+            "not_before": to_ms(_at(5_000)),
+            "reported_at": to_ms(T0),
+        }
+    ]
+    assert first.report is not None and first.report.outcome == "actionable"  # pass succeeds
+    # Another thread is eligible now, so the blocked head does not delay the alarm.
+    assert _next(first) == MIN_DELAY  # backoff(0, jitter 0)
+    await _assert_invariants(pool, ids)
+
+    served = []
+    now = _next(first)
+    for _ in range(2):  # the cursor wraps to the blocked thread, which is skipped
+        run = await _pass(maintenance, attempts, ids, _at(now))
+        assert run.selection is not None and run.settled is not None
+        served.append(run.selection.thread_id)
+        await _assert_invariants(pool, ids)
+        last, now = run, _next(run)
+    assert served == [other, other]
+    assert now == 5_000  # only the blocked head remains: the alarm waits for its notBefore
+    assert (await _host(pool, ids))["binding_retries"][0]["attempts"] == 1
+    assert last.report is not None and last.report.nonterminal == 1
+
+
+async def test_scenario_25_persistent_binding_failure_backs_off_5_10_20_40_60_60(
+    maintenance: Maintenance,
+    attempts: Attempts,
+    admissions: Admissions,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    head = await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
+    now, delays, attempt_counts = 0, [], []
+    for n in range(35):
+        run = await _pass(maintenance, attempts, ids, _at(now), jitter=0.5)
+        assert not run.begun.caught_up
+        assert run.selection is not None and run.selection.thread_id == ids
+        assert run.selection.binding_retry_pending is (n > 0)
+        assert run.binding is not None and run.binding[0] is not None
+        entry = run.binding[0]
+        assert entry.submission_id == head.submission_id
+        delays.append(_rel(entry.not_before) - now)
+        attempt_counts.append(entry.attempts)
+        # The only eligible thread is blocked: the alarm never fires before its notBefore.
+        assert _next(run) - now >= _rel(entry.not_before) - now
+        assert _next(run) == _rel(entry.not_before)
+        await _assert_invariants(pool, ids)
+
+        if n == 2:  # a mutation inside the binding window: the pass runs but skips the head
+            await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={"follower": True})
+            inside = now + 5_000
+            skipped = await _pass(maintenance, attempts, ids, _at(inside), jitter=0.5)
+            assert not skipped.begun.caught_up
+            assert skipped.selection is not None and skipped.selection.thread_id is None
+            assert skipped.binding is None
+            assert _next(skipped) == _rel(entry.not_before)
+            assert (await _host(pool, ids))["binding_retries"][0]["attempts"] == 3
+            await _assert_invariants(pool, ids)
+        now = _next(run)
+
+    seconds = [d // 1_000 for d in delays]
+    assert seconds[:6] == [5, 10, 20, 40, 60, 60]
+    assert set(seconds[4:]) == {60}
+    assert attempt_counts == [min(30, n + 1) for n in range(35)]
+    row = await _submission(pool, head.submission_id)
+    assert (row["state"], row["attempts"]) == ("ready", 0)  # never ran, still pending
+
+
+async def test_scenario_26_binding_failures_report_at_most_once_per_15_minutes(
+    maintenance: Maintenance,
+    attempts: Attempts,
+    admissions: Admissions,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
+    # Passes may run later than their alarm (a slow sweeper), never earlier.
+    expected = [
+        (0, True, 0),
+        (5_000, False, 0),
+        (899_999, False, 0),
+        (919_999, True, 919_999),  # >= 900,000 ms after the last report: error level again
+        (959_999, False, 919_999),
+    ]
+    for now, report, reported_at in expected:
+        run = await _pass(maintenance, attempts, ids, _at(now))
+        assert run.binding is not None and run.binding[0] is not None
+        assert run.binding[1] is report, f"report flag at {now} ms"
+        assert _rel(run.binding[0].reported_at) == reported_at
+        stored = (await _host(pool, ids))["binding_retries"]
+        assert [_rel(e["reported_at"]) for e in stored] == [reported_at]
+        await _assert_invariants(pool, ids)
+
+    # The boundary itself: exactly 900,000 ms after the report is reported again.
+    edge = f"{ids}-edge"
+    await admissions.admit(thread_id=edge, agent_id=UNBOUND, input={})
+    assert (await _pass(maintenance, attempts, edge, _at(0))).binding == (
+        BindingRetry(edge, (await _heads(pool, edge))[0], 1, to_ms(_at(5_000)), to_ms(T0)),
+        True,
+    )
+    at_edge = await _pass(maintenance, attempts, edge, _at(900_000))
+    assert at_edge.binding is not None and at_edge.binding[1] is True
+    assert at_edge.binding[0] is not None and _rel(at_edge.binding[0].reported_at) == 900_000
+
+
+# --- scenario 28 ----------------------------------------------------------------------------
+
+
+async def _abort(pool: asyncpg.Pool[Any], host_id: str, submission_id: str) -> None:
+    """An operator abort of a never-claimed head: its settlement record, then a dirty bump."""
+    async with pool.acquire() as conn, conn.transaction():
+        # Lock order everywhere: hosts, then threads, then submissions.
+        await conn.execute(
+            "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", host_id
+        )
+        thread = await conn.fetchrow(
+            "SELECT t.thread_id, t.next_record, t.producer_epoch FROM threadwarden.threads t"
+            " JOIN threadwarden.submissions s USING (thread_id) WHERE s.submission_id = $1"
+            " FOR UPDATE OF t",
+            submission_id,
+        )
+        assert thread is not None
+        await conn.execute(
+            "INSERT INTO threadwarden.records (thread_id, sequence, record_id, submission_id,"
+            " kind, body, epoch) VALUES ($1, $2, $3, $4, 'settlement',"
+            ' \'{"outcome": "aborted"}\'::jsonb, $5)',
+            thread["thread_id"],
+            thread["next_record"],
+            f"{thread['thread_id']}:{thread['next_record']}",
+            submission_id,
+            thread["producer_epoch"],
+        )
+        await conn.execute(
+            "UPDATE threadwarden.threads SET next_record = next_record + 1 WHERE thread_id = $1",
+            thread["thread_id"],
+        )
+        await conn.execute(
+            "UPDATE threadwarden.submissions SET state = 'settled', outcome = 'aborted',"
+            " reason = 'operator abort', settled_at = clock_timestamp()"
+            " WHERE submission_id = $1",
+            submission_id,
+        )
+        await mark_dirty(conn, host_id, minimum_alarm_delay_ms=MIN_DELAY)
+
+
+async def test_scenario_28_stale_binding_retry_is_ignored_and_pruned_after_head_changed(
+    maintenance: Maintenance,
+    attempts: Attempts,
+    admissions: Admissions,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    old = await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
+    new = await admissions.admit(thread_id=ids, agent_id="echo", input={"n": 1})
+    await admissions.admit(thread_id=ids, agent_id="echo", input={"n": 2})
+
+    first = await _pass(maintenance, attempts, ids, _at(0))
+    assert first.binding is not None and first.binding[0] is not None
+    assert first.binding[0].submission_id == old.submission_id
+    assert _next(first) == 5_000  # the only thread is blocked until the retry is due
+
+    await _abort(pool, ids, old.submission_id)
+    begun = await maintenance.begin(ids, _at(1_000))  # inside the stale entry's window
+    assert not begun.caught_up
+    selected = await maintenance.select_lane(ids, begun.epoch, _at(1_000))
+
+    assert selected.thread_id == ids  # the stale entry no longer blocks the thread
+    assert selected.submission_id == new.submission_id
+    assert selected.binding_retry_pending is False
+    stored = (await _host(pool, ids))["binding_retries"]
+    assert [e["submission_id"] for e in stored] == [old.submission_id]  # select does not prune
+    claim = await attempts.claim_head(ids, begun.epoch, ids, bindings=BINDINGS)
+    assert claim is not None and claim.submission_id == new.submission_id
+    await attempts.settle(claim, "completed", result={"ok": True})
+    report = await maintenance.finish(
+        ids,
+        begun.epoch,
+        generation=begun.generation,
+        stalls=begun.stalls,
+        progressed=True,
+        now=_at(1_000),
+        jitter=0.0,
+    )
+
+    host = await _host(pool, ids)
+    assert host["binding_retries"] == []  # pruned at finish
+    assert report.alarm_at is not None and _rel(report.alarm_at) == 1_000 + BASE  # not 5,000
+    assert _alarm(host) == 1_000 + BASE
+    assert host["nonterminal"] == 1
+    assert (await _submission(pool, old.submission_id))["outcome"] == "aborted"
+    await _assert_invariants(pool, ids)
