@@ -45,7 +45,9 @@ class MaintenanceActivities:
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
         await self._failpoints.hit("maintenance:finish:before")
-        report = await self._maintenance.finish_caught_up(step.host_id, step.epoch, step.now)
+        report = await self._maintenance.finish_caught_up(
+            step.host_id, step.epoch, step.now, generation=step.generation
+        )
         await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
 

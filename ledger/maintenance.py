@@ -119,8 +119,13 @@ class Maintenance:
             nonterminal=int(row["nonterminal"]),
         )
 
-    async def finish_caught_up(self, host_id: str, epoch: int, now: datetime) -> Report:
-        """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan."""
+    async def finish_caught_up(
+        self, host_id: str, epoch: int, now: datetime, *, generation: int | None = None
+    ) -> Report:
+        """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan.
+
+        ``generation`` is what begin observed; a mutation committed since keeps its prompt alarm.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch)
             dirty, processed = int(row["dirty"]), int(row["processed"])
@@ -131,6 +136,7 @@ class Maintenance:
                 deadline=None,
                 now=to_ms(now),
                 timing=self._timing,
+                generation=generation,
             )
             alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "caught-up")
         return Report(

@@ -139,6 +139,8 @@ class FinishPassInput(PassStepInput):
 
 class FinishCaughtUpInput(PassStepInput):
     now: datetime
+    generation: int | None = None
+    """The generation begin observed (None in histories recorded before it was passed)."""
 
 
 class RearmFailureInput(PassStepInput):

@@ -164,11 +164,18 @@ def plan_caught_up_alarm(
     deadline: int | None,
     now: int,
     timing: Timing,
+    generation: int | None = None,
 ) -> AlarmPlan:
-    """The caught-up (or publication-blocked) finish: set to the earliest need, else clear."""
+    """The caught-up (or publication-blocked) finish: set to the earliest need, else clear.
+
+    ``generation`` is what begin observed: a mutation that committed since (``dirty`` moved) is
+    never postponed, its alarm stays at the minimum delay (SPEC §2).
+    """
     floor = now + timing.minimum_alarm_delay
     native: int | None = None
-    if dirty > processed:
+    if generation is not None and dirty != generation:
+        native = floor
+    elif dirty > processed:
         live = current_retry(retry, dirty)
         native = max(floor, live.not_before) if live else now + timing.wake_scan_interval
     candidates = [t for t in (native, deadline) if t is not None]

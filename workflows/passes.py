@@ -91,7 +91,9 @@ class MaintenancePass:
         if begin.caught_up:
             return await _step(
                 c.FINISH_CAUGHT_UP,
-                c.FinishCaughtUpInput(**step.model_dump(), now=workflow.now()),
+                c.FinishCaughtUpInput(
+                    **step.model_dump(), now=workflow.now(), generation=begin.generation
+                ),
                 c.PassReport,
             )
         self._native_only = True

@@ -380,14 +380,16 @@ async def test_scenario_14_mutation_in_the_window_obsoletes_the_retry(scene: Sce
     not_before = _rel(window["retry"]["not_before"])  # an 800 ms window
 
     # The mutation races an early, caught-up pass, which must not park the new generation
-    # behind the obsolete window. The brief's caught-up finish uses now + wakeScanInterval;
-    # SPEC §2 says a racing commit's alarm is now + minDelay: either bound is accepted here.
+    # behind the obsolete window. The brief's caught-up finish would set now + wakeScanInterval;
+    # SPEC §2 wins: a racing commit is never postponed, its alarm is now + minDelay.
     early = not_before - 600
     begun = await scene.begin(early)
     assert begun.caught_up
     await scene.admit(during="pass")
-    raced = await scene.m.finish_caught_up(scene.host_id, begun.epoch, _at(early))
-    assert early + MIN_DELAY <= _rel(raced.alarm_at) <= early + WAKE_SCAN
+    raced = await scene.m.finish_caught_up(
+        scene.host_id, begun.epoch, _at(early), generation=begun.generation
+    )
+    assert _rel(raced.alarm_at) == early + MIN_DELAY
     assert (await scene.host())["dirty"] == begun.generation + 1
     await scene.check()
 

@@ -432,3 +432,10 @@ def test_plan_native_finish_sets_the_deadline_once_acknowledged() -> None:
 def test_plan_native_finish_clears_the_alarm_once_acknowledged_with_nothing_pending() -> None:
     plan = _finish(autonomous=False, stalls=4)
     assert plan == NativeFinish(processed=5, retry=None, alarm=AlarmPlan("clear"))
+
+
+def test_plan_caught_up_alarm_never_postpones_a_mutation_that_raced_the_pass() -> None:
+    plan = plan_caught_up_alarm(
+        dirty=8, processed=7, retry=None, deadline=None, now=NOW, timing=Timing(), generation=7
+    )
+    assert plan == AlarmPlan("set", NOW + 50)
