@@ -12,7 +12,8 @@ from typing import TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import contracts as c
@@ -25,6 +26,15 @@ LEGACY_PASS_DEADLINE = timedelta(minutes=14)
 LEGACY_YIELD_AFTER = timedelta(minutes=10)
 HEAD_HEARTBEAT = timedelta(seconds=30)
 PASS_DEADLINE_ERROR = "maintenance pass deadline"
+
+
+STEP_FAILURES = (ActivityError, ApplicationError, TemporalTimeoutError)
+"""How a failed step surfaces: regular activities raise ActivityError (the cause inside), local
+activities raise the ApplicationError (or TimeoutError) itself."""
+
+
+def _cause(error: FailureError) -> FailureError | BaseException:
+    return error.cause if isinstance(error, ActivityError) and error.cause else error
 
 
 class PassDeadline(Exception):
@@ -51,22 +61,22 @@ class MaintenancePass:
                 c.BeginPassInput(host_id=self._host_id, now=started),
                 c.BeginPassResult,
             )
-        except ActivityError as error:
+        except STEP_FAILURES as error:
             # No generation was observed, so there is nothing to rearm: begin's own pre-arm
             # (or the mutation's) and the sweeper converge the host.
-            workflow.logger.warning("begin failed on host %s: %s", self._host_id, error.cause)
+            workflow.logger.warning("begin failed on host %s: %s", self._host_id, _cause(error))
             return None
         step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
         try:
             if not self._bounded:
                 return await self._body(step, begin, started)
             return await self._within_deadline(step, begin, started)
-        except ActivityError as error:
-            cause = error.cause
+        except STEP_FAILURES as error:
+            cause = _cause(error)
             if isinstance(cause, ApplicationError) and cause.type == "StalePass":
                 workflow.logger.warning("pass on %s superseded: %s", self._host_id, cause)
                 return None
-            return await self._rearm(step, begin, str(cause) if cause else str(error))
+            return await self._rearm(step, begin, str(cause))
         except PassDeadline:
             return await self._rearm(step, begin, PASS_DEADLINE_ERROR)
 
@@ -81,7 +91,7 @@ class MaintenancePass:
             return body.result()
         workflow.logger.warning("pass on %s hit its deadline; cancelling", self._host_id)
         body.cancel()
-        with contextlib.suppress(asyncio.CancelledError, ActivityError):
+        with contextlib.suppress(asyncio.CancelledError, *STEP_FAILURES):
             await body
         raise PassDeadline()
 
@@ -179,7 +189,7 @@ class MaintenancePass:
                 ),
                 c.PassReport,
             )
-        except ActivityError as rearm_error:
+        except STEP_FAILURES as rearm_error:
             workflow.logger.warning("failure rearm failed on %s: %s", self._host_id, rearm_error)
             return None
 

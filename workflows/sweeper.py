@@ -15,6 +15,8 @@ from workflows.passes import ONE_ATTEMPT
 ITERATIONS_PER_RUN = 200
 """Sweeps per run before continuing as new, to keep history short."""
 SWEEP_TIMEOUT = timedelta(seconds=30)
+FAILED_SWEEP_PAUSE = timedelta(seconds=2)
+"""After a failed sweep (its interval is unknown), try again soon: the sweeper is the safety net."""
 
 
 @workflow.defn(name=c.SWEEPER_WORKFLOW)
@@ -35,6 +37,6 @@ class SweeperWorkflow:
                 interval = timedelta(milliseconds=result.interval_ms)
             except ActivityError as error:  # a failed sweep must not end the safety net
                 workflow.logger.warning("sweep failed: %s", error)
-                interval = SWEEP_TIMEOUT
+                interval = FAILED_SWEEP_PAUSE
             await workflow.sleep(interval)
         workflow.continue_as_new(c.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN))
