@@ -138,12 +138,21 @@ class AttemptActivities:
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
         binding = self._registry.bindings[claim.agent_id]
-        renewer = asyncio.create_task(self._keep_lease(claim))
+        handler = asyncio.ensure_future(
+            binding.handler(_Context(claim, self._attempts, yield_after))
+        )
+        lost = asyncio.Event()
+        renewer = asyncio.create_task(self._keep_lease(claim, handler, lost))
         try:
-            return await binding.handler(_Context(claim, self._attempts, yield_after))
+            return await handler
         except (StaleAttempt, StalePass):
             raise  # a fenced-out attempt must not try to settle
         except asyncio.CancelledError:
+            if lost.is_set():  # the renewer stopped a handler whose ownership is gone
+                raise StaleAttempt(
+                    f"submission {claim.submission_id}: attempt {claim.attempt_id} lost its"
+                    " ownership (a newer pass or attempt took over)"
+                ) from None
             # Give the head back at once instead of letting the next pass wait out the lease.
             await asyncio.shield(self._attempts.release(claim))
             raise
@@ -155,10 +164,15 @@ class AttemptActivities:
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
 
-    async def _keep_lease(self, claim: Claim) -> None:
+    async def _keep_lease(
+        self, claim: Claim, handler: asyncio.Future[Any], lost: asyncio.Event
+    ) -> None:
+        """Heartbeat and renew the lease; stop the handler once ownership is gone."""
         while True:
             await asyncio.sleep(self._lease_renew_s)
             activity.heartbeat()
             if not await self._attempts.renew_lease(claim):
-                activity.logger.warning("attempt %s lost its lease", claim.attempt_id)
+                activity.logger.warning("attempt %s lost its ownership", claim.attempt_id)
+                lost.set()
+                handler.cancel()
                 return

@@ -129,14 +129,22 @@ class Attempts:
         return claim
 
     async def renew_lease(self, claim: Claim) -> bool:
-        """Extend the lease while the attempt is alive; False once ownership is gone."""
+        """Extend the lease while the attempt is alive; False once ownership is gone.
+
+        Ownership is gone when the token changed or a newer pass began on the host: a zombie
+        attempt must not keep a head leased.
+        """
         status = await self._pool.execute(
             "UPDATE threadwarden.submissions"
             "   SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)"
-            " WHERE submission_id = $1 AND ownership_token = $2 AND state = 'running'",
+            " WHERE submission_id = $1 AND ownership_token = $2 AND state = 'running'"
+            "   AND EXISTS (SELECT 1 FROM threadwarden.hosts"
+            "                WHERE host_id = $4 AND pass_epoch = $5)",
             claim.submission_id,
             claim.ownership_token,
             self._lease_ms,
+            claim.host_id,
+            claim.pass_epoch,
         )
         return status.endswith(" 1")
 

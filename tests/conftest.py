@@ -108,9 +108,16 @@ def failpoints() -> Failpoints:
 async def worker(
     settings: Settings, connections: Connections, failpoints: Failpoints
 ) -> AsyncIterator[None]:
-    """A running threadwarden worker (with its sweeper) on the test's task queue."""
+    """A running threadwarden worker (with its sweeper) on the test's task queue.
+
+    Failpoints are released before it stops: a pass still paused at one would otherwise hold the
+    shutdown until its local activity times out.
+    """
     async with running_worker(settings, connections, failpoints=failpoints):
-        yield
+        try:
+            yield
+        finally:
+            failpoints.release_all()
 
 
 @pytest.fixture

@@ -78,6 +78,11 @@ class Failpoints:
         """Let a pass paused at ``location`` continue (and disarm it)."""
         self.disarm(location)
 
+    def release_all(self) -> None:
+        """Disarm everything and let every paused pass continue (e.g. before a worker stops)."""
+        for location in list(self._armed) + list(self._paused):
+            self.disarm(location)
+
     async def reached(self, location: str, *, timeout_s: float = 30) -> None:
         """Wait until ``location`` has been hit while armed."""
         armed = self._armed.get(location) or self._paused.get(location)

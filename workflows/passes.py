@@ -25,6 +25,9 @@ SHORT_STEP = timedelta(seconds=30)
 LEGACY_PASS_DEADLINE = timedelta(minutes=14)
 LEGACY_YIELD_AFTER = timedelta(minutes=10)
 HEAD_HEARTBEAT = timedelta(seconds=30)
+HEAD_CANCEL_GRACE = timedelta(seconds=60)
+"""The head activity outlives the pass deadline by this much, so that the deadline's
+cancellation (not a server timeout) ends it and it can release its claim first."""
 PASS_DEADLINE_ERROR = "maintenance pass deadline"
 
 
@@ -157,7 +160,7 @@ class MaintenancePass:
     ) -> c.RunHeadResult:
         if self._bounded:
             yield_after = started + timedelta(milliseconds=begin.yield_after_ms)
-            timeout = timedelta(milliseconds=begin.pass_deadline_ms)
+            timeout = timedelta(milliseconds=begin.pass_deadline_ms) + HEAD_CANCEL_GRACE
         else:
             yield_after, timeout = workflow.now() + LEGACY_YIELD_AFTER, LEGACY_PASS_DEADLINE
         result = await workflow.execute_activity(

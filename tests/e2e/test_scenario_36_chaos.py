@@ -10,9 +10,10 @@ kind and body, ids stripped) must equal the control's, thread by thread role.
 
 Faults are armed only at pass-level failpoints (begin, select, binding-retry, finish, retry), at
 the sweeper's ``ensure`` and at ``claim``, all of which fire before an attempt's binding runs or
-after its settlement committed. ``settle``, ``maintenance:dirty:*`` and ``maintenance:mutation:*`` are left out on
-purpose: a fault after a binding ran but before it settled re-runs the attempt from the start and
-duplicates its records, and avoiding that is the agent runtime's job (issue 4). The binding-retry
+after its settlement committed. ``settle``, ``maintenance:dirty:*`` and
+``maintenance:mutation:*`` are left out on purpose: a fault after a binding ran but before it
+settled re-runs the attempt from the start and duplicates its records, and avoiding that is the
+agent runtime's job (issue 4). The binding-retry
 failpoints only fire on binding failures, which this workload has none of.
 """
 

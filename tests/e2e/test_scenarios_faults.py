@@ -1,0 +1,393 @@
+"""Brief §5 fault scenarios end to end: failpoints at the protocol's durable boundaries.
+
+Every test runs a real worker against the Temporal dev server and a fresh Postgres database,
+arms failpoints (raise, or pause until released) and then checks the preamble invariants: each
+submission settled exactly once, in FIFO order, with no stale-epoch write; autonomous leftovers
+keep ``dirty > processed`` and an armed alarm; and the host converges (``processed == dirty``,
+alarm cleared).
+
+Scenario 6 is the Postgres equivalent of the original's in-memory ``active`` count: mutations
+here are single transactions, so "a mutation overlapping the pass" is a racing commit that moves
+``dirty`` while the pass is paused, and the pass must not acknowledge that generation.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.helpers.checks import (
+    assert_autonomous_work_armed,
+    assert_settled_once,
+    converged,
+    host_row,
+    reached_first,
+    say,
+    submission_rows,
+)
+from tests.helpers.polling import eventually
+from threadwarden.failpoints import FailpointError, Failpoints
+from worker.client import ThreadwardenClient
+
+MIN_DELAY = timedelta(milliseconds=50)
+"""minimum_alarm_delay with the default 100 ms backoff base."""
+CLOCK_SLACK = timedelta(milliseconds=25)
+"""Epoch-millisecond truncation plus scheduling noise between the workflow clock and ours."""
+
+
+async def test_scenario_01_fault_at_dirty_before_writes_nothing(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    fresh, known = f"{ids}-fresh", f"{ids}-known"
+    await client.submit(known, agent_id="scripted", input=say("before the fault"))
+    await assert_settled_once(client, known, 1)
+    before = await converged(client, known)
+
+    failpoints.arm("maintenance:dirty:before", times=2)
+    with pytest.raises(FailpointError):
+        await client.submit(fresh, agent_id="scripted", input=say("never admitted"))
+    with pytest.raises(FailpointError):
+        await client.submit(known, agent_id="scripted", input=say("never admitted"))
+
+    assert await host_row(pool, fresh) is None
+    assert (
+        await pool.fetchval("SELECT count(*) FROM threadwarden.threads WHERE thread_id = $1", fresh)
+        == 0
+    )
+    assert len(await submission_rows(pool, known)) == 1
+    after = await client.host_status(known)
+    assert (after.dirty, after.processed, after.alarm_at) == (before.dirty, before.processed, None)
+    assert after.pass_epoch == before.pass_epoch
+
+
+@pytest.mark.parametrize("location", ["maintenance:dirty:after", "maintenance:mutation:armed"])
+async def test_scenario_01_fault_after_the_commit_still_settles(
+    location: str,
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failpoints.arm(location, times=1)
+    with pytest.raises(FailpointError):
+        await client.submit(ids, agent_id="scripted", input=say("committed"), idempotency_key="k1")
+
+    # The caller saw an error, but the admission committed with its alarm: no wake was sent,
+    # so the sweeper starts the pass. A retry with the same key returns the same receipt.
+    retried = await client.submit(
+        ids, agent_id="scripted", input=say("committed"), idempotency_key="k1"
+    )
+    assert not retried.created
+    status = await assert_settled_once(client, ids, 1)
+    assert status.submissions[0].submission_id == retried.submission_id
+    assert status.submissions[0].outcome == "completed"
+    host = await converged(client, ids)
+    assert host.retry is None and host.last_outcome == "actionable"
+    assert failpoints.hits[location] == 1
+
+
+# --- scenario 6: a mutation racing the pass ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "location",
+    ["maintenance:finish:before", "maintenance:select:after", "maintenance:begin:after"],
+)
+async def test_scenario_06_racing_mutation_is_never_acknowledged(
+    location: str,
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failpoints.arm(location, pause=True)
+    failpoints.arm("maintenance:finish:after", pause=True)
+    await client.submit(ids, agent_id="scripted", input=say("first"))
+    await failpoints.reached(location)
+    observed = (await client.host_status(ids)).dirty  # begin has read it already
+
+    await client.submit(ids, agent_id="scripted", input=say("racing"))
+    failpoints.release(location)
+    await failpoints.reached("maintenance:finish:after")
+    host = await client.host_status(ids)
+    finished_by = datetime.now(UTC)
+
+    assert host.dirty == observed + 1
+    assert host.processed <= observed < host.dirty  # the racing generation stays unacknowledged
+    assert_autonomous_work_armed(host)
+    # A racing producer is never postponed: the alarm is (pass now) + minimum_alarm_delay.
+    assert host.alarm_at is not None and host.alarm_at <= finished_by + MIN_DELAY + CLOCK_SLACK
+    assert host.retry is None  # the pass progressed
+
+    failpoints.release("maintenance:finish:after")
+    status = await assert_settled_once(client, ids, 2)
+    assert [s.outcome for s in status.submissions] == ["completed", "completed"]
+    said = [r["body"]["text"] for r in await client.records(ids) if r["kind"] == "message"]
+    assert said == ["first", "racing"]
+    await converged(client, ids)
+
+
+# --- scenario 9: fault before begin -----------------------------------------------------------
+
+
+async def test_scenario_09_fault_at_begin_before_writes_no_retry_and_converges(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failpoints.arm("maintenance:begin:before")
+    failpoints.arm("maintenance:retry:before")  # counts any rearm (there must be none)
+    await client.submit(ids, agent_id="scripted", input=say("after two failed begins"))
+    await eventually(
+        lambda: _hits(failpoints, "maintenance:begin:before"),
+        lambda n: n >= 2,
+        what="begin retried by the pre-armed alarm",
+    )
+
+    # No generation was observed, so nothing was rearmed: the admission's pre-arm drives retries.
+    host = await client.host_status(ids)
+    assert host.pass_epoch == 0
+    assert host.retry is None and host.last_error is None and host.last_outcome is None
+    assert_autonomous_work_armed(host)
+
+    failpoints.disarm("maintenance:begin:before")
+    await assert_settled_once(client, ids, 1)
+    host = await converged(client, ids)
+    assert host.retry is None and host.last_error is None
+    assert "maintenance:retry:before" not in failpoints.hits
+
+
+async def _hits(failpoints: Failpoints, location: str) -> int:
+    return failpoints.hits.get(location, 0)
+
+
+# --- scenario 18: failure after dirty moved ---------------------------------------------------
+
+
+async def test_scenario_18_failure_after_dirty_moved_rearms_at_the_minimum_delay(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    finish_fails = FailpointError("final transaction failed")
+    await client.submit(ids, agent_id="scripted", input=say("first"))
+    # Three failed finishes on one generation build up a durable backoff (stalls 3).
+    for _ in range(3):
+        failpoints.arm("maintenance:finish:before", pause=True, raise_error=finish_fails)
+        await failpoints.reached("maintenance:finish:before")
+        failpoints.release("maintenance:finish:before")
+    failpoints.arm("maintenance:finish:before", pause=True, raise_error=finish_fails)
+    await failpoints.reached("maintenance:finish:before")
+    stalled = await client.host_status(ids)
+    assert stalled.retry is not None and stalled.retry.stalls == 3
+    observed = stalled.dirty
+
+    await client.submit(ids, agent_id="scripted", input=say("racing"))
+    failpoints.arm("maintenance:retry:after", pause=True)
+    failpoints.arm("maintenance:begin:before", pause=True)
+    failpoints.release("maintenance:finish:before")
+    await reached_first(failpoints, "maintenance:retry:after", "maintenance:begin:before")
+    host = await client.host_status(ids)
+    rearmed_by = datetime.now(UTC)
+
+    assert host.dirty == observed + 1
+    assert host.retry is not None
+    assert (host.retry.generation, host.retry.stalls) == (observed, 4)
+    assert host.retry.native_only is False  # the final transaction is not native work
+    assert host.last_error is not None and "final transaction failed" in host.last_error
+    assert_autonomous_work_armed(host)
+    assert host.alarm_at is not None
+    # The backoff (stalls 3: 400..800 ms) does not postpone the racing generation: the alarm is
+    # now + minimum_alarm_delay, well before the retry's notBefore.
+    assert host.alarm_at <= rearmed_by + MIN_DELAY + CLOCK_SLACK
+    assert host.retry.not_before - host.alarm_at >= timedelta(milliseconds=350) - MIN_DELAY
+
+    failpoints.release("maintenance:retry:after")
+    failpoints.release("maintenance:begin:before")
+    await assert_settled_once(client, ids, 2)
+    host = await converged(client, ids)
+    assert host.retry is None
+
+
+# --- scenario 19: faults around the failure rearm ---------------------------------------------
+
+
+async def test_scenario_19_fault_at_retry_before_leaves_no_record_and_converges(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failpoints.arm("maintenance:finish:before", pause=True, raise_error=FailpointError("finish"))
+    await client.submit(ids, agent_id="scripted", input=say("first"))
+    await failpoints.reached("maintenance:finish:before")
+    failpoints.arm("maintenance:retry:before", pause=True, raise_error=FailpointError("rearm"))
+    failpoints.arm("maintenance:begin:before", pause=True)  # catches the next pass
+    failpoints.release("maintenance:finish:before")
+    await reached_first(failpoints, "maintenance:retry:before", "maintenance:begin:before")
+    failpoints.release("maintenance:retry:before")
+    await failpoints.reached("maintenance:begin:before")
+
+    host = await client.host_status(ids)
+    assert host.retry is None and host.last_error is None
+    assert host.last_outcome is None  # neither finish nor the rearm committed
+    assert_autonomous_work_armed(host)  # begin's pre-arm is what woke this pass
+
+    failpoints.release("maintenance:begin:before")
+    await assert_settled_once(client, ids, 1)
+    host = await converged(client, ids)
+    assert host.retry is None and host.last_outcome == "actionable"
+
+
+async def test_scenario_19_fault_at_retry_after_keeps_the_record(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failpoints.arm("maintenance:finish:before", pause=True, raise_error=FailpointError("finish"))
+    await client.submit(ids, agent_id="scripted", input=say("first"))
+    await failpoints.reached("maintenance:finish:before")
+    observed = (await client.host_status(ids)).dirty
+    failpoints.arm("maintenance:retry:after", pause=True, raise_error=FailpointError("rearm"))
+    failpoints.arm("maintenance:begin:before", pause=True)
+    failpoints.release("maintenance:finish:before")
+    await reached_first(failpoints, "maintenance:retry:after", "maintenance:begin:before")
+    failpoints.release("maintenance:retry:after")
+    await failpoints.reached("maintenance:begin:before")
+
+    host = await client.host_status(ids)
+    assert host.retry is not None
+    assert (host.retry.generation, host.retry.stalls, host.retry.native_only) == (
+        observed,
+        1,
+        False,
+    )
+    assert host.last_outcome == "failed"
+    assert host.last_error is not None and "finish" in host.last_error
+    assert_autonomous_work_armed(host)
+
+    failpoints.release("maintenance:begin:before")
+    await assert_settled_once(client, ids, 1)
+    host = await converged(client, ids)
+    assert host.retry is None
+
+
+# --- scenarios 24 and 29: heads without a compatible binding (27 is in test_temporal_faults) --
+
+BINDING_ERROR_LOG = "awaits a compatible binding"
+
+
+def binding_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """Error-level reports of a head waiting for its binding."""
+    return [
+        r
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and BINDING_ERROR_LOG in r.getMessage()
+    ]
+
+
+async def test_scenario_24_missing_binding_releases_the_claim_and_other_threads_settle(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    blocked, other = f"{ids}-a-blocked", f"{ids}-b-served"  # the blocked lane sorts first
+    admitted = datetime.now(UTC)
+    ghost = await client.submit(blocked, agent_id="ghost", input={"n": 1}, host_id=ids)
+    await client.submit(other, agent_id="scripted", input=say("still served"), host_id=ids)
+
+    await assert_settled_once(client, other, 1)
+    host = await eventually(
+        lambda: client.host_status(ids),
+        lambda h: h.nonterminal == 1 and len(h.binding_retries) == 1 and h.retry is not None,
+        what="the blocked head recorded and the host backing off",
+    )
+    failpoints.arm("claim", pause=True)  # hold the next attempt (due 5 s later) off
+    assert host.last_outcome == "actionable" and host.last_error is None
+    entry = host.binding_retries[0]
+    assert (entry.thread_id, entry.submission_id, entry.attempts) == (
+        blocked,
+        ghost.submission_id,
+        1,
+    )
+    assert entry.not_before - entry.reported_at == timedelta(seconds=5)
+    assert admitted - CLOCK_SLACK <= entry.reported_at <= datetime.now(UTC)
+    # The alarm waits for the binding backoff instead of spinning on the blocked head.
+    assert_autonomous_work_armed(host)
+    assert host.alarm_at is not None and host.alarm_at >= entry.not_before
+    [row] = await submission_rows(pool, blocked)
+    assert row["state"] == "ready" and row["attempts"] == 0
+    assert row["ownership_token"] is None and row["lease_expires_at"] is None
+    [report] = binding_errors(caplog)
+    assert ghost.submission_id in report.getMessage()
+    failpoints.release("claim")
+
+
+async def test_scenario_29_fault_at_binding_retry_before_persists_nothing(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failure = FailpointError("binding bookkeeping failed")
+    failpoints.arm("maintenance:binding-retry:before", pause=True, raise_error=failure)
+    await client.submit(ids, agent_id="ghost", input={"n": 1})
+    await failpoints.reached("maintenance:binding-retry:before")
+    failpoints.arm("claim", pause=True)  # the next pass's attempt
+    failpoints.release("maintenance:binding-retry:before")
+    await failpoints.reached("claim")
+
+    host = await client.host_status(ids)
+    assert host.binding_retries == []
+    assert host.retry is not None and host.retry.native_only is True
+    assert host.last_outcome == "failed"
+    assert host.last_error is not None and "binding bookkeeping failed" in host.last_error
+    assert_autonomous_work_armed(host)
+
+    failpoints.release("claim")  # the re-attempt records the first entry
+    host = await eventually(
+        lambda: client.host_status(ids),
+        lambda h: len(h.binding_retries) == 1,
+        what="binding retry recorded by the re-attempt",
+    )
+    assert host.binding_retries[0].attempts == 1
+
+
+async def test_scenario_29_fault_at_binding_retry_after_keeps_the_entry(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    failure = FailpointError("after the entry")
+    failpoints.arm("maintenance:binding-retry:after", pause=True, raise_error=failure)
+    ghost = await client.submit(ids, agent_id="ghost", input={"n": 1})
+    await failpoints.reached("maintenance:binding-retry:after")
+    failpoints.arm("maintenance:retry:after", pause=True)
+    failpoints.arm("maintenance:begin:before", pause=True)
+    failpoints.release("maintenance:binding-retry:after")
+    await reached_first(failpoints, "maintenance:retry:after", "maintenance:begin:before")
+
+    host = await client.host_status(ids)
+    [entry] = host.binding_retries
+    assert (entry.submission_id, entry.attempts) == (ghost.submission_id, 1)
+    assert entry.not_before - entry.reported_at == timedelta(seconds=5)
+    assert host.retry is not None and host.retry.native_only is True
+    assert host.last_error is not None and "after the entry" in host.last_error
+    assert_autonomous_work_armed(host)
+    failpoints.release("maintenance:retry:after")
+    failpoints.release("maintenance:begin:before")
