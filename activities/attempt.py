@@ -1,85 +1,42 @@
-"""The head attempt: claim the selected thread's head, run its binding, settle exactly once."""
+"""The head attempt: claim the selected thread's head, run its binding, settle exactly once.
+
+Settlement is staged (reserve, then append + finalize) so recovery can finish it from the
+reservation. An attempt may also stop without settling: it yields (``ready``), waits for an
+approval (``suspended``) or for an operator's decision on a side effect (``unknown``).
+"""
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace
 from temporalio import activity
 
+from activities.context import AttemptContext, AttemptStop, Suspend, UnknownEffect, Yield
 from activities.errors import domain_errors
 from ledger.attempts import Attempts, Claim
-from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, ThreadRecord
+from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
 from threadwarden.errors import (
+    AbortRequested,
     BindingDigestMismatch,
     BindingUnavailable,
-    InvalidInput,
     StaleAttempt,
     StalePass,
 )
 from threadwarden.failpoints import Failpoints
-from threadwarden.validation import canonical_json, validate_input
+from threadwarden.validation import canonical_json
 from workflows import contracts as c
-
-RESERVED_KINDS = frozenset({"settlement"})
-"""Record kinds only threadwarden writes."""
-
-
-class _Context:
-    """The `AttemptContext` a binding's handler receives: every write is fenced by the claim."""
-
-    def __init__(self, claim: Claim, attempts: Attempts, yield_after: datetime) -> None:
-        self._claim = claim
-        self._attempts = attempts
-        self._yield_after = yield_after
-
-    @property
-    def submission_id(self) -> str:
-        return self._claim.submission_id
-
-    @property
-    def thread_id(self) -> str:
-        return self._claim.thread_id
-
-    @property
-    def input(self) -> Any:
-        return self._claim.input
-
-    @property
-    def history(self) -> list[ThreadRecord]:
-        return [ThreadRecord(**r.model_dump()) for r in self._claim.history]
-
-    @property
-    def yield_after(self) -> datetime:
-        return self._yield_after
-
-    async def append(self, kind: str, body: Any) -> ThreadRecord:
-        if kind in RESERVED_KINDS:
-            raise InvalidInput("kind", f"a record kind other than {kind!r} (reserved)")
-        validate_input("body", body)
-        record = await self._attempts.append(self._claim, kind, body)
-        return ThreadRecord(**record.model_dump())
-
-    async def tool(
-        self, name: str, args: dict[str, Any], run: Callable[[dict[str, Any]], Awaitable[Any]]
-    ) -> Any:
-        await self.append("tool-call", {"tool": name, "args": args})
-        result = await run(args)
-        await self.append("tool-result", {"tool": name, "result": result})
-        return result
-
-    def heartbeat(self) -> None:
-        activity.heartbeat()
 
 
 def _checked(outcome: object) -> Outcome:
     """Turn an outcome that cannot be recorded into a recordable failure (never a retry loop)."""
-    if isinstance(outcome, Failed):
+    if isinstance(outcome, Failed | Yielded):
         return outcome
     if not isinstance(outcome, Completed):
-        return Failed(f"binding returned {type(outcome).__name__}, expected Completed or Failed")
+        return Failed(
+            f"binding returned {type(outcome).__name__}, expected Completed, Failed or Yielded"
+        )
     try:
         canonical_json(outcome.result)
     except (TypeError, ValueError):
@@ -128,25 +85,53 @@ class AttemptActivities:
                 "threadwarden.epoch": claim.epoch,
             }
         )
-        outcome = _checked(await self._run_binding(claim, step.yield_after))
-        await self._failpoints.hit("settle")
+        try:
+            outcome = _checked(await self._run_binding(claim, step.yield_after))
+        except AbortRequested:
+            return await self._settle(claim, "aborted", reason="aborted by an operator")
+        except AttemptStop as stop:
+            return await self._stop(claim, stop)
+        if isinstance(outcome, Yielded):
+            return await self._stop(claim, Yield("the binding yielded"))
         if isinstance(outcome, Completed):
-            await self._attempts.settle(claim, "completed", result=outcome.result)
-            return c.RunHeadResult(submission_id=claim.submission_id, outcome="completed")
-        await self._attempts.settle(claim, "failed", reason=outcome.reason)
-        return c.RunHeadResult(submission_id=claim.submission_id, outcome="failed")
+            return await self._settle(claim, "completed", result=outcome.result)
+        return await self._settle(claim, "failed", reason=outcome.reason)
+
+    async def _settle(
+        self,
+        claim: Claim,
+        outcome: Literal["completed", "failed", "aborted"],
+        *,
+        result: Any = None,
+        reason: str | None = None,
+    ) -> c.RunHeadResult:
+        await self._failpoints.hit("settle")
+        await self._attempts.settle(claim, outcome, result=result, reason=reason)
+        return c.RunHeadResult(submission_id=claim.submission_id, outcome=outcome)
+
+    async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
+        state: Literal["ready", "suspended", "unknown"] = (
+            "suspended"
+            if isinstance(stop, Suspend)
+            else "unknown"
+            if isinstance(stop, UnknownEffect)
+            else "ready"
+        )
+        activity.logger.info("attempt %s stops (%s): %s", claim.attempt_id, state, stop)
+        await self._attempts.stop(claim, state)
+        return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
         binding = self._registry.bindings[claim.agent_id]
         handler = asyncio.ensure_future(
-            binding.handler(_Context(claim, self._attempts, yield_after))
+            binding.handler(AttemptContext(claim, self._attempts, yield_after))
         )
         lost = asyncio.Event()
         renewer = asyncio.create_task(self._keep_lease(claim, handler, lost))
         try:
             return await handler
-        except (StaleAttempt, StalePass):
-            raise  # a fenced-out attempt must not try to settle
+        except (StaleAttempt, StalePass, AbortRequested):
+            raise  # a fenced-out or aborted attempt must not settle as the binding said
         except asyncio.CancelledError:
             if lost.is_set():  # the renewer stopped a handler whose ownership is gone
                 raise StaleAttempt(

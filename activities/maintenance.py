@@ -17,6 +17,7 @@ class PassLimits:
 
     yield_after_ms: int = 600_000
     pass_deadline_ms: int = 840_000
+    head_heartbeat_ms: int = 30_000
 
 
 class MaintenanceActivities:
@@ -39,6 +40,7 @@ class MaintenanceActivities:
             **begun.model_dump(),
             yield_after_ms=self._limits.yield_after_ms,
             pass_deadline_ms=self._limits.pass_deadline_ms,
+            head_heartbeat_ms=self._limits.head_heartbeat_ms,
         )
 
     @activity.defn(name=c.FINISH_CAUGHT_UP)
@@ -54,8 +56,8 @@ class MaintenanceActivities:
     @activity.defn(name=c.RECOVER)
     @domain_errors
     async def recover(self, step: c.PassStepInput) -> c.RecoverResult:
-        repaired = await self._maintenance.recover(step.host_id, step.epoch)
-        return c.RecoverResult(repaired=repaired)
+        recovery = await self._maintenance.recover(step.host_id, step.epoch)
+        return c.RecoverResult(**recovery.model_dump())
 
     @activity.defn(name=c.SELECT_LANE)
     @domain_errors

@@ -1,33 +1,35 @@
-"""Claims, fenced appends and settlement of a thread's head.
+"""Claims, fenced appends and the staged settlement of a thread's head.
 
 A claim bumps the thread's producer epoch and mints an attempt id and ownership token with a
 lease. Every later write of the attempt re-checks, in its own transaction, the host's pass epoch,
-the submission's token and the thread's producer epoch; a stale attempt writes nothing.
+the submission's token and the thread's producer epoch; a stale attempt writes nothing. Records
+carry the step of the binding's journal, so a re-run attempt replays what was committed.
 """
 
 from __future__ import annotations
 
 import secrets
 import uuid
-from typing import Any
+from typing import Any, Literal, cast
 
 import asyncpg
 from pydantic import BaseModel
 
 from ledger.models import STABLE_WAITS, Outcome
 from ledger.pool import Connection
-from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StaleAttempt, StalePass
+from ledger.records import HistoryRecord, insert_record, journal, settle_now
+from threadwarden.errors import (
+    AbortRequested,
+    BindingDigestMismatch,
+    BindingUnavailable,
+    StaleAttempt,
+    StalePass,
+)
 
 HISTORY_LIMIT = 1_000
 """Most recent canonical records handed to a binding as thread history."""
-
-
-class HistoryRecord(BaseModel):
-    sequence: int
-    record_id: str
-    submission_id: str
-    kind: str
-    body: Any
+CLAIMABLE = ("admitted", "ready", "input-applied", "running")
+"""Head states a claim may take (``running`` only once its lease lapsed)."""
 
 
 class Claim(BaseModel):
@@ -44,6 +46,9 @@ class Claim(BaseModel):
     attempt_id: str
     ownership_token: str
     history: list[HistoryRecord]
+    """Thread records before this submission's first record (what the binding builds on)."""
+    journal: list[HistoryRecord]
+    """This submission's committed steps, replayed instead of repeated."""
 
 
 class Attempts:
@@ -80,22 +85,11 @@ class Attempts:
                 " ORDER BY sequence LIMIT 1 FOR UPDATE",
                 thread_id,
             )
-            if head is None or head["state"] in STABLE_WAITS or head["leased"]:
+            if head is None or head["state"] not in CLAIMABLE or head["leased"]:
                 return None
-            digest = bindings.get(head["agent_id"])
-            if digest is None:
-                raise BindingUnavailable(
-                    f"agent {head['agent_id']}: no binding registered on this worker"
-                    f" (submission {head['submission_id']} stays pending)",
-                    submission_id=head["submission_id"],
-                )
-            if head["agent_digest"] is not None and head["agent_digest"] != digest:
-                raise BindingDigestMismatch(
-                    f"agent {head['agent_id']}: submission {head['submission_id']} is pinned to"
-                    f" digest {head['agent_digest']}, this worker has {digest}",
-                    submission_id=head["submission_id"],
-                )
+            digest = _binding_digest(head, bindings)
             epoch = int(thread["producer_epoch"]) + 1
+            steps = await journal(conn, head["submission_id"])
             claim = Claim(
                 host_id=host_id,
                 pass_epoch=pass_epoch,
@@ -107,7 +101,8 @@ class Attempts:
                 epoch=epoch,
                 attempt_id=f"att_{uuid.uuid4().hex}",
                 ownership_token=secrets.token_hex(16),
-                history=await _history(conn, thread_id),
+                history=await _history(conn, thread_id, head["submission_id"]),
+                journal=steps,
             )
             await conn.execute(
                 "UPDATE threadwarden.threads SET producer_epoch = $2 WHERE thread_id = $1",
@@ -148,30 +143,75 @@ class Attempts:
         )
         return status.endswith(" 1")
 
-    async def append(self, claim: Claim, kind: str, body: Any) -> HistoryRecord:
-        """Append one canonical record under the attempt's fence."""
+    async def append(
+        self, claim: Claim, kind: str, body: Any, *, step: int | None = None
+    ) -> HistoryRecord:
+        """Append one canonical record under the attempt's fence (a committed boundary).
+
+        Raises `AbortRequested` (writing nothing) once an operator asked to abort.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
-            return await _fenced_append(conn, claim, kind, body)
+            await _fence(conn, claim, states=("running",), honour_abort=True)
+            return await insert_record(
+                conn,
+                thread_id=claim.thread_id,
+                submission_id=claim.submission_id,
+                kind=kind,
+                body=body,
+                epoch=claim.epoch,
+                step=step,
+            )
+
+    async def reserve(
+        self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None
+    ) -> None:
+        """Settlement step 1: reserve the one outcome (``terminalizing``)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _fence(conn, claim, states=("running",), honour_abort=False)
+            await conn.execute(
+                "UPDATE threadwarden.submissions SET state = 'terminalizing',"
+                " reserved_outcome = $2, reserved_result = COALESCE($3::jsonb, 'null'::jsonb),"
+                " reserved_reason = $4 WHERE submission_id = $1",
+                claim.submission_id,
+                outcome,
+                result,
+                reason,
+            )
+
+    async def complete_settlement(self, claim: Claim) -> None:
+        """Settlement steps 2 and 3: append the reserved record, then finalize (``settled``)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await _fence(conn, claim, states=("terminalizing",), honour_abort=False)
+            await settle_now(
+                conn,
+                thread_id=claim.thread_id,
+                submission_id=claim.submission_id,
+                outcome=row["reserved_outcome"],
+                result=row["reserved_result"],
+                reason=row["reserved_reason"],
+                epoch=claim.epoch,
+            )
 
     async def settle(
         self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None
-    ) -> HistoryRecord:
-        """Record the one settlement of the submission and advance the lane, atomically."""
-        body = {"outcome": outcome, "result": result, "reason": reason}
+    ) -> None:
+        """Reserve, append and finalize the submission's one settlement (two transactions)."""
+        await self.reserve(claim, outcome, result=result, reason=reason)
+        await self.complete_settlement(claim)
+
+    async def stop(self, claim: Claim, state: Literal["ready", "suspended", "unknown"]) -> None:
+        """End the attempt without settling: yield (``ready``) or wait for a person."""
         async with self._pool.acquire() as conn, conn.transaction():
-            record = await _fenced_append(conn, claim, "settlement", body)
+            await _fence(conn, claim, states=("running",), honour_abort=False)
             await conn.execute(
-                "UPDATE threadwarden.submissions SET state = 'settled', outcome = $2, reason = $3,"
-                " settled_at = clock_timestamp(), ownership_token = NULL, lease_expires_at = NULL"
-                " WHERE submission_id = $1",
+                "UPDATE threadwarden.submissions SET state = $2, ownership_token = NULL,"
+                " lease_expires_at = NULL WHERE submission_id = $1",
                 claim.submission_id,
-                outcome,
-                reason,
+                state,
             )
-            return record
 
     async def release(self, claim: Claim) -> None:
-        """Give the head back (ready again) after an attempt stopped without settling."""
+        """Give the head back (ready again) after an attempt was cancelled; best effort."""
         await self._pool.execute(
             "UPDATE threadwarden.submissions SET state = 'ready', ownership_token = NULL,"
             " lease_expires_at = NULL"
@@ -179,6 +219,23 @@ class Attempts:
             claim.submission_id,
             claim.ownership_token,
         )
+
+
+def _binding_digest(head: asyncpg.Record, bindings: dict[str, str]) -> str:
+    digest = bindings.get(head["agent_id"])
+    if digest is None:
+        raise BindingUnavailable(
+            f"agent {head['agent_id']}: no binding registered on this worker"
+            f" (submission {head['submission_id']} stays pending)",
+            submission_id=head["submission_id"],
+        )
+    if head["agent_digest"] is not None and head["agent_digest"] != digest:
+        raise BindingDigestMismatch(
+            f"agent {head['agent_id']}: submission {head['submission_id']} is pinned to"
+            f" digest {head['agent_digest']}, this worker has {digest}",
+            submission_id=head["submission_id"],
+        )
+    return digest
 
 
 _PASS_EPOCH = {
@@ -193,66 +250,46 @@ async def _check_pass(conn: Connection, host_id: str, pass_epoch: int, *, lock: 
         raise StalePass(f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})")
 
 
-async def _history(conn: Connection, thread_id: str) -> list[HistoryRecord]:
+async def _history(conn: Connection, thread_id: str, submission_id: str) -> list[HistoryRecord]:
     rows = await conn.fetch(
-        "SELECT sequence, record_id, submission_id, kind, body FROM ("
-        "  SELECT * FROM threadwarden.records WHERE thread_id = $1"
+        "SELECT sequence, record_id, submission_id, kind, body, step FROM ("
+        "  SELECT * FROM threadwarden.records WHERE thread_id = $1 AND submission_id <> $3"
         "  ORDER BY sequence DESC LIMIT $2) newest ORDER BY sequence",
         thread_id,
         HISTORY_LIMIT,
+        submission_id,
     )
     return [HistoryRecord(**dict(r)) for r in rows]
 
 
-async def _fenced_append(conn: Connection, claim: Claim, kind: str, body: Any) -> HistoryRecord:
-    # FOR SHARE: appends of one pass do not serialise on each other, but a new pass's begin
-    # (FOR UPDATE) waits for them and every append after it sees the new epoch.
+async def _fence(
+    conn: Connection, claim: Claim, *, states: tuple[str, ...], honour_abort: bool
+) -> asyncpg.Record:
+    """Lock and check everything an attempt's write depends on; return the submission row."""
+    # FOR SHARE: writes of one pass do not serialise on each other, but a new pass's begin
+    # (FOR UPDATE) waits for them and every write after it sees the new epoch.
     await _check_pass(conn, claim.host_id, claim.pass_epoch, lock="FOR SHARE")
-    owner = await conn.fetchrow(
-        "SELECT ownership_token, state FROM threadwarden.submissions"
-        " WHERE submission_id = $1 FOR UPDATE",
+    row = await conn.fetchrow(
+        "SELECT ownership_token, state, abort_requested, reserved_outcome, reserved_result,"
+        "       reserved_reason FROM threadwarden.submissions WHERE submission_id = $1 FOR UPDATE",
         claim.submission_id,
     )
-    if (
-        owner is None
-        or owner["ownership_token"] != claim.ownership_token
-        or owner["state"] != "running"
-    ):
+    if row is None or row["ownership_token"] != claim.ownership_token or row["state"] not in states:
         raise StaleAttempt(
             f"submission {claim.submission_id}: attempt {claim.attempt_id} no longer owns it"
         )
-    thread = await conn.fetchrow(
-        "SELECT producer_epoch, next_record FROM threadwarden.threads"
-        " WHERE thread_id = $1 FOR UPDATE",
+    producer_epoch = await conn.fetchval(
+        "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1 FOR UPDATE",
         claim.thread_id,
     )
-    assert thread is not None
-    if int(thread["producer_epoch"]) != claim.epoch:
+    if int(producer_epoch) != claim.epoch:
         raise StaleAttempt(
             f"thread {claim.thread_id}: attempt epoch {claim.epoch} is stale"
-            f" (current {thread['producer_epoch']})"
+            f" (current {producer_epoch})"
         )
-    sequence = int(thread["next_record"])
-    record_id = f"{claim.thread_id}:{sequence}"
-    await conn.execute(
-        "INSERT INTO threadwarden.records (thread_id, sequence, record_id, submission_id, kind,"
-        " body, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        claim.thread_id,
-        sequence,
-        record_id,
-        claim.submission_id,
-        kind,
-        body,
-        claim.epoch,
-    )
-    await conn.execute(
-        "UPDATE threadwarden.threads SET next_record = next_record + 1 WHERE thread_id = $1",
-        claim.thread_id,
-    )
-    return HistoryRecord(
-        sequence=sequence,
-        record_id=record_id,
-        submission_id=claim.submission_id,
-        kind=kind,
-        body=body,
-    )
+    if honour_abort and row["abort_requested"]:
+        raise AbortRequested(f"submission {claim.submission_id}: an operator asked to abort")
+    return cast(asyncpg.Record, row)
+
+
+__all__ = ["STABLE_WAITS", "Attempts", "Claim", "HistoryRecord"]

@@ -42,6 +42,9 @@ class Receipt(BaseModel):
     created: bool
 
 
+WaitingFor = Literal["approval", "unknown-resolution", "binding"]
+
+
 class SubmissionView(BaseModel):
     submission_id: str
     sequence: int
@@ -51,6 +54,9 @@ class SubmissionView(BaseModel):
     attempts: int
     epoch: int
     reason: str | None
+    waiting_for: WaitingFor | None = None
+    """What the submission waits for: a person's approval, an operator's decision on an
+    unknown side effect, or a compatible binding."""
 
 
 class ThreadStatus(BaseModel):

@@ -12,6 +12,7 @@ from ledger.models import (
     RetryView,
     SubmissionView,
     ThreadStatus,
+    WaitingFor,
     from_ms,
     retry_from_json,
 )
@@ -37,10 +38,16 @@ class StatusReader:
                 "  FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence",
                 thread_id,
             )
+            retries = await conn.fetchval(
+                "SELECT binding_retries FROM threadwarden.hosts WHERE host_id = $1", host_id
+            )
+        blocked = {r["submission_id"] for r in retries or []}
         return ThreadStatus(
             thread_id=thread_id,
             host_id=host_id,
-            submissions=[SubmissionView(**dict(r)) for r in rows],
+            submissions=[
+                SubmissionView(**dict(r), waiting_for=_waiting_for(r, blocked)) for r in rows
+            ],
         )
 
     async def host(self, host_id: str) -> HostStatus:
@@ -85,3 +92,13 @@ class StatusReader:
             thread_id,
         )
         return [dict(r) for r in rows]
+
+
+def _waiting_for(row: asyncpg.Record, blocked: set[str]) -> WaitingFor | None:
+    if row["state"] == "suspended":
+        return "approval"
+    if row["state"] == "unknown":
+        return "unknown-resolution"
+    if row["state"] != "settled" and row["submission_id"] in blocked:
+        return "binding"
+    return None

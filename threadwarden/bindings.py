@@ -28,7 +28,12 @@ class Failed:
     reason: str
 
 
-Outcome = Completed | Failed
+@dataclass(frozen=True)
+class Yielded:
+    """Stop here without settling; a later pass resumes, replaying the committed steps."""
+
+
+Outcome = Completed | Failed | Yielded
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class ThreadRecord:
     submission_id: str
     kind: str
     body: Any
+    step: int | None = None
 
 
 class AttemptContext(Protocol):
@@ -64,14 +70,38 @@ class AttemptContext(Protocol):
         """After this instant the handler should stop at its next committed boundary."""
         ...
 
+    @property
+    def replaying(self) -> bool:
+        """True while the handler re-executes steps an earlier attempt already committed."""
+        ...
+
     async def append(self, kind: str, body: Any) -> ThreadRecord:
-        """Append a canonical record, fenced by this attempt's ownership."""
+        """Append a canonical record (a journal step), fenced by this attempt's ownership.
+
+        On a re-run, a step already committed is returned instead of written again.
+        """
         ...
 
     async def tool(
-        self, name: str, args: dict[str, Any], run: Callable[[dict[str, Any]], Awaitable[Any]]
+        self,
+        name: str,
+        args: dict[str, Any],
+        run: Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        side_effect: bool = False,
+        idempotency_key: str | None = None,
     ) -> Any:
-        """Record a tool call, run it, record and return its result."""
+        """Prepare (record the call), run, then record and return the result.
+
+        On a re-run, a recorded result is returned without running the tool again. A
+        ``side_effect`` call that was prepared but never got its result is *unknown*: it is never
+        replayed automatically, the submission waits for an operator. Give an
+        ``idempotency_key`` when running the tool twice is safe; such calls simply run again.
+        """
+        ...
+
+    async def request_approval(self, reason: str) -> None:
+        """Wait for a person: the submission is suspended until approved (returns) or denied."""
         ...
 
     def heartbeat(self) -> None:

@@ -35,6 +35,14 @@ class StaleAttempt(ThreadwardenError):
     """An attempt's ownership token or epoch no longer holds; its write was refused."""
 
 
+class AbortRequested(ThreadwardenError):
+    """An operator asked to abort the submission; the attempt stops at this boundary."""
+
+
+class NotWaiting(ThreadwardenError):
+    """An operator action addressed a submission that is not waiting for it."""
+
+
 class BindingUnavailable(ThreadwardenError):
     """No binding is registered for the head's agent id; the work stays pending."""
 

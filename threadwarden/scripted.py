@@ -55,14 +55,17 @@ async def run_scripted(context: AttemptContext) -> Outcome:
             await context.append("message", {"text": step["say"]})
             said.append(step["say"])
         elif "tool" in step:
-            await context.tool(step["tool"], step.get("args", {}), _echo_tool)
+            await context.tool(
+                step["tool"],
+                step.get("args", {}),
+                _echo_tool,
+                side_effect=bool(step.get("side_effect", False)),
+            )
         elif "approval" in step:
-            # Approvals become a stable wait with the agent runtime (issue 4); until then the
-            # submission ends honestly instead of pretending someone approved it.
-            return Failed(f"approval requested ({step['approval']}) but approvals are not enabled")
+            await context.request_approval(step["approval"])
         elif "fail" in step:
             return Failed(step["fail"])
-        else:
+        elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
             await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
     return Completed({"said": said})
 

@@ -18,6 +18,7 @@ from threadwarden.errors import (
     HostMismatch,
     IdempotencyConflict,
     InvalidInput,
+    NotWaiting,
     StackNotFound,
     ThreadwardenError,
 )
@@ -26,7 +27,7 @@ from threadwarden.validation import parse_json_input, validate_id
 from worker import commands
 from worker.settings import Settings
 
-BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch)
+BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting)
 
 
 def _id(field: str) -> Callable[[str], str]:
@@ -77,6 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.add_argument("--json", action="store_true")
 
+    approve = sub.add_parser("approve", help="grant a suspended submission's pending approval")
+    approve.add_argument("submission", type=_id("submission"))
+    approve.add_argument("--json", action="store_true")
+    deny = sub.add_parser("deny", help="refuse a pending approval (the submission fails)")
+    deny.add_argument("submission", type=_id("submission"))
+    deny.add_argument("--reason", help="why (recorded with the decision)")
+    deny.add_argument("--json", action="store_true")
+    resolve = sub.add_parser("resolve", help="decide an unknown side effect")
+    resolve.add_argument("submission", type=_id("submission"))
+    resolve.add_argument("--outcome", required=True, choices=["ran", "not-run", "fail"])
+    resolve.add_argument("--result", help="with --outcome ran: the tool's result as JSON")
+    resolve.add_argument("--json", action="store_true")
+    abort = sub.add_parser("abort", help="abort a submission (at once, or at its next boundary)")
+    abort.add_argument("submission", type=_id("submission"))
+    abort.add_argument("--json", action="store_true")
+
     status = sub.add_parser("status", help="show a thread's submissions or a host's state")
     which = status.add_mutually_exclusive_group(required=True)
     which.add_argument("--thread", type=_id("thread"))
@@ -98,7 +115,17 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
         if args.agent == SCRIPTED_AGENT_ID:
             parse_steps(value)
         return commands.submit(settings, args, value)
+    if args.command == "resolve":
+        if (args.outcome == "ran") != (args.result is not None):
+            raise InvalidInput("result", "a JSON value with --outcome ran, and only then")
+        result = None
+        if args.result is not None:
+            result = parse_json_input("result", args.result, max_bytes=settings.max_input_bytes)
+        return commands.resolve(settings, args, result)
     handlers: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
+        "approve": commands.approve,
+        "deny": commands.deny,
+        "abort": commands.abort,
         "demo": commands.demo,
         "dev": commands.dev,
         "worker": commands.worker,

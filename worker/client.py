@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 import asyncpg
@@ -13,6 +13,7 @@ from temporalio.client import Client
 from activities.wake import wake_host
 from ledger.admission import Admissions
 from ledger.models import HostStatus, Receipt, ThreadStatus
+from ledger.operator import Operator, OperatorResult, Resolution
 from ledger.pool import create_pool
 from ledger.status import StatusReader
 from threadwarden.failpoints import Failpoints
@@ -42,6 +43,7 @@ class ThreadwardenClient:
             pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
         )
         self._status = StatusReader(pool)
+        self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -99,6 +101,38 @@ class ThreadwardenClient:
             await self._failpoints.hit("maintenance:mutation:finished")
         await self._failpoints.hit("maintenance:mutation:after")
         return receipt
+
+    async def approve(self, submission_id: str) -> OperatorResult:
+        """Grant a suspended submission's pending approval; it resumes."""
+        validate_id("submission", submission_id)
+        return await self._operate(self._operator.approve(submission_id))
+
+    async def deny(self, submission_id: str, reason: str | None = None) -> OperatorResult:
+        """Refuse a pending approval; the submission settles failed."""
+        validate_id("submission", submission_id)
+        return await self._operate(self._operator.deny(submission_id, reason))
+
+    async def resolve(
+        self, submission_id: str, outcome: Resolution, result: Any = None
+    ) -> OperatorResult:
+        """Decide an unknown side effect: ``ran`` (with its result), ``not-run``, or ``fail``."""
+        validate_id("submission", submission_id)
+        if outcome == "ran":
+            validate_input("result", result, max_bytes=self._settings.max_input_bytes)
+        return await self._operate(self._operator.resolve(submission_id, outcome, result))
+
+    async def abort(self, submission_id: str) -> OperatorResult:
+        """Abort now, or (when an attempt runs) at its next committed boundary."""
+        validate_id("submission", submission_id)
+        return await self._operate(self._operator.abort(submission_id))
+
+    async def _operate(self, mutation: Awaitable[OperatorResult]) -> OperatorResult:
+        await self._failpoints.hit("maintenance:mutation:before")
+        result = await mutation
+        await self._failpoints.hit("maintenance:mutation:armed")
+        await self.wake(result.host_id, reason="operator")
+        await self._failpoints.hit("maintenance:mutation:after")
+        return result
 
     async def wake(self, host_id: str, reason: str = "mutation") -> None:
         """Signal-with-start the host; failures are logged, never raised (the sweeper covers)."""

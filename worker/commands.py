@@ -13,14 +13,26 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 
 from ledger.migrations import current_version
 from ledger.migrations import migrate as apply_migrations
+from ledger.operator import OperatorResult
 from worker import demo as demo_module
 from worker.cli_output import print_json, print_table
 from worker.client import ThreadwardenClient
 from worker.loading import load_registry
-from worker.runtime import connect_configured, resolve, running_worker, verify_search_attributes
+from worker.runtime import connect_configured, running_worker, verify_search_attributes
+from worker.runtime import resolve as resolve_connections
 from worker.settings import Settings
 from worker.stack import embedded_stack
 from workflows.host import SEARCH_ATTRIBUTES
+
+THREAD_STATUS_FIELDS = {
+    "submission_id",
+    "sequence",
+    "state",
+    "outcome",
+    "attempts",
+    "epoch",
+    "waiting_for",
+}
 
 
 async def _until_interrupted() -> None:
@@ -54,7 +66,7 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
 
 async def worker(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
-    async with running_worker(settings, resolve(settings), registry):
+    async with running_worker(settings, resolve_connections(settings), registry):
         print(
             f"threadwarden worker on task queue {settings.task_queue}; agents:"
             f" {', '.join(registry.agent_ids())}",
@@ -65,7 +77,7 @@ async def worker(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def migrate(settings: Settings, _: argparse.Namespace) -> int:
-    conn = await asyncpg.connect(resolve(settings).database_url)
+    conn = await asyncpg.connect(resolve_connections(settings).database_url)
     try:
         applied = await apply_migrations(conn)
         version = await current_version(conn)
@@ -76,7 +88,7 @@ async def migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def setup(settings: Settings, _: argparse.Namespace) -> int:
-    client = await connect_configured(settings, resolve(settings))
+    client = await connect_configured(settings, resolve_connections(settings))
     types = {
         "KEYWORD": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
         "INT": IndexedValueType.INDEXED_VALUE_TYPE_INT,
@@ -93,7 +105,7 @@ async def setup(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> int:
-    async with ThreadwardenClient.connect(settings, resolve(settings)) as client:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
         receipt = await client.submit(
             args.thread,
             agent_id=args.agent,
@@ -113,8 +125,42 @@ async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> in
     return 0
 
 
+async def _report(args: argparse.Namespace, result: OperatorResult, done: str) -> int:
+    if args.json:
+        print_json(result.model_dump())
+    elif not result.changed:
+        print(f"{result.submission_id} was already {result.state} ({result.outcome})")
+    else:
+        outcome = f" ({result.outcome})" if result.outcome else ""
+        print(f"{done} {result.submission_id}: now {result.state}{outcome}")
+    return 0
+
+
+async def approve(settings: Settings, args: argparse.Namespace) -> int:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+        return await _report(args, await client.approve(args.submission), "approved")
+
+
+async def deny(settings: Settings, args: argparse.Namespace) -> int:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+        return await _report(args, await client.deny(args.submission, args.reason), "denied")
+
+
+async def resolve(settings: Settings, args: argparse.Namespace, result: Any) -> int:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+        resolved = await client.resolve(args.submission, args.outcome, result)
+        return await _report(args, resolved, f"resolved ({args.outcome})")
+
+
+async def abort(settings: Settings, args: argparse.Namespace) -> int:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+        result = await client.abort(args.submission)
+    done = "abort requested for" if result.state == "running" else "aborted"
+    return await _report(args, result, done)
+
+
 async def status(settings: Settings, args: argparse.Namespace) -> int:
-    async with ThreadwardenClient.connect(settings, resolve(settings)) as client:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
         if args.thread is not None:
             thread = await client.thread_status(args.thread)
             if args.json:
@@ -123,21 +169,21 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
                         "thread_id": thread.thread_id,
                         "host_id": thread.host_id,
                         "submissions": [
-                            s.model_dump(include={"submission_id", "sequence", "state", "outcome"})
-                            for s in thread.submissions
+                            s.model_dump(include=THREAD_STATUS_FIELDS) for s in thread.submissions
                         ],
                     }
                 )
                 return 0
             print(f"thread {thread.thread_id} on host {thread.host_id}")
             print_table(
-                ["seq", "submission", "state", "outcome", "attempts", "reason"],
+                ["seq", "submission", "state", "outcome", "waiting for", "attempts", "reason"],
                 [
                     [
                         s.sequence,
                         s.submission_id,
                         s.state,
                         s.outcome or "",
+                        s.waiting_for or "",
                         s.attempts,
                         s.reason or "",
                     ]

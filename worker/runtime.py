@@ -118,7 +118,9 @@ def build_worker(
         maintenance,
         failpoints=failpoints,
         limits=PassLimits(
-            yield_after_ms=settings.yield_after_ms, pass_deadline_ms=settings.pass_deadline_ms
+            yield_after_ms=settings.yield_after_ms,
+            pass_deadline_ms=settings.pass_deadline_ms,
+            head_heartbeat_ms=settings.lease_ms,
         ),
     )
     attempts = AttemptActivities(

@@ -77,6 +77,9 @@ class BeginPassResult(BaseModel):
     """The head attempt yields at a committed boundary after pass start + this."""
     pass_deadline_ms: int = 840_000
     """The whole pass is cancelled (and its retry recorded) at pass start + this."""
+    head_heartbeat_ms: int = 30_000
+    """Heartbeat timeout of the head attempt: the attempt lease, so a dead worker is noticed
+    when its lease lapses."""
 
 
 class PassStepInput(BaseModel):
@@ -113,6 +116,8 @@ class RunHeadResult(BaseModel):
     submission_id: str | None = None
     outcome: Literal["completed", "failed", "aborted"] | None = None
     binding_error: str | None = None
+    stopped: Literal["ready", "suspended", "unknown"] | None = None
+    """The attempt ended without settling: it yielded, or waits for a person."""
 
 
 class BindingResultInput(PassStepInput):

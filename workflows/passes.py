@@ -161,14 +161,16 @@ class MaintenancePass:
         if self._bounded:
             yield_after = started + timedelta(milliseconds=begin.yield_after_ms)
             timeout = timedelta(milliseconds=begin.pass_deadline_ms) + HEAD_CANCEL_GRACE
+            heartbeat = timedelta(milliseconds=begin.head_heartbeat_ms)
         else:
             yield_after, timeout = workflow.now() + LEGACY_YIELD_AFTER, LEGACY_PASS_DEADLINE
+            heartbeat = HEAD_HEARTBEAT
         result = await workflow.execute_activity(
             c.RUN_HEAD,
             c.RunHeadInput(**step.model_dump(), thread_id=thread_id, yield_after=yield_after),
             result_type=c.RunHeadResult,
             start_to_close_timeout=timeout,
-            heartbeat_timeout=HEAD_HEARTBEAT,
+            heartbeat_timeout=heartbeat,
             retry_policy=ONE_ATTEMPT,
             # On the pass deadline, wait until the attempt has released its claim.
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

@@ -39,7 +39,10 @@ BINDINGS = {
     "unjsonable": (_unjsonable, "binding result: expected a JSON value"),
     "reserved": (_reserved_kind, "binding raised InvalidInput: kind: expected a record kind other"),
     "raises": (_raises, "binding raised ValueError: model exploded"),
-    "returns-none": (_returns_none, "binding returned NoneType, expected Completed or Failed"),
+    "returns-none": (
+        _returns_none,
+        "binding returned NoneType, expected Completed, Failed or Yielded",
+    ),
 }
 
 

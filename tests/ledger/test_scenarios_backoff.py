@@ -444,7 +444,7 @@ async def test_scenario_15_progress_drops_the_retry_and_rearms_at_base(scene: Sc
     now += MIN_DELAY
     begun = await scene.begin(now)
     assert (begun.caught_up, begun.stalls) == (False, 1)
-    repaired = await scene.m.recover(scene.host_id, begun.epoch)
+    repaired = (await scene.m.recover(scene.host_id, begun.epoch)).repaired
     assert repaired == 1
     report = await scene.finish(begun, now, progressed=repaired > 0, jitter=0.99999)
     host = await scene.host()

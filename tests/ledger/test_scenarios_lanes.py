@@ -145,7 +145,7 @@ async def _pass(
     if begun.caught_up:
         run.report = await maintenance.finish_caught_up(host_id, begun.epoch, now)
         return run
-    repaired = await maintenance.recover(host_id, begun.epoch)
+    repaired = (await maintenance.recover(host_id, begun.epoch)).repaired
     run.selection = selected = await maintenance.select_lane(host_id, begun.epoch, now)
     if selected.thread_id is not None:
         try:

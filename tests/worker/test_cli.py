@@ -113,7 +113,9 @@ async def test_cli_submit_and_status_print_the_documented_json(
         r["submission_id"] for r in receipts
     ]
     assert all(
-        set(s) == {"submission_id", "sequence", "state", "outcome"} for s in status["submissions"]
+        set(s)
+        == {"submission_id", "sequence", "state", "outcome", "attempts", "epoch", "waiting_for"}
+        for s in status["submissions"]
     )
     assert await run_cli("status", "--host", thread, "--json") == 0
     host = json.loads(capsys.readouterr().out)

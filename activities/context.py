@@ -1,0 +1,171 @@
+"""The attempt context a binding's handler receives: fenced writes, replayed from the journal.
+
+Every operation of the handler (an append, a tool call, an approval request) is one numbered
+step. Steps an earlier attempt committed are returned from the journal instead of being done
+again, so a re-run after a crash or a yield repeats nothing that was committed.
+"""
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+
+from ledger.attempts import Attempts, Claim
+from ledger.records import HistoryRecord
+from threadwarden.bindings import ThreadRecord
+from threadwarden.errors import InvalidInput
+from threadwarden.validation import validate_input
+
+RESERVED_KINDS = frozenset(
+    {
+        "settlement",
+        "tool-call",
+        "tool-result",
+        "tool-resolution",
+        "approval-requested",
+        "approval-decision",
+    }
+)
+"""Record kinds only threadwarden writes (through ``tool`` and ``request_approval``)."""
+
+
+class AttemptStop(BaseException):
+    """Ends an attempt without settling. A BaseException, so a handler's ``except Exception``
+    cannot swallow it."""
+
+
+class Suspend(AttemptStop):
+    """The submission waits for a person's approval (a stable wait)."""
+
+
+class UnknownEffect(AttemptStop):
+    """A side-effecting tool call was prepared but its result was never recorded."""
+
+
+class Yield(AttemptStop):
+    """The attempt passed ``yield_after``: stop at this committed boundary, resume later."""
+
+
+class NonDeterministic(InvalidInput):
+    """A re-run handler asked for a different step than the one committed."""
+
+
+def _record(record: HistoryRecord) -> ThreadRecord:
+    return ThreadRecord(**record.model_dump())
+
+
+class AttemptContext:
+    """The `threadwarden.AttemptContext` threadwarden hands to a binding."""
+
+    def __init__(self, claim: Claim, attempts: Attempts, yield_after: datetime) -> None:
+        self._claim = claim
+        self._attempts = attempts
+        self._yield_after = yield_after
+        self._journal = {(r.step, r.kind): r for r in claim.journal}
+        self._last_committed = max((r.step or 0 for r in claim.journal), default=0)
+        self._step = 0
+
+    @property
+    def submission_id(self) -> str:
+        return self._claim.submission_id
+
+    @property
+    def thread_id(self) -> str:
+        return self._claim.thread_id
+
+    @property
+    def input(self) -> Any:
+        return self._claim.input
+
+    @property
+    def history(self) -> list[ThreadRecord]:
+        return [_record(r) for r in self._claim.history]
+
+    @property
+    def yield_after(self) -> datetime:
+        return self._yield_after
+
+    @property
+    def replaying(self) -> bool:
+        return self._step < self._last_committed
+
+    def heartbeat(self) -> None:
+        activity.heartbeat()
+
+    async def append(self, kind: str, body: Any) -> ThreadRecord:
+        if kind in RESERVED_KINDS:
+            raise InvalidInput("kind", f"a record kind other than {kind!r} (reserved)")
+        validate_input("body", body)
+        step = self._next()
+        committed = self._journal.get((step, kind))
+        if committed is not None:
+            if committed.body != body:
+                raise NonDeterministic(
+                    f"step {step}", f"the committed {kind} record {committed.body!r}", body
+                )
+            return _record(committed)
+        self._expect_new(step, kind)
+        return await self._write(kind, body, step)
+
+    async def tool(
+        self,
+        name: str,
+        args: dict[str, Any],
+        run: Callable[[dict[str, Any]], Awaitable[Any]],
+        *,
+        side_effect: bool = False,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        validate_input("args", args)
+        step = self._next()
+        result = self._journal.get((step, "tool-result"))
+        if result is not None:
+            return result.body.get("result") if isinstance(result.body, dict) else None
+        call = self._journal.get((step, "tool-call"))
+        if call is None:
+            self._expect_new(step, "tool-call")
+            body = {
+                "tool": name,
+                "args": args,
+                "side_effect": side_effect,
+                "idempotency_key": idempotency_key,
+            }
+            await self._write("tool-call", body, step, check_yield=False)
+        elif side_effect and not idempotency_key and (step, "tool-resolution") not in self._journal:
+            raise UnknownEffect(f"tool {name} at step {step}")
+        value = await run(args)
+        validate_input("result", value)
+        await self._write("tool-result", {"tool": name, "result": value}, step)
+        return value
+
+    async def request_approval(self, reason: str) -> None:
+        step = self._next()
+        decision = self._journal.get((step, "approval-decision"))
+        if decision is not None and isinstance(decision.body, dict):
+            if decision.body.get("approved"):
+                return
+            raise Suspend(f"approval at step {step} was denied")  # deny settles the submission
+        if (step, "approval-requested") not in self._journal:
+            self._expect_new(step, "approval-requested")
+            await self._write("approval-requested", {"reason": reason}, step, check_yield=False)
+        raise Suspend(reason)
+
+    def _next(self) -> int:
+        self._step += 1
+        return self._step
+
+    def _expect_new(self, step: int, kind: str) -> None:
+        if step <= self._last_committed:
+            kinds = sorted(k for s, k in self._journal if s == step)
+            raise NonDeterministic(f"step {step}", f"one of the committed {kinds}", kind)
+
+    async def _write(
+        self, kind: str, body: Any, step: int, *, check_yield: bool = True
+    ) -> ThreadRecord:
+        record = await self._attempts.append(self._claim, kind, body, step=step)
+        self._journal[(step, kind)] = record
+        self._last_committed = max(self._last_committed, step)
+        if check_yield and datetime.now(UTC) >= self._yield_after:
+            raise Yield(f"yield_after {self._yield_after.isoformat()} passed at step {step}")
+        return _record(record)

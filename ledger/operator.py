@@ -1,0 +1,235 @@
+"""Operator mutations: approve, deny, resolve an unknown side effect, abort.
+
+Each is one transaction through the mutation gate: it records the decision canonically, moves
+the submission on (or settles it), bumps ``dirty`` and ensures the alarm. The caller wakes the
+host after commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+import asyncpg
+from pydantic import BaseModel
+
+from ledger.admission import mark_dirty
+from ledger.pool import Connection
+from ledger.records import (
+    HistoryRecord,
+    fence_thread,
+    insert_record,
+    journal,
+    pending_step,
+    settle_now,
+    unresolved_side_effect,
+)
+from threadwarden.errors import NotFound, NotWaiting
+
+Resolution = Literal["ran", "not-run", "fail"]
+
+
+class OperatorResult(BaseModel):
+    """What an operator action did."""
+
+    submission_id: str
+    thread_id: str
+    host_id: str
+    state: str
+    outcome: str | None = None
+    changed: bool = True
+
+
+class Operator:
+    """Decisions a person takes on waiting submissions."""
+
+    def __init__(self, pool: asyncpg.Pool[Any], *, minimum_alarm_delay_ms: int) -> None:
+        self._pool = pool
+        self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
+
+    async def approve(self, submission_id: str) -> OperatorResult:
+        """Grant the pending approval: the submission resumes (``input-applied``)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock(conn, submission_id)
+            request = await self._pending(conn, row, "suspended", "approval-requested")
+            await self._decide(conn, row, request, {"approved": True})
+            await self._move(conn, row, "input-applied")
+            return self._result(row, "input-applied")
+
+    async def deny(self, submission_id: str, reason: str | None = None) -> OperatorResult:
+        """Refuse the pending approval: the decision is recorded and the submission fails."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock(conn, submission_id)
+            request = await self._pending(conn, row, "suspended", "approval-requested")
+            epoch = await self._decide(conn, row, request, {"approved": False, "reason": reason})
+            await settle_now(
+                conn,
+                thread_id=row["thread_id"],
+                submission_id=submission_id,
+                outcome="failed",
+                reason=f"approval denied{': ' + reason if reason else ''}",
+                epoch=epoch,
+            )
+            await self._dirty(conn, row)
+            return self._result(row, "settled", "failed")
+
+    async def resolve(
+        self, submission_id: str, outcome: Resolution, result: Any = None
+    ) -> OperatorResult:
+        """Decide an unknown side effect: it ran (with ``result``), it did not run, or fail it."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock(conn, submission_id)
+            if row["state"] != "unknown":
+                raise NotWaiting(
+                    f"submission {submission_id}: expected state unknown, found {row['state']}"
+                )
+            call = unresolved_side_effect(await journal(conn, submission_id))
+            if call is None:
+                raise NotWaiting(f"submission {submission_id}: no unresolved tool call")
+            epoch = await fence_thread(conn, row["thread_id"])
+            tool = call.body.get("tool")
+            if outcome == "ran":
+                await self._record(
+                    conn,
+                    row,
+                    "tool-result",
+                    {"tool": tool, "result": result, "resolved_by": "operator"},
+                    epoch,
+                    call.step,
+                )
+            else:
+                await self._record(
+                    conn,
+                    row,
+                    "tool-resolution",
+                    {"tool": tool, "outcome": outcome},
+                    epoch,
+                    call.step,
+                )
+            if outcome == "fail":
+                await settle_now(
+                    conn,
+                    thread_id=row["thread_id"],
+                    submission_id=submission_id,
+                    outcome="failed",
+                    reason=f"operator failed unresolved tool call {tool}",
+                    epoch=epoch,
+                )
+                await self._dirty(conn, row)
+                return self._result(row, "settled", "failed")
+            await self._move(conn, row, "input-applied")
+            return self._result(row, "input-applied")
+
+    async def abort(self, submission_id: str) -> OperatorResult:
+        """Abort: at once unless an attempt runs; then at its next committed boundary."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock(conn, submission_id)
+            if row["state"] == "settled":
+                return self._result(row, "settled", row["outcome"], changed=False)
+            if row["state"] == "running":
+                await conn.execute(
+                    "UPDATE threadwarden.submissions SET abort_requested = true"
+                    " WHERE submission_id = $1",
+                    submission_id,
+                )
+                await self._dirty(conn, row)
+                return self._result(row, "running")
+            epoch = await fence_thread(conn, row["thread_id"])
+            await settle_now(
+                conn,
+                thread_id=row["thread_id"],
+                submission_id=submission_id,
+                outcome="aborted",
+                reason="aborted by an operator",
+                epoch=epoch,
+            )
+            await self._dirty(conn, row)
+            return self._result(row, "settled", "aborted")
+
+    async def _lock(self, conn: Connection, submission_id: str) -> asyncpg.Record:
+        found = await conn.fetchrow(
+            "SELECT t.host_id, s.thread_id FROM threadwarden.submissions s"
+            " JOIN threadwarden.threads t USING (thread_id) WHERE s.submission_id = $1",
+            submission_id,
+        )
+        if found is None:
+            raise NotFound(f"submission: no submission {submission_id!r}")
+        # Lock order everywhere: hosts, then threads, then submissions.
+        await conn.execute(
+            "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", found["host_id"]
+        )
+        await conn.execute(
+            "SELECT 1 FROM threadwarden.threads WHERE thread_id = $1 FOR UPDATE",
+            found["thread_id"],
+        )
+        row = await conn.fetchrow(
+            "SELECT s.submission_id, s.thread_id, t.host_id, s.state, s.outcome"
+            "  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)"
+            " WHERE s.submission_id = $1 FOR UPDATE OF s",
+            submission_id,
+        )
+        assert row is not None
+        return cast(asyncpg.Record, row)
+
+    async def _pending(
+        self, conn: Connection, row: asyncpg.Record, state: str, opened: str
+    ) -> HistoryRecord:
+        if row["state"] != state:
+            raise NotWaiting(
+                f"submission {row['submission_id']}: expected state {state}, found {row['state']}"
+            )
+        request = pending_step(
+            await journal(conn, row["submission_id"]), opened, ("approval-decision",)
+        )
+        if request is None:
+            raise NotWaiting(f"submission {row['submission_id']}: no pending approval")
+        return request
+
+    async def _decide(
+        self, conn: Connection, row: asyncpg.Record, request: HistoryRecord, body: dict[str, Any]
+    ) -> int:
+        epoch = await fence_thread(conn, row["thread_id"])
+        await self._record(conn, row, "approval-decision", body, epoch, request.step)
+        return epoch
+
+    async def _record(
+        self,
+        conn: Connection,
+        row: asyncpg.Record,
+        kind: str,
+        body: Any,
+        epoch: int,
+        step: int | None,
+    ) -> None:
+        await insert_record(
+            conn,
+            thread_id=row["thread_id"],
+            submission_id=row["submission_id"],
+            kind=kind,
+            body=body,
+            epoch=epoch,
+            step=step,
+        )
+
+    async def _move(self, conn: Connection, row: asyncpg.Record, state: str) -> None:
+        await conn.execute(
+            "UPDATE threadwarden.submissions SET state = $2 WHERE submission_id = $1",
+            row["submission_id"],
+            state,
+        )
+        await self._dirty(conn, row)
+
+    async def _dirty(self, conn: Connection, row: asyncpg.Record) -> None:
+        await mark_dirty(conn, row["host_id"], minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
+
+    @staticmethod
+    def _result(
+        row: asyncpg.Record, state: str, outcome: str | None = None, *, changed: bool = True
+    ) -> OperatorResult:
+        return OperatorResult(
+            submission_id=row["submission_id"],
+            thread_id=row["thread_id"],
+            host_id=row["host_id"],
+            state=state,
+            outcome=outcome,
+            changed=changed,
+        )

@@ -1,0 +1,141 @@
+"""Canonical records: the one insert path, and settlement (shared by attempts, operators and
+recovery)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ledger.models import Outcome
+from ledger.pool import Connection
+
+
+class HistoryRecord(BaseModel):
+    """One canonical record of a thread."""
+
+    sequence: int
+    record_id: str
+    submission_id: str
+    kind: str
+    body: Any
+    step: int | None = None
+
+
+async def insert_record(
+    conn: Connection,
+    *,
+    thread_id: str,
+    submission_id: str,
+    kind: str,
+    body: Any,
+    epoch: int,
+    step: int | None = None,
+) -> HistoryRecord:
+    """Append at the thread's next sequence. The caller holds the thread row ``FOR UPDATE``."""
+    sequence = await conn.fetchval(
+        "UPDATE threadwarden.threads SET next_record = next_record + 1 WHERE thread_id = $1"
+        " RETURNING next_record - 1",
+        thread_id,
+    )
+    record_id = f"{thread_id}:{sequence}"
+    await conn.execute(
+        "INSERT INTO threadwarden.records (thread_id, sequence, record_id, submission_id, kind,"
+        " body, epoch, step) VALUES ($1, $2, $3, $4, $5, COALESCE($6::jsonb, 'null'::jsonb),"
+        " $7, $8)",
+        thread_id,
+        sequence,
+        record_id,
+        submission_id,
+        kind,
+        body,
+        epoch,
+        step,
+    )
+    return HistoryRecord(
+        sequence=int(sequence),
+        record_id=record_id,
+        submission_id=submission_id,
+        kind=kind,
+        body=body,
+        step=step,
+    )
+
+
+async def journal(conn: Connection, submission_id: str) -> list[HistoryRecord]:
+    """The submission's journal: its step records in order."""
+    rows = await conn.fetch(
+        "SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records"
+        " WHERE submission_id = $1 AND step IS NOT NULL ORDER BY sequence",
+        submission_id,
+    )
+    return [HistoryRecord(**dict(r)) for r in rows]
+
+
+async def fence_thread(conn: Connection, thread_id: str) -> int:
+    """Bump the thread's producer epoch (an operator or recovery write): stale attempts stop."""
+    epoch = await conn.fetchval(
+        "UPDATE threadwarden.threads SET producer_epoch = producer_epoch + 1"
+        " WHERE thread_id = $1 RETURNING producer_epoch",
+        thread_id,
+    )
+    return int(epoch)
+
+
+async def settle_now(
+    conn: Connection,
+    *,
+    thread_id: str,
+    submission_id: str,
+    outcome: Outcome,
+    result: Any = None,
+    reason: str | None = None,
+    epoch: int,
+) -> HistoryRecord | None:
+    """Append the settlement record (unless one exists) and finalize the row as settled.
+
+    Idempotent, so recovery can finish a reserved settlement from canonical history.
+    """
+    existing = await conn.fetchval(
+        "SELECT 1 FROM threadwarden.records WHERE submission_id = $1 AND kind = 'settlement'",
+        submission_id,
+    )
+    record = None
+    if not existing:
+        record = await insert_record(
+            conn,
+            thread_id=thread_id,
+            submission_id=submission_id,
+            kind="settlement",
+            body={"outcome": outcome, "result": result, "reason": reason},
+            epoch=epoch,
+        )
+    await conn.execute(
+        "UPDATE threadwarden.submissions SET state = 'settled', outcome = $2, reason = $3,"
+        " settled_at = clock_timestamp(), ownership_token = NULL, lease_expires_at = NULL,"
+        " reserved_outcome = NULL, reserved_result = NULL, reserved_reason = NULL"
+        " WHERE submission_id = $1",
+        submission_id,
+        outcome,
+        reason,
+    )
+    return record
+
+
+def pending_step(
+    steps: list[HistoryRecord], opened: str, closers: tuple[str, ...]
+) -> HistoryRecord | None:
+    """The latest ``opened`` record whose step has none of ``closers`` yet."""
+    closed = {r.step for r in steps if r.kind in closers}
+    candidates = [r for r in steps if r.kind == opened and r.step not in closed]
+    return candidates[-1] if candidates else None
+
+
+def unresolved_side_effect(steps: list[HistoryRecord]) -> HistoryRecord | None:
+    """A side-effecting tool call without a result or resolution: it may or may not have run."""
+    call = pending_step(steps, "tool-call", ("tool-result", "tool-resolution"))
+    if call is None or not isinstance(call.body, dict):
+        return None
+    if call.body.get("side_effect") and not call.body.get("idempotency_key"):
+        return call
+    return None
