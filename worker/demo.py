@@ -1,15 +1,18 @@
 """``threadwarden demo``: scripted work on several threads through the real embedded stack."""
 
 import asyncio
+import contextlib
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ledger.models import ThreadStatus
+from threadwarden.bindings import AttemptContext, Binding, Completed, Outcome
 from worker.cli_output import format_table
 from worker.client import ThreadwardenClient
-from worker.runtime import running_worker
+from worker.runtime import default_registry, running_worker
 from worker.settings import Settings
 from worker.stack import embedded_stack
 
@@ -45,8 +48,21 @@ SCRIPTS: dict[str, list[list[dict[str, Any]]]] = {
         [{"say": "Sent to 3 channels."}, {"sleep_ms": 100}],
     ],
 }
+TRANSLATOR = "translator"
+"""An agent no worker has at first: its work waits (durably) until one is deployed."""
 SHARED_HOST_THREADS = ("triage", "digest")
 """These two threads share one host, to show several lanes under one maintenance workflow."""
+
+
+async def _translate(context: AttemptContext) -> Outcome:
+    text = context.input.get("text", "") if isinstance(context.input, dict) else ""
+    await context.append("message", {"text": f"bonjour ({text})"})
+    return Completed({"translated": text})
+
+
+def translator_binding() -> Binding:
+    """The binding the demo deploys late, to show a durable binding retry."""
+    return Binding(agent_id=TRANSLATOR, digest="translator-v1", handler=_translate)
 
 
 def _line(text: str) -> None:
@@ -61,11 +77,21 @@ async def run(settings: Settings) -> int:
     async with embedded_stack(demo_settings.data_dir, record=False) as connections:
         _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
         async with (
-            running_worker(demo_settings, connections),
+            contextlib.AsyncExitStack() as workers,
             ThreadwardenClient.connect(demo_settings, connections) as client,
         ):
+            await workers.enter_async_context(running_worker(demo_settings, connections))
             threads = await _submit_all(client, run_id)
-            statuses = await _watch(client, threads)
+
+            async def deploy_translator() -> None:
+                await workers.aclose()  # a rolling deploy: the old worker goes away first
+                registry = default_registry()
+                registry.register(translator_binding())
+                await workers.enter_async_context(
+                    running_worker(demo_settings, connections, registry)
+                )
+
+            statuses = await _watch(client, threads, deploy_translator)
             _summary(statuses, connections.ui_url)
             if not all(_settled(s) for s in statuses):
                 print("demo: some submissions did not settle in time", file=sys.stderr)
@@ -90,7 +116,10 @@ async def _submit_all(client: ThreadwardenClient, run_id: str) -> list[str]:
                 idempotency_key=f"{thread}-{n}",
             )
         threads.append(thread)
-    total = sum(len(s) for s in SCRIPTS.values())
+    i18n = f"demo-{run_id}-i18n"
+    await client.submit(i18n, agent_id=TRANSLATOR, input={"text": "hello"}, idempotency_key=i18n)
+    threads.append(i18n)
+    total = sum(len(s) for s in SCRIPTS.values()) + 1
     _line(f"Submitted {total} submissions on {len(threads)} threads (run {run_id}).")
     return threads
 
@@ -99,18 +128,36 @@ def _settled(status: ThreadStatus) -> bool:
     return all(s.state == "settled" for s in status.submissions)
 
 
-async def _watch(client: ThreadwardenClient, threads: list[str]) -> list[ThreadStatus]:
+async def _watch(
+    client: ThreadwardenClient, threads: list[str], deploy_translator: Callable[[], Awaitable[None]]
+) -> list[ThreadStatus]:
+    """Show progress; approve what waits for a person; deploy the missing binding once only
+    the work that needs it is left."""
     started = time.monotonic()
-    last = ""
+    last, deployed = "", False
     while True:
         statuses = [await client.thread_status(t) for t in threads]
         subs = [s for status in statuses for s in status.submissions]
         done = sum(s.state == "settled" for s in subs)
         running = sum(s.state == "running" for s in subs)
-        line = f"  settled {done}/{len(subs)}, running {running}"
+        waiting = [s for s in subs if s.waiting_for is not None]
+        line = f"  settled {done}/{len(subs)}, running {running}, waiting {len(waiting)}"
         if line != last:
             _line(f"{line}  ({time.monotonic() - started:4.1f}s)")
             last = line
+        for sub in waiting:
+            if sub.waiting_for == "approval":
+                _line(f"  {sub.submission_id} waits for an approval: approving it")
+                await client.approve(sub.submission_id)
+        blocked = [s for s in waiting if s.waiting_for == "binding"]
+        if not deployed and blocked and done + len(blocked) == len(subs):
+            _line(
+                f"  {blocked[0].submission_id} waits for a binding of agent"
+                f" {blocked[0].agent_id!r} (durable retry 5, 10, 20 … s): deploying a worker"
+                " that has it"
+            )
+            await deploy_translator()
+            deployed = True
         if done == len(subs) or time.monotonic() - started > SETTLE_TIMEOUT_S:
             return statuses
         await asyncio.sleep(0.25)
