@@ -125,6 +125,8 @@ class Operator:
             row = await self._lock(conn, submission_id)
             if row["state"] == "settled":
                 return self._result(row, "settled", row["outcome"], changed=False)
+            if row["state"] == "terminalizing":  # an outcome is reserved: it stands
+                return self._result(row, "terminalizing", changed=False)
             if row["state"] == "running":
                 await conn.execute(
                     "UPDATE threadwarden.submissions SET abort_requested = true"
@@ -133,14 +135,19 @@ class Operator:
                 )
                 await self._dirty(conn, row)
                 return self._result(row, "running")
-            epoch = await fence_thread(conn, row["thread_id"])
+            # No attempt owns a row that is not running, so the thread is not fenced: a queued
+            # follower's abort must not disturb the head's live attempt.
+            epoch = await conn.fetchval(
+                "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1",
+                row["thread_id"],
+            )
             await settle_now(
                 conn,
                 thread_id=row["thread_id"],
                 submission_id=submission_id,
                 outcome="aborted",
                 reason="aborted by an operator",
-                epoch=epoch,
+                epoch=int(epoch),
             )
             await self._dirty(conn, row)
             return self._result(row, "settled", "aborted")
