@@ -96,12 +96,16 @@ async def settle_now(
 
     Idempotent, so recovery can finish a reserved settlement from canonical history.
     """
-    existing = await conn.fetchval(
-        "SELECT 1 FROM threadwarden.records WHERE submission_id = $1 AND kind = 'settlement'",
+    existing = await conn.fetchrow(
+        "SELECT body, epoch FROM threadwarden.records"
+        " WHERE submission_id = $1 AND kind = 'settlement'",
         submission_id,
     )
     record = None
-    if not existing:
+    if existing is not None:  # canonical history wins: the row follows the recorded outcome
+        outcome, reason = existing["body"]["outcome"], existing["body"]["reason"]
+        epoch = int(existing["epoch"])
+    else:
         record = await insert_record(
             conn,
             thread_id=thread_id,
@@ -113,11 +117,12 @@ async def settle_now(
     await conn.execute(
         "UPDATE threadwarden.submissions SET state = 'settled', outcome = $2, reason = $3,"
         " settled_at = clock_timestamp(), ownership_token = NULL, lease_expires_at = NULL,"
-        " reserved_outcome = NULL, reserved_result = NULL, reserved_reason = NULL"
+        " reserved_outcome = NULL, reserved_result = NULL, reserved_reason = NULL, epoch = $4"
         " WHERE submission_id = $1",
         submission_id,
         outcome,
         reason,
+        epoch,
     )
     return record
 

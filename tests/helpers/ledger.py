@@ -1,0 +1,110 @@
+"""A ledger-level harness: the repositories of one test database plus row snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from ledger.admission import Admissions
+from ledger.attempts import Attempts, Claim
+from ledger.maintenance import BeginResult, Maintenance
+from ledger.operator import Operator
+
+BINDINGS = {"echo": "digest-1"}
+"""The one binding the ledger tests claim with."""
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Ledger:
+    """The repositories on one pool, and reads of the rows they write."""
+
+    pool: asyncpg.Pool[Any]
+    maintenance: Maintenance
+    attempts: Attempts
+    admissions: Admissions
+    operator: Operator
+
+    async def admit(self, host_id: str, thread_id: str | None = None) -> str:
+        """Admit an ``echo`` submission onto ``thread_id`` (default: the host's own thread)."""
+        receipt = await self.admissions.admit(
+            thread_id=thread_id or host_id, agent_id="echo", input={}, host_id=host_id
+        )
+        return receipt.submission_id
+
+    async def begin(self, host_id: str) -> BeginResult:
+        return await self.maintenance.begin(host_id, now())
+
+    async def claim(self, host_id: str, thread_id: str | None = None) -> Claim:
+        """Begin a pass and claim the thread's head in it."""
+        begun = await self.begin(host_id)
+        claim = await self.attempts.claim_head(
+            host_id, begun.epoch, thread_id or host_id, bindings=BINDINGS
+        )
+        assert claim is not None, f"head of {thread_id or host_id} not claimable"
+        return claim
+
+    async def lapse(self, submission_id: str) -> None:
+        """Let the attempt's lease run out (the worker holding it died)."""
+        await self.pool.execute(
+            "UPDATE threadwarden.submissions"
+            "   SET lease_expires_at = clock_timestamp() - interval '1 s'"
+            " WHERE submission_id = $1",
+            submission_id,
+        )
+
+    async def quiet(self, host_id: str) -> None:
+        """Make the host caught up with no alarm, so a mutation's pre-arm is visible."""
+        await self.pool.execute(
+            "UPDATE threadwarden.hosts SET processed = dirty, alarm_at = NULL, retry = NULL"
+            " WHERE host_id = $1",
+            host_id,
+        )
+
+    async def row(self, submission_id: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "SELECT * FROM threadwarden.submissions WHERE submission_id = $1", submission_id
+        )
+        assert row is not None, f"submission {submission_id} missing"
+        return dict(row)
+
+    async def host(self, host_id: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "SELECT * FROM threadwarden.hosts WHERE host_id = $1", host_id
+        )
+        assert row is not None, f"host {host_id} missing"
+        return dict(row)
+
+    async def records(self, submission_id: str) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            "SELECT kind, body, step, epoch FROM threadwarden.records"
+            " WHERE submission_id = $1 ORDER BY sequence",
+            submission_id,
+        )
+        return [dict(r) for r in rows]
+
+    async def settlements(self, submission_id: str) -> list[dict[str, Any]]:
+        return [r for r in await self.records(submission_id) if r["kind"] == "settlement"]
+
+    async def snapshot(self, host_id: str) -> dict[str, list[dict[str, Any]]]:
+        """Every row of the host: a write that must change nothing compares equal."""
+        tables = {
+            "hosts": "SELECT * FROM threadwarden.hosts WHERE host_id = $1",
+            "threads": "SELECT * FROM threadwarden.threads WHERE host_id = $1 ORDER BY thread_id",
+            "submissions": "SELECT s.* FROM threadwarden.submissions s"
+            " JOIN threadwarden.threads t USING (thread_id) WHERE t.host_id = $1"
+            " ORDER BY s.submission_id",
+            "records": "SELECT r.* FROM threadwarden.records r"
+            " JOIN threadwarden.threads t USING (thread_id) WHERE t.host_id = $1"
+            " ORDER BY r.thread_id, r.sequence",
+        }
+        return {
+            name: [dict(r) for r in await self.pool.fetch(sql, host_id)]
+            for name, sql in tables.items()
+        }
