@@ -135,3 +135,14 @@ async def client(
 def ids() -> str:
     """A unique prefix for thread and host ids (workflow ids are shared across tests)."""
     return f"t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def cli_env(
+    monkeypatch: pytest.MonkeyPatch, connections: Connections, settings: Settings, tmp_path: Path
+) -> None:
+    """Point the CLI at the test's database, Temporal server and task queue."""
+    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", connections.temporal_address)
+    monkeypatch.setenv("THREADWARDEN_TASK_QUEUE", settings.task_queue)
+    monkeypatch.setenv("THREADWARDEN_DATA_DIR", str(tmp_path / "none"))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -27,13 +26,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from ledger.models import HostStatus, SubmissionView
 from tests.helpers.checks import assert_settled_once, converged, host_row, say, settled
 from tests.helpers.checks import submission_rows as rows_of
+from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
 from threadwarden.errors import NotWaiting
 from threadwarden.failpoints import Failpoints
-from worker.cli import main
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, connect_temporal
-from worker.settings import Settings
 from workflows.contracts import host_workflow_id
 
 APPROVAL = [{"say": "before"}, {"approval": "refund"}, {"say": "after"}]
@@ -212,22 +210,6 @@ async def test_approve_not_waiting_raises_and_writes_nothing(
 
 
 # --- the command line ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def cli_env(
-    monkeypatch: pytest.MonkeyPatch, connections: Connections, settings: Settings, tmp_path: Path
-) -> None:
-    """Point the CLI at the test's database, Temporal server and task queue."""
-    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
-    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", connections.temporal_address)
-    monkeypatch.setenv("THREADWARDEN_TASK_QUEUE", settings.task_queue)
-    monkeypatch.setenv("THREADWARDEN_DATA_DIR", str(tmp_path / "none"))
-
-
-async def run_cli(*argv: str) -> int:
-    """Run the CLI in a thread (it owns its own event loop)."""
-    return await asyncio.to_thread(main, list(argv))
 
 
 async def test_cli_approve_and_deny_print_json_and_exit_2_when_not_waiting(

@@ -15,11 +15,7 @@ nothing re-runs the tool until an operator resolves it with the CLI. A call that
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +25,11 @@ from temporalio.client import WorkflowExecutionStatus
 
 from ledger.models import HostStatus
 from tests.helpers.checks import converged, settled, submission_rows
+from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
+from tests.helpers.processes import worker_process
 from threadwarden import AttemptContext, Binding, BindingRegistry, Completed, Outcome
 from threadwarden.failpoints import Failpoints
-from worker.cli import main
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, connect_temporal, default_registry, running_worker
 from worker.settings import Settings
@@ -93,46 +90,6 @@ def runs_in_killed_worker(marker: Path) -> int:
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
-@contextlib.asynccontextmanager
-async def worker_process(
-    settings: Settings, connections: Connections, tmp_path: Path
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """A real worker process with the crashing binding; killed (at the latest) on exit."""
-    env = {
-        **os.environ,
-        "THREADWARDEN_DATABASE_URL": connections.database_url,
-        "THREADWARDEN_TEMPORAL_ADDRESS": connections.temporal_address,
-        "THREADWARDEN_TASK_QUEUE": settings.task_queue,
-        "THREADWARDEN_LEASE_MS": str(settings.lease_ms),
-        "THREADWARDEN_LEASE_RENEW_MS": str(settings.lease_renew_ms),
-        "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
-        "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
-        "THREADWARDEN_DATA_DIR": str(tmp_path / "none"),
-    }
-    with open(tmp_path / "worker.log", "wb") as log:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "worker.cli",
-            "worker",
-            "--bindings",
-            f"{__name__}:CRASHING_WORKER_BINDINGS",
-            cwd=ROOT,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=log,
-        )
-    try:
-        assert process.stdout is not None
-        banner = await asyncio.wait_for(process.stdout.readline(), timeout=60)
-        assert AGENT in banner.decode(), (tmp_path / "worker.log").read_text()
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-
-
 async def crash_mid_charge(
     settings: Settings,
     connections: Connections,
@@ -148,7 +105,8 @@ async def crash_mid_charge(
     async def started() -> int:
         return runs_in_killed_worker(marker)
 
-    async with worker_process(settings, connections, tmp_path) as process:
+    bindings = f"{__name__}:CRASHING_WORKER_BINDINGS"
+    async with worker_process(settings, connections, tmp_path, bindings=bindings) as process:
         receipt = await client.submit(
             thread, agent_id=AGENT, input={"marker": str(marker), **extra}
         )
@@ -199,22 +157,6 @@ async def recorded_once(
     epochs = [r["epoch"] for r in records]
     assert epochs == sorted(epochs), f"record epochs out of order: {epochs}"
     return records
-
-
-async def run_cli(*argv: str) -> int:
-    """Run the CLI in a thread (it owns its own event loop)."""
-    return await asyncio.to_thread(main, list(argv))
-
-
-@pytest.fixture
-def cli_env(
-    monkeypatch: pytest.MonkeyPatch, connections: Connections, settings: Settings, tmp_path: Path
-) -> None:
-    """Point the CLI at the test's database, Temporal server and task queue."""
-    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
-    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", connections.temporal_address)
-    monkeypatch.setenv("THREADWARDEN_TASK_QUEUE", settings.task_queue)
-    monkeypatch.setenv("THREADWARDEN_DATA_DIR", str(tmp_path / "none"))
 
 
 RESOLUTIONS = {

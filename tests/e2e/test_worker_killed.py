@@ -10,10 +10,6 @@ submission settles exactly once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,64 +18,14 @@ import pytest
 from ledger.models import ThreadStatus
 from tests.helpers.checks import assert_settled_once, converged, settled
 from tests.helpers.polling import eventually
+from tests.helpers.processes import worker_process
 from tests.helpers.slow_tool import AGENT_ID as SLOW_TOOL_AGENT
 from tests.helpers.slow_tool import slow_tool_binding
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, default_registry, running_worker
 from worker.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
-READY = "threadwarden worker on task queue"
 SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
-
-
-@contextlib.asynccontextmanager
-async def worker_process(
-    settings: Settings,
-    connections: Connections,
-    folder: Path,
-    *,
-    bindings: str | None = None,
-) -> AsyncIterator[asyncio.subprocess.Process]:
-    """Run `threadwarden worker` as a child process until it printed its ready line.
-
-    The process is killed on exit whatever happened; its output stays in ``folder``.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "THREADWARDEN_DATABASE_URL": connections.database_url,
-        "THREADWARDEN_TEMPORAL_ADDRESS": connections.temporal_address,
-        "THREADWARDEN_TASK_QUEUE": settings.task_queue,
-        "THREADWARDEN_LEASE_MS": str(settings.lease_ms),
-        "THREADWARDEN_LEASE_RENEW_MS": str(settings.lease_renew_ms),
-        "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
-        "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
-        "THREADWARDEN_DATA_DIR": str(folder / "tw"),
-    }
-    argv = [sys.executable, "-m", "worker.cli", "worker"]
-    if bindings is not None:
-        argv += ["--bindings", bindings]
-    out, err = folder / "stdout", folder / "stderr"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            *argv, cwd=ROOT, env=env, stdout=stdout, stderr=stderr
-        )
-    try:
-
-        async def printed() -> str:
-            if process.returncode is not None:
-                raise AssertionError(
-                    f"worker exited with {process.returncode}: {err.read_text()[-2000:]}"
-                )
-            return out.read_text()
-
-        await eventually(printed, lambda text: READY in text, timeout_s=60, what="worker ready")
-        yield process
-    finally:
-        if process.returncode is None:
-            process.kill()
-        await process.wait()
 
 
 async def _kill(process: asyncio.subprocess.Process) -> None:

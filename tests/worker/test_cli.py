@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,25 +10,8 @@ import asyncpg
 import pytest
 
 from ledger.migrations import expected_version
+from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
-from worker.cli import main
-from worker.runtime import Connections
-
-
-@pytest.fixture
-def cli_env(
-    monkeypatch: pytest.MonkeyPatch, connections: Connections, settings: Any, tmp_path: Path
-) -> None:
-    """Point the CLI at the test's database, Temporal server and task queue."""
-    monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
-    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", connections.temporal_address)
-    monkeypatch.setenv("THREADWARDEN_TASK_QUEUE", settings.task_queue)
-    monkeypatch.setenv("THREADWARDEN_DATA_DIR", str(tmp_path / "none"))
-
-
-async def run_cli(*argv: str) -> int:
-    """Run the CLI in a thread (it owns its own event loop)."""
-    return await asyncio.to_thread(main, list(argv))
 
 
 async def submissions_count(pool: asyncpg.Pool[Any]) -> int:

@@ -1,0 +1,66 @@
+"""Real worker processes for tests that kill them (SIGKILL), not just stop them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from tests.helpers.polling import eventually
+from worker.runtime import Connections
+from worker.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+READY = "threadwarden worker on task queue"
+
+
+@contextlib.asynccontextmanager
+async def worker_process(
+    settings: Settings,
+    connections: Connections,
+    folder: Path,
+    *,
+    bindings: str | None = None,
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Run `threadwarden worker` as a child process until it printed its ready line.
+
+    The process is killed on exit whatever happened; its output stays in ``folder``.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "THREADWARDEN_DATABASE_URL": connections.database_url,
+        "THREADWARDEN_TEMPORAL_ADDRESS": connections.temporal_address,
+        "THREADWARDEN_TASK_QUEUE": settings.task_queue,
+        "THREADWARDEN_LEASE_MS": str(settings.lease_ms),
+        "THREADWARDEN_LEASE_RENEW_MS": str(settings.lease_renew_ms),
+        "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
+        "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
+        "THREADWARDEN_DATA_DIR": str(folder / "tw"),
+    }
+    argv = [sys.executable, "-m", "worker.cli", "worker"]
+    if bindings is not None:
+        argv += ["--bindings", bindings]
+    out, err = folder / "stdout", folder / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=ROOT, env=env, stdout=stdout, stderr=stderr
+        )
+    try:
+
+        async def printed() -> str:
+            if process.returncode is not None:
+                raise AssertionError(
+                    f"worker exited with {process.returncode}: {err.read_text()[-2000:]}"
+                )
+            return out.read_text()
+
+        await eventually(printed, lambda text: READY in text, timeout_s=60, what="worker ready")
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
