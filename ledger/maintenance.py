@@ -24,7 +24,7 @@ from ledger.models import (
     to_ms,
 )
 from ledger.pool import Connection
-from ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
+from ledger.recovery import Recovery, recover_host
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
@@ -38,15 +38,6 @@ SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
   FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
  WHERE t.host_id = $1 AND s.state <> 'settled'
  ORDER BY s.thread_id, s.sequence
-"""
-_STALLED = """
-SELECT s.submission_id, s.thread_id, s.state, s.abort_requested, s.reserved_outcome,
-       s.reserved_result, s.reserved_reason,
-       s.lease_expires_at IS NOT NULL AND s.lease_expires_at > clock_timestamp() AS leased
-  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
- WHERE t.host_id = $1 AND s.state IN ('running', 'terminalizing')
- ORDER BY s.thread_id, s.sequence
- FOR UPDATE OF s
 """
 _REMAINING = """
 SELECT s.thread_id, s.submission_id, s.state
@@ -62,14 +53,6 @@ class BeginResult(BaseModel):
     caught_up: bool
     stalls: int
     nonterminal: int
-
-
-class Recovery(BaseModel):
-    """How many stalled rows recovery repaired, left to a live attempt, or marked unknown."""
-
-    repaired: int = 0
-    deferred: int = 0
-    unknown: int = 0
 
 
 class Selection(BaseModel):
@@ -166,24 +149,10 @@ class Maintenance:
         )
 
     async def recover(self, host_id: str, epoch: int) -> Recovery:
-        """Classify every stalled head before any new claim, and repair what can be repaired.
-
-        - a reserved settlement (``terminalizing``) is finished from the reservation: repaired;
-        - a lapsed attempt asked to abort settles ``aborted``: repaired;
-        - a lapsed attempt with a side-effecting tool call but no result becomes ``unknown``
-          (never replayed automatically): unknown;
-        - any other lapsed attempt is ``ready`` again (the next claim takes a higher epoch):
-          repaired;
-        - a live attempt elsewhere is left alone: deferred.
-        """
-        recovery = Recovery()
+        """Classify every stalled head before any new claim (see `ledger.recovery`)."""
         async with self._pool.acquire() as conn, conn.transaction():
             await _lock_fenced(conn, host_id, epoch)
-            rows = await conn.fetch(_STALLED, host_id)
-            for row in rows:
-                disposition = await _recover_row(conn, row)
-                setattr(recovery, disposition, getattr(recovery, disposition) + 1)
-        return recovery
+            return await recover_host(conn, host_id)
 
     async def select_lane(self, host_id: str, epoch: int, now: datetime) -> Selection:
         """Round-robin over eligible heads; the cursor is persisted every time one is picked.
@@ -375,43 +344,6 @@ class Maintenance:
             limit,
         )
         return [r["host_id"] for r in rows]
-
-
-async def _recover_row(conn: Connection, row: asyncpg.Record) -> str:
-    submission_id, thread_id = row["submission_id"], row["thread_id"]
-    if row["state"] == "terminalizing":
-        epoch = await fence_thread(conn, thread_id)
-        await settle_now(
-            conn,
-            thread_id=thread_id,
-            submission_id=submission_id,
-            outcome=row["reserved_outcome"],
-            result=row["reserved_result"],
-            reason=row["reserved_reason"],
-            epoch=epoch,
-        )
-        return "repaired"
-    if row["leased"]:
-        return "deferred"
-    if row["abort_requested"]:
-        epoch = await fence_thread(conn, thread_id)
-        await settle_now(
-            conn,
-            thread_id=thread_id,
-            submission_id=submission_id,
-            outcome="aborted",
-            reason="aborted by an operator",
-            epoch=epoch,
-        )
-        return "repaired"
-    state = "unknown" if unresolved_side_effect(await journal(conn, submission_id)) else "ready"
-    await conn.execute(
-        "UPDATE threadwarden.submissions SET state = $2, ownership_token = NULL,"
-        " lease_expires_at = NULL WHERE submission_id = $1",
-        submission_id,
-        state,
-    )
-    return "unknown" if state == "unknown" else "repaired"
 
 
 def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms: int) -> int:

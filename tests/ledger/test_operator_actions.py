@@ -13,9 +13,10 @@ import pytest
 
 from ledger.admission import Admissions
 from ledger.attempts import Attempts
-from ledger.maintenance import Maintenance, Recovery
+from ledger.maintenance import Maintenance
 from ledger.operator import Operator
 from ledger.records import insert_record
+from ledger.recovery import Recovery
 from tests.helpers.ledger import BINDINGS, Ledger, now
 from threadwarden.errors import AbortRequested, NotFound, NotWaiting, StaleAttempt, StalePass
 from workflows.decisions import Timing

@@ -10,9 +10,10 @@ import pytest
 
 from ledger.admission import Admissions
 from ledger.attempts import Attempts, Claim
-from ledger.maintenance import Maintenance, Recovery
+from ledger.maintenance import Maintenance
 from ledger.operator import Operator
 from ledger.records import insert_record
+from ledger.recovery import Recovery
 from tests.helpers.ledger import BINDINGS, Ledger, now
 from threadwarden.errors import StaleAttempt
 from workflows.decisions import Timing

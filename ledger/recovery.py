@@ -1,0 +1,81 @@
+"""Recovery: before any new claim, every stalled head of a host gets a disposition.
+
+- a reserved settlement (``terminalizing``) is finished from the reservation: *repaired*;
+- a lapsed attempt asked to abort settles ``aborted``: *repaired*;
+- a lapsed attempt with a side-effecting tool call but no result becomes ``unknown`` (never
+  replayed automatically): *unknown*;
+- any other lapsed attempt is ``ready`` again (the next claim takes a higher epoch): *repaired*;
+- a live attempt is left alone: *deferred*.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from pydantic import BaseModel
+
+from ledger.pool import Connection
+from ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
+
+_STALLED = """
+SELECT s.submission_id, s.thread_id, s.state, s.abort_requested, s.reserved_outcome,
+       s.reserved_result, s.reserved_reason,
+       s.lease_expires_at IS NOT NULL AND s.lease_expires_at > clock_timestamp() AS leased
+  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+ WHERE t.host_id = $1 AND s.state IN ('running', 'terminalizing')
+ ORDER BY s.thread_id, s.sequence
+ FOR UPDATE OF s
+"""
+
+
+class Recovery(BaseModel):
+    """How many stalled rows recovery repaired, left to a live attempt, or marked unknown."""
+
+    repaired: int = 0
+    deferred: int = 0
+    unknown: int = 0
+
+
+async def recover_host(conn: Connection, host_id: str) -> Recovery:
+    """Run recovery for ``host_id``; the caller holds the host row and checked the pass."""
+    recovery = Recovery()
+    for row in await conn.fetch(_STALLED, host_id):
+        disposition = await _recover_row(conn, row)
+        setattr(recovery, disposition, getattr(recovery, disposition) + 1)
+    return recovery
+
+
+async def _recover_row(conn: Connection, row: asyncpg.Record) -> str:
+    submission_id, thread_id = row["submission_id"], row["thread_id"]
+    if row["state"] == "terminalizing":
+        epoch = await fence_thread(conn, thread_id)
+        await settle_now(
+            conn,
+            thread_id=thread_id,
+            submission_id=submission_id,
+            outcome=row["reserved_outcome"],
+            result=row["reserved_result"],
+            reason=row["reserved_reason"],
+            epoch=epoch,
+        )
+        return "repaired"
+    if row["leased"]:
+        return "deferred"
+    if row["abort_requested"]:
+        epoch = await fence_thread(conn, thread_id)
+        await settle_now(
+            conn,
+            thread_id=thread_id,
+            submission_id=submission_id,
+            outcome="aborted",
+            reason="aborted by an operator",
+            epoch=epoch,
+        )
+        return "repaired"
+    state = "unknown" if unresolved_side_effect(await journal(conn, submission_id)) else "ready"
+    await conn.execute(
+        "UPDATE threadwarden.submissions SET state = $2, ownership_token = NULL,"
+        " lease_expires_at = NULL WHERE submission_id = $1",
+        submission_id,
+        state,
+    )
+    return "unknown" if state == "unknown" else "repaired"
