@@ -7,6 +7,7 @@ from temporalio import activity
 from activities.errors import domain_errors
 from ledger.maintenance import Maintenance
 from ledger.models import from_ms
+from ledger.publication import Publications
 from threadwarden.failpoints import Failpoints
 from workflows import contracts as c
 
@@ -24,9 +25,15 @@ class MaintenanceActivities:
     """Begin, recovery, lane selection, binding bookkeeping, finish and failure rearm."""
 
     def __init__(
-        self, maintenance: Maintenance, *, failpoints: Failpoints, limits: PassLimits
+        self,
+        maintenance: Maintenance,
+        *,
+        publications: Publications,
+        failpoints: Failpoints,
+        limits: PassLimits,
     ) -> None:
         self._maintenance = maintenance
+        self._publications = publications
         self._failpoints = failpoints
         self._limits = limits
 
@@ -46,6 +53,7 @@ class MaintenanceActivities:
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
+        await self._publications.drain(step.host_id)  # bounded; failures persist a retry
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish_caught_up(
             step.host_id, step.epoch, step.now, generation=step.generation
@@ -99,6 +107,7 @@ class MaintenanceActivities:
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
+        await self._publications.drain(step.host_id)  # bounded; failures persist a retry
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish(
             step.host_id,

@@ -30,8 +30,10 @@ from workflows import decisions as d
 
 _LOCK_HOST = """
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
-       alarm_at
-  FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE
+       alarm_at,
+       (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
+         AS publication_due
+  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
 _HEADS = """
 SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
@@ -134,7 +136,7 @@ class Maintenance:
                 dirty=dirty,
                 processed=processed,
                 retry=retry_from_json(row["retry"]),
-                deadline=None,
+                deadline=_publication_deadline(row),
                 now=to_ms(now),
                 timing=self._timing,
                 generation=generation,
@@ -259,7 +261,7 @@ class Maintenance:
                 autonomous=is_autonomous(remaining),
                 progressed=progressed,
                 binding_delay=binding_delay,
-                deadline=None,
+                deadline=_publication_deadline(row),
                 now=now_ms,
                 jitter=jitter,
                 timing=self._timing,
@@ -308,7 +310,11 @@ class Maintenance:
                 timing=self._timing,
             )
             plan = d.plan_failure_alarm(
-                retry, dirty=dirty, deadline=None, now=now_ms, timing=self._timing
+                retry,
+                dirty=dirty,
+                deadline=_publication_deadline(row),
+                now=now_ms,
+                timing=self._timing,
             )
             await conn.execute(
                 "UPDATE threadwarden.hosts SET retry = $2, last_error = $3 WHERE host_id = $1",
@@ -344,6 +350,12 @@ class Maintenance:
             limit,
         )
         return [r["host_id"] for r in rows]
+
+
+def _publication_deadline(row: asyncpg.Record) -> int | None:
+    """The auxiliary deadline the alarm must honour: the next due publication retry."""
+    due = row["publication_due"]
+    return None if due is None else to_ms(due)
 
 
 def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms: int) -> int:

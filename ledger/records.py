@@ -52,6 +52,14 @@ async def insert_record(
         epoch,
         step,
     )
+    # Into the publication outbox, in the same transaction: published at least once.
+    await conn.execute(
+        "INSERT INTO threadwarden.publications (record_id, host_id, thread_id, sequence)"
+        " SELECT $1, host_id, thread_id, $2 FROM threadwarden.threads WHERE thread_id = $3",
+        record_id,
+        sequence,
+        thread_id,
+    )
     return HistoryRecord(
         sequence=int(sequence),
         record_id=record_id,

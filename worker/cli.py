@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     abort.add_argument("submission", type=_id("submission"))
     abort.add_argument("--json", action="store_true")
 
+    watch = sub.add_parser("watch", help="print a thread's records, then new ones live")
+    watch.add_argument("thread", type=_id("thread"))
+    watch.add_argument("--no-follow", action="store_true", help="print what is there and exit")
+    watch.add_argument("--json", action="store_true", help="one JSON record per line")
+
     status = sub.add_parser("status", help="show a thread's submissions or a host's state")
     which = status.add_mutually_exclusive_group(required=True)
     which.add_argument("--thread", type=_id("thread"))
@@ -124,6 +129,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
         return commands.resolve(settings, args, result)
     handlers: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
         "approve": commands.approve,
+        "watch": commands.watch,
         "deny": commands.deny,
         "abort": commands.abort,
         "demo": commands.demo,

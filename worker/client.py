@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any
 
 import asyncpg
@@ -15,8 +15,10 @@ from ledger.admission import Admissions
 from ledger.models import HostStatus, Receipt, ThreadStatus
 from ledger.operator import Operator, OperatorResult, Resolution
 from ledger.pool import create_pool
+from ledger.publication import NotifySink, Publications
 from ledger.status import StatusReader
 from threadwarden.failpoints import Failpoints
+from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import validate_id, validate_input
 from worker.runtime import Connections, connect_configured
@@ -35,8 +37,10 @@ class ThreadwardenClient:
         settings: Settings,
         *,
         failpoints: Failpoints | None = None,
+        sinks: Sequence[PublicationSink] = (),
     ) -> None:
         self._failpoints = failpoints or Failpoints()
+        self._publications = Publications(pool, [NotifySink(pool), *sinks])
         self._temporal = temporal
         self._settings = settings
         self._admissions = Admissions(
@@ -48,13 +52,18 @@ class ThreadwardenClient:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
-        cls, settings: Settings, connections: Connections, *, failpoints: Failpoints | None = None
+        cls,
+        settings: Settings,
+        connections: Connections,
+        *,
+        failpoints: Failpoints | None = None,
+        sinks: Sequence[PublicationSink] = (),
     ) -> AsyncIterator[ThreadwardenClient]:
         """A client for the ledger and Temporal named by ``connections``."""
         pool = await create_pool(connections.database_url, max_size=4)
         try:
             temporal = await connect_configured(settings, connections)
-            yield cls(pool, temporal, settings, failpoints=failpoints)
+            yield cls(pool, temporal, settings, failpoints=failpoints, sinks=sinks)
         finally:
             await pool.close()
 
@@ -131,8 +140,17 @@ class ThreadwardenClient:
         result = await mutation
         await self._failpoints.hit("maintenance:mutation:armed")
         await self.wake(result.host_id, reason="operator")
+        await self._publish_committed(result.host_id)
         await self._failpoints.hit("maintenance:mutation:after")
         return result
+
+    async def _publish_committed(self, host_id: str) -> None:
+        """Publish what the mutation recorded, best effort: a failure is logged, never raised
+        (the outbox keeps the records and the next pass retries)."""
+        try:
+            await self._publications.drain(host_id)
+        except Exception as error:  # the mutation already committed; it must not fail now
+            logger.warning("publication after a mutation on %s failed: %r", host_id, error)
 
     async def wake(self, host_id: str, reason: str = "mutation") -> None:
         """Signal-with-start the host; failures are logged, never raised (the sweeper covers)."""

@@ -22,6 +22,7 @@ from worker.runtime import connect_configured, running_worker, verify_search_att
 from worker.runtime import resolve as resolve_connections
 from worker.settings import Settings
 from worker.stack import embedded_stack
+from worker.watch import watch as watch_thread
 from workflows.host import SEARCH_ATTRIBUTES
 
 THREAD_STATUS_FIELDS = {
@@ -157,6 +158,13 @@ async def abort(settings: Settings, args: argparse.Namespace) -> int:
         result = await client.abort(args.submission)
     done = "abort requested for" if result.state == "running" else "aborted"
     return await _report(args, result, done)
+
+
+async def watch(settings: Settings, args: argparse.Namespace) -> int:
+    database_url = resolve_connections(settings).database_url
+    return await watch_thread(
+        database_url, args.thread, as_json=args.json, follow=not args.no_follow
+    )
 
 
 async def status(settings: Settings, args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -23,9 +23,11 @@ from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
 from ledger.migrations import verify
 from ledger.pool import create_pool
+from ledger.publication import NotifySink, Publications
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound, ThreadwardenError
 from threadwarden.failpoints import Failpoints
+from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
 from worker.embedded import read_endpoints
 from worker.settings import Settings
@@ -111,11 +113,13 @@ def build_worker(
     settings: Settings,
     registry: BindingRegistry,
     failpoints: Failpoints,
+    sinks: Sequence[PublicationSink] = (),
 ) -> Worker:
     """The Temporal worker with every workflow and activity of threadwarden."""
     maintenance = Maintenance(pool, settings.timing)
     steps = MaintenanceActivities(
         maintenance,
+        publications=Publications(pool, [NotifySink(pool), *sinks]),
         failpoints=failpoints,
         limits=PassLimits(
             yield_after_ms=settings.yield_after_ms,
@@ -176,10 +180,12 @@ async def running_worker(
     registry: BindingRegistry | None = None,
     *,
     failpoints: Failpoints | None = None,
+    sinks: Sequence[PublicationSink] = (),
 ) -> AsyncIterator[Worker]:
     """Verify schema and attributes, then run a worker (and the sweeper) until the block exits.
 
-    ``failpoints`` lets tests (threadwarden's and applications') inject faults into passes.
+    ``failpoints`` lets tests (threadwarden's and applications') inject faults into passes;
+    ``sinks`` are publication sinks besides the built-in Postgres NOTIFY one.
     """
     configure_tracing(settings)
     pool = await create_pool(connections.database_url, max_size=settings.pool_max_size)
@@ -189,7 +195,12 @@ async def running_worker(
         client = await connect_configured(settings, connections)
         await verify_search_attributes(client)
         worker = build_worker(
-            client, pool, settings, registry or default_registry(), failpoints or Failpoints()
+            client,
+            pool,
+            settings,
+            registry or default_registry(),
+            failpoints or Failpoints(),
+            sinks,
         )
         async with worker:
             await start_sweeper(client, settings.task_queue)

@@ -12,6 +12,7 @@ from ledger.admission import Admissions
 from ledger.attempts import Attempts, Claim
 from ledger.maintenance import BeginResult, Maintenance
 from ledger.operator import Operator
+from ledger.publication import Publications
 
 BINDINGS = {"echo": "digest-1"}
 """The one binding the ledger tests claim with."""
@@ -108,3 +109,8 @@ class Ledger:
             name: [dict(r) for r in await self.pool.fetch(sql, host_id)]
             for name, sql in tables.items()
         }
+
+
+async def publish(pool: asyncpg.Pool[Any], host_id: str) -> None:
+    """Drain the host's publication outbox, as the finish activities do before finishing."""
+    await Publications(pool, []).drain(host_id)

@@ -14,7 +14,7 @@ from ledger.maintenance import Maintenance
 from ledger.operator import Operator
 from ledger.records import insert_record
 from ledger.recovery import Recovery
-from tests.helpers.ledger import BINDINGS, Ledger, now
+from tests.helpers.ledger import BINDINGS, Ledger, now, publish
 from threadwarden.errors import StaleAttempt
 from workflows.decisions import Timing
 
@@ -133,6 +133,7 @@ async def test_recover_unknown_head_is_a_stable_wait_never_claimed(
     assert await ledger.maintenance.recover(ids, begun.epoch) == Recovery(unknown=1)
     assert await ledger.attempts.claim_head(ids, begun.epoch, ids, bindings=BINDINGS) is None
     assert (await ledger.maintenance.select_lane(ids, begun.epoch, now())).thread_id is None
+    await publish(ledger.pool, ids)  # the finish activity drains the outbox first
     report = await ledger.maintenance.finish(
         ids,
         begun.epoch,

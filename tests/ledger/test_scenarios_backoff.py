@@ -24,6 +24,7 @@ from ledger.attempts import Attempts
 from ledger.maintenance import BeginResult, Maintenance, Report
 from ledger.models import to_ms
 from ledger.pool import _init_connection, create_pool
+from tests.helpers.ledger import publish
 from workflows.decisions import Timing
 
 BINDINGS = {"echo": "digest-1"}
@@ -78,6 +79,7 @@ class Scene:
     async def finish(
         self, begun: BeginResult, now: int, *, progressed: bool, jitter: float
     ) -> Report:
+        await publish(self.pool, self.host_id)  # as the finish activity does first
         return await self.m.finish(
             self.host_id,
             begun.epoch,

@@ -22,6 +22,7 @@ from ledger.attempts import Attempts
 from ledger.maintenance import BeginResult, Maintenance, Report, Selection
 from ledger.models import to_ms
 from ledger.pool import create_pool
+from tests.helpers.ledger import publish
 from threadwarden.errors import BindingUnavailable
 from workflows.decisions import BindingRetry, Timing
 
@@ -170,6 +171,7 @@ async def _pass(
                 failed=run.binding_failure is not None,
                 now=now,
             )
+    await publish(maintenance._pool, host_id)  # the finish activity drains first
     run.report = await maintenance.finish(
         host_id,
         begun.epoch,

@@ -1,0 +1,30 @@
+"""Publication sinks: where threadwarden publishes canonical records, at least once.
+
+Every committed record enters an outbox; the maintenance pass (and every operator mutation)
+drains it through the worker's sinks. A sink that fails keeps its records in the outbox with a
+growing backoff; the host's alarm comes back for them. Sinks must tolerate duplicates.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class PublishedRecord:
+    """A canonical record as a sink receives it."""
+
+    thread_id: str
+    sequence: int
+    record_id: str
+    submission_id: str
+    kind: str
+    body: Any
+
+
+class PublicationSink(Protocol):
+    """Receives batches of records in thread/sequence order; raise to have them retried."""
+
+    name: str
+
+    async def publish(self, records: Sequence[PublishedRecord]) -> None: ...
