@@ -14,27 +14,9 @@ from ledger.attempts import Attempts, Claim
 from ledger.maintenance import Maintenance
 from ledger.models import from_ms, retry_to_json, to_ms
 from threadwarden.errors import StaleAttempt, StalePass
-from workflows.decisions import Retry, Timing
+from workflows.decisions import Retry
 
 BINDINGS = {"echo": "digest-1"}
-
-
-@pytest.fixture
-def maintenance(pool: asyncpg.Pool[Any]) -> Maintenance:
-    """Host-row pass steps with the default timing."""
-    return Maintenance(pool, Timing())
-
-
-@pytest.fixture
-def attempts(pool: asyncpg.Pool[Any]) -> Attempts:
-    """Claims and fenced writes with the default 30 s lease."""
-    return Attempts(pool, lease_ms=30_000)
-
-
-@pytest.fixture
-def admissions(pool: asyncpg.Pool[Any]) -> Admissions:
-    """Admissions with the default 50 ms alarm floor."""
-    return Admissions(pool, minimum_alarm_delay_ms=50)
 
 
 def _now() -> datetime:

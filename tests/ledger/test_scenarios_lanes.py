@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-import pytest
 
 from ledger.admission import Admissions, mark_dirty
 from ledger.attempts import Attempts
@@ -30,24 +29,6 @@ BINDINGS = {"echo": "digest-1"}
 UNBOUND = "ghost"  # no binding registered on this worker
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE, MIN_DELAY = 100, 50
-
-
-@pytest.fixture
-def maintenance(pool: asyncpg.Pool[Any]) -> Maintenance:
-    """Host-row pass steps with the default timing (base 100 ms, cap 5 s, floor 50 ms)."""
-    return Maintenance(pool, Timing())
-
-
-@pytest.fixture
-def attempts(pool: asyncpg.Pool[Any]) -> Attempts:
-    """Claims and fenced writes with the default 30 s lease."""
-    return Attempts(pool, lease_ms=30_000)
-
-
-@pytest.fixture
-def admissions(pool: asyncpg.Pool[Any]) -> Admissions:
-    """Admissions with the default 50 ms alarm floor."""
-    return Admissions(pool, minimum_alarm_delay_ms=MIN_DELAY)
 
 
 def _at(ms: int) -> datetime:

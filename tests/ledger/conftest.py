@@ -1,0 +1,31 @@
+"""Ledger repositories with default settings, on the test's fresh database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from ledger.admission import Admissions
+from ledger.attempts import Attempts
+from ledger.maintenance import Maintenance
+from workflows.decisions import Timing
+
+
+@pytest.fixture
+def maintenance(pool: asyncpg.Pool[Any]) -> Maintenance:
+    """Host-row pass steps with the default timing (base 100 ms, cap 5 s, floor 50 ms)."""
+    return Maintenance(pool, Timing())
+
+
+@pytest.fixture
+def attempts(pool: asyncpg.Pool[Any]) -> Attempts:
+    """Claims and fenced writes with the default 30 s lease."""
+    return Attempts(pool, lease_ms=30_000)
+
+
+@pytest.fixture
+def admissions(pool: asyncpg.Pool[Any]) -> Admissions:
+    """Admissions with the default 50 ms alarm floor."""
+    return Admissions(pool, minimum_alarm_delay_ms=50)
