@@ -16,6 +16,7 @@ from temporalio import activity
 from activities.context import AttemptContext, AttemptStop, Suspend, UnknownEffect, Yield
 from activities.errors import domain_errors
 from ledger.attempts import Attempts, Claim
+from ledger.projection import Projection
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
 from threadwarden.errors import (
     AbortRequested,
@@ -54,8 +55,10 @@ class AttemptActivities:
         *,
         lease_renew_ms: int,
         failpoints: Failpoints,
+        projection: Projection,
     ) -> None:
         self._failpoints = failpoints
+        self._projection = projection
         self._attempts = attempts
         self._registry = registry
         self._lease_renew_s = lease_renew_ms / 1000
@@ -107,7 +110,15 @@ class AttemptActivities:
     ) -> c.RunHeadResult:
         await self._failpoints.hit("settle")
         await self._attempts.settle(claim, outcome, result=result, reason=reason)
+        await self._apply_committed(claim.thread_id)
         return c.RunHeadResult(submission_id=claim.submission_id, outcome=outcome)
+
+    async def _apply_committed(self, thread_id: str) -> None:
+        """Refresh the thread's summary; best effort (the pass's backfill catches up)."""
+        try:
+            await self._projection.apply_committed(thread_id)
+        except Exception as error:  # a disposable projection never fails a settled attempt
+            activity.logger.warning("projection of %s failed: %r", thread_id, error)
 
     async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
         state: Literal["ready", "suspended", "unknown"] = (

@@ -1,5 +1,6 @@
 """The short, host-row steps of a maintenance pass (run as local activities)."""
 
+import asyncio
 from dataclasses import dataclass
 
 from temporalio import activity
@@ -7,6 +8,7 @@ from temporalio import activity
 from activities.errors import domain_errors
 from ledger.maintenance import Maintenance
 from ledger.models import from_ms
+from ledger.projection import Projection
 from ledger.publication import Publications
 from threadwarden.failpoints import Failpoints
 from workflows import contracts as c
@@ -19,6 +21,7 @@ class PassLimits:
     yield_after_ms: int = 600_000
     pass_deadline_ms: int = 840_000
     head_heartbeat_ms: int = 30_000
+    projection_timeout_ms: int = 30_000
 
 
 class MaintenanceActivities:
@@ -29,11 +32,13 @@ class MaintenanceActivities:
         maintenance: Maintenance,
         *,
         publications: Publications,
+        projection: Projection,
         failpoints: Failpoints,
         limits: PassLimits,
     ) -> None:
         self._maintenance = maintenance
         self._publications = publications
+        self._projection = projection
         self._failpoints = failpoints
         self._limits = limits
 
@@ -50,10 +55,23 @@ class MaintenanceActivities:
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
         )
 
+    async def _auxiliary(self, host_id: str) -> None:
+        """After the native opportunity: drain the publication outbox (a sink failure is
+        persisted, not raised) and backfill one projection batch under its timeout (a timeout
+        is silent; an error fails the pass)."""
+        await self._publications.drain(host_id)
+        await self._failpoints.hit("projection")
+        try:
+            await asyncio.wait_for(
+                self._projection.backfill(host_id), self._limits.projection_timeout_ms / 1000
+            )
+        except TimeoutError:
+            activity.logger.debug("projection backfill of %s timed out", host_id)
+
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
-        await self._publications.drain(step.host_id)  # bounded; failures persist a retry
+        await self._auxiliary(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish_caught_up(
             step.host_id, step.epoch, step.now, generation=step.generation
@@ -107,7 +125,7 @@ class MaintenanceActivities:
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
-        await self._publications.drain(step.host_id)  # bounded; failures persist a retry
+        await self._auxiliary(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish(
             step.host_id,

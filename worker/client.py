@@ -15,6 +15,7 @@ from ledger.admission import Admissions
 from ledger.models import HostStatus, Receipt, ThreadStatus
 from ledger.operator import Operator, OperatorResult, Resolution
 from ledger.pool import create_pool
+from ledger.projection import Projection, ThreadSummary
 from ledger.publication import NotifySink, Publications
 from ledger.status import StatusReader
 from threadwarden.failpoints import Failpoints
@@ -47,6 +48,7 @@ class ThreadwardenClient:
             pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
         )
         self._status = StatusReader(pool)
+        self._projection = Projection(pool)
         self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
 
     @classmethod
@@ -164,6 +166,11 @@ class ThreadwardenClient:
     async def thread_status(self, thread_id: str) -> ThreadStatus:
         validate_id("thread", thread_id)
         return await self._status.thread(thread_id)
+
+    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
+        """The projected summary of a thread (None until the projection reached it)."""
+        validate_id("thread", thread_id)
+        return await self._projection.summary(thread_id)
 
     async def host_status(self, host_id: str) -> HostStatus:
         validate_id("host", host_id)

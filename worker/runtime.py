@@ -23,6 +23,7 @@ from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
 from ledger.migrations import verify
 from ledger.pool import create_pool
+from ledger.projection import Projection
 from ledger.publication import NotifySink, Publications
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound, ThreadwardenError
@@ -120,11 +121,13 @@ def build_worker(
     steps = MaintenanceActivities(
         maintenance,
         publications=Publications(pool, [NotifySink(pool), *sinks]),
+        projection=Projection(pool),
         failpoints=failpoints,
         limits=PassLimits(
             yield_after_ms=settings.yield_after_ms,
             pass_deadline_ms=settings.pass_deadline_ms,
             head_heartbeat_ms=settings.lease_ms,
+            projection_timeout_ms=settings.projection_dispatch_timeout_ms,
         ),
     )
     attempts = AttemptActivities(
@@ -132,6 +135,7 @@ def build_worker(
         registry,
         lease_renew_ms=settings.lease_renew_ms,
         failpoints=failpoints,
+        projection=Projection(pool),
     )
     sweep = SweepActivities(
         maintenance,

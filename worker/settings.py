@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     """A head attempt yields at a committed boundary this long after its pass started."""
     pass_deadline_ms: int = Field(default=840_000, ge=2_000, le=3_600_000)
     """A pass still running this long after it started is cancelled and its retry recorded."""
+    projection_dispatch_timeout_ms: int = Field(default=30_000, ge=1, le=300_000)
+    """Bound of one projection backfill batch in a pass; a timeout is not a failure."""
     sweep_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
     sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
     max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)

@@ -1,0 +1,78 @@
+"""The thread-summary projection: last record and submissions per state, per thread.
+
+Disposable: `apply_committed` refreshes a thread after a commit (best effort) and the pass
+backfills, one bounded batch at a time, every thread whose summary is missing or behind its
+records. Nothing reads it to make a decision; it serves status and dashboards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from pydantic import BaseModel
+
+from ledger.pool import Connection
+
+BATCH = 50
+
+_REFRESH = """
+INSERT INTO threadwarden.thread_summaries (thread_id, host_id, last_sequence, last_kind, states)
+SELECT t.thread_id, t.host_id, t.next_record - 1,
+       (SELECT kind FROM threadwarden.records r
+         WHERE r.thread_id = t.thread_id AND r.sequence = t.next_record - 1),
+       COALESCE((SELECT jsonb_object_agg(state, n) FROM (
+                   SELECT state, count(*) AS n FROM threadwarden.submissions s
+                    WHERE s.thread_id = t.thread_id GROUP BY state) c), '{}'::jsonb)
+  FROM threadwarden.threads t WHERE t.thread_id = ANY($1::text[])
+ON CONFLICT (thread_id) DO UPDATE
+   SET last_sequence = EXCLUDED.last_sequence, last_kind = EXCLUDED.last_kind,
+       states = EXCLUDED.states, refreshed_at = clock_timestamp()
+"""
+_DUE = """
+SELECT t.thread_id FROM threadwarden.threads t
+  LEFT JOIN threadwarden.thread_summaries s USING (thread_id)
+ WHERE t.host_id = $1 AND (s.thread_id IS NULL OR s.last_sequence < t.next_record - 1)
+ ORDER BY t.thread_id LIMIT $2
+"""
+
+
+class ThreadSummary(BaseModel):
+    thread_id: str
+    last_sequence: int
+    last_kind: str | None
+    states: dict[str, int]
+
+
+async def refresh(conn: Connection, thread_ids: list[str]) -> None:
+    """Recompute the summaries of ``thread_ids`` from the ledger."""
+    await conn.execute(_REFRESH, thread_ids)
+
+
+class Projection:
+    """Keeps and backfills thread summaries."""
+
+    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+        self._pool = pool
+
+    async def apply_committed(self, thread_id: str) -> None:
+        """Refresh one thread right after a commit."""
+        async with self._pool.acquire() as conn:
+            await refresh(conn, [thread_id])
+
+    async def backfill(self, host_id: str) -> int:
+        """Refresh one batch of the host's stale threads; returns how many were refreshed."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            due = [r["thread_id"] for r in await conn.fetch(_DUE, host_id, BATCH)]
+            if due:
+                await refresh(conn, due)
+        return len(due)
+
+    async def summary(self, thread_id: str) -> ThreadSummary | None:
+        """The thread's summary, or None before it was projected."""
+        row = await self._pool.fetchrow(
+            "SELECT thread_id, last_sequence, last_kind, states"
+            "  FROM threadwarden.thread_summaries WHERE thread_id = $1",
+            thread_id,
+        )
+        return None if row is None else ThreadSummary(**dict(row))

@@ -1,0 +1,61 @@
+"""Projection: thread summaries kept after commits and backfilled by the pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from tests.helpers.checks import converged, say, settled
+from tests.helpers.polling import eventually
+from threadwarden.failpoints import Failpoints
+from worker.client import ThreadwardenClient
+
+
+async def test_projection_summary_follows_the_thread(
+    worker: None, client: ThreadwardenClient, ids: str
+) -> None:
+    for n in range(2):
+        await client.submit(ids, agent_id="scripted", input=say(f"#{n}"))
+    await settled(client, ids, 2)
+    summary = await eventually(
+        lambda: client.thread_summary(ids),
+        lambda s: s is not None and s.states == {"settled": 2},
+        what="summary of two settled submissions",
+    )
+    assert summary is not None
+    records = await client.records(ids)
+    assert (summary.last_sequence, summary.last_kind) == (records[-1]["sequence"], "settlement")
+
+
+async def test_projection_backfill_rebuilds_lost_summaries_in_a_pass(
+    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    await client.submit(ids, agent_id="scripted", input=say("hello"))
+    await settled(client, ids, 1)
+    await converged(client, ids)
+    await pool.execute("DELETE FROM threadwarden.thread_summaries")  # it is disposable
+    assert await client.thread_summary(ids) is None
+    await client.wake(ids)  # a caught-up pass backfills one batch
+    summary = await eventually(
+        lambda: client.thread_summary(ids), lambda s: s is not None, what="backfilled"
+    )
+    assert summary is not None and summary.states == {"settled": 1}
+
+
+async def test_scenario_33_projection_error_fails_the_pass_after_the_native_opportunity(
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
+) -> None:
+    failpoints.arm("projection", raise_error=RuntimeError("projection store down"), times=1)
+    failpoints.arm("maintenance:retry:after", pause=True)  # hold the failed pass's rearm
+    await client.submit(ids, agent_id="scripted", input=say("native work first"))
+    await failpoints.reached("maintenance:retry:after")
+    status = await client.thread_status(ids)  # the head ran before the backfill failed
+    assert [(s.state, s.outcome) for s in status.submissions] == [("settled", "completed")]
+    host = await client.host_status(ids)
+    assert host.last_error is not None and "projection store down" in host.last_error
+    assert host.retry is not None and host.retry.native_only is False
+    assert host.processed < host.dirty  # the failed pass acknowledged nothing
+    failpoints.release("maintenance:retry:after")
+    await converged(client, ids)
+    assert failpoints.hits["projection"] == 1
