@@ -10,6 +10,8 @@ from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
+from worker.runtime import Connections, running_worker
+from worker.settings import Settings
 
 
 async def test_projection_summary_follows_the_thread(
@@ -59,3 +61,23 @@ async def test_scenario_33_projection_error_fails_the_pass_after_the_native_oppo
     failpoints.release("maintenance:retry:after")
     await converged(client, ids)
     assert failpoints.hits["projection"] == 1
+
+
+async def test_scenario_33_a_slow_backfill_times_out_silently(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    quick = settings.model_copy(update={"projection_dispatch_timeout_ms": 200})
+    failpoints.arm("projection", pause=True)  # a backfill that never finishes by itself
+    async with running_worker(quick, connections, failpoints=failpoints):
+        try:
+            await client.submit(ids, agent_id="scripted", input=say("not held up"))
+            await settled(client, ids, 1)
+            host = await converged(client, ids)  # the passes succeeded despite the timeouts
+            assert host.last_error is None and host.retry is None
+            assert failpoints.hits["projection"] >= 1
+        finally:
+            failpoints.release_all()
