@@ -22,8 +22,8 @@ from tests.helpers.checks import (
     assert_settled_once,
     converged,
     host_row,
+    recorded_once,
     say,
-    settled,
     submission_rows,
 )
 from tests.helpers.polling import eventually
@@ -47,22 +47,6 @@ YIELDING = [
     {"sleep_ms": 1_500},
     {"say": "3"},
 ]
-
-
-async def recorded_once(
-    client: ThreadwardenClient, thread: str, outcomes: list[str]
-) -> list[dict[str, Any]]:
-    """All settled with ``outcomes`` in queue order; one settlement each; ids and epochs sane."""
-    status = await settled(client, thread, len(outcomes))
-    assert [s.outcome for s in status.submissions] == outcomes
-    records = await client.records(thread)
-    settlements = [r["submission_id"] for r in records if r["kind"] == "settlement"]
-    assert sorted(settlements) == sorted(s.submission_id for s in status.submissions)
-    assert len({r["record_id"] for r in records}) == len(records)
-    assert [r["sequence"] for r in records] == list(range(1, len(records) + 1))
-    epochs = [r["epoch"] for r in records]
-    assert epochs == sorted(epochs), f"record epochs out of order: {epochs}"
-    return records
 
 
 def messages(records: list[dict[str, Any]], submission_id: str | None = None) -> list[str]:

@@ -24,7 +24,13 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from ledger.models import HostStatus, SubmissionView
-from tests.helpers.checks import assert_settled_once, converged, host_row, say, settled
+from tests.helpers.checks import (
+    assert_settled_once,
+    converged,
+    host_row,
+    recorded_once,
+    say,
+)
 from tests.helpers.checks import submission_rows as rows_of
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
@@ -57,22 +63,6 @@ async def quiet(client: ThreadwardenClient, host: str) -> HostStatus:
         lambda h: h.processed == h.dirty and h.alarm_at is None,
         what=f"host {host} acknowledged with its alarm cleared",
     )
-
-
-async def recorded_once(
-    client: ThreadwardenClient, thread: str, outcomes: list[str]
-) -> list[dict[str, Any]]:
-    """All settled with ``outcomes`` in queue order; one settlement each; ids and epochs sane."""
-    status = await settled(client, thread, len(outcomes))
-    assert [s.outcome for s in status.submissions] == outcomes
-    records = await client.records(thread)
-    settlements = [r["submission_id"] for r in records if r["kind"] == "settlement"]
-    assert sorted(settlements) == sorted(s.submission_id for s in status.submissions)
-    assert len({r["record_id"] for r in records}) == len(records)
-    assert [r["sequence"] for r in records] == list(range(1, len(records) + 1))
-    epochs = [r["epoch"] for r in records]
-    assert epochs == sorted(epochs), f"record epochs out of order: {epochs}"
-    return records
 
 
 def kinds_of(records: list[dict[str, Any]], submission_id: str) -> list[str]:

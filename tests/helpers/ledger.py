@@ -13,6 +13,7 @@ from ledger.attempts import Attempts, Claim
 from ledger.maintenance import BeginResult, Maintenance
 from ledger.operator import Operator
 from ledger.publication import Publications
+from ledger.records import insert_record
 
 BINDINGS = {"echo": "digest-1"}
 """The one binding the ledger tests claim with."""
@@ -109,6 +110,22 @@ class Ledger:
             name: [dict(r) for r in await self.pool.fetch(sql, host_id)]
             for name, sql in tables.items()
         }
+
+
+async def append_settlement(ledger: Ledger, thread_id: str, submission_id: str, epoch: int) -> None:
+    """Write settlement step 2 (the record) without step 3 (finalize), as a crash would leave it."""
+    async with ledger.pool.acquire() as conn, conn.transaction():
+        await conn.execute(
+            "SELECT 1 FROM threadwarden.threads WHERE thread_id = $1 FOR UPDATE", thread_id
+        )
+        await insert_record(
+            conn,
+            thread_id=thread_id,
+            submission_id=submission_id,
+            kind="settlement",
+            body={"outcome": "completed", "result": {"answer": 42}, "reason": None},
+            epoch=epoch,
+        )
 
 
 async def publish(pool: asyncpg.Pool[Any], host_id: str) -> None:

@@ -15,9 +15,8 @@ from ledger.admission import Admissions
 from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
 from ledger.operator import Operator
-from ledger.records import insert_record
 from ledger.recovery import Recovery
-from tests.helpers.ledger import BINDINGS, Ledger, now
+from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now
 from threadwarden.errors import AbortRequested, NotFound, NotWaiting, StaleAttempt, StalePass
 from workflows.decisions import Timing
 
@@ -356,21 +355,6 @@ async def test_abort_of_a_settled_submission_changes_nothing(ledger: Ledger, ids
     assert await ledger.snapshot(ids) == before
 
 
-async def _append_settlement(ledger: Ledger, ids: str, submission: str, epoch: int) -> None:
-    async with ledger.pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            "SELECT 1 FROM threadwarden.threads WHERE thread_id = $1 FOR UPDATE", ids
-        )
-        await insert_record(
-            conn,
-            thread_id=ids,
-            submission_id=submission,
-            kind="settlement",
-            body={"outcome": "completed", "result": {"answer": 42}, "reason": None},
-            epoch=epoch,
-        )
-
-
 @pytest.mark.parametrize("appended", [False, True], ids=["reserved", "record-appended"])
 async def test_abort_of_a_terminalizing_submission_keeps_the_reserved_outcome(
     appended: bool, ledger: Ledger, ids: str
@@ -379,7 +363,7 @@ async def test_abort_of_a_terminalizing_submission_keeps_the_reserved_outcome(
     claim = await ledger.claim(ids)
     await ledger.attempts.reserve(claim, "completed", result={"answer": 42})
     if appended:
-        await _append_settlement(ledger, ids, submission, claim.epoch)
+        await append_settlement(ledger, ids, submission, claim.epoch)
 
     await ledger.operator.abort(submission)
     await ledger.lapse(submission)

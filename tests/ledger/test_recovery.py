@@ -12,9 +12,8 @@ from ledger.admission import Admissions
 from ledger.attempts import Attempts, Claim
 from ledger.maintenance import Maintenance
 from ledger.operator import Operator
-from ledger.records import insert_record
 from ledger.recovery import Recovery
-from tests.helpers.ledger import BINDINGS, Ledger, now, publish
+from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now, publish
 from threadwarden.errors import StaleAttempt
 from workflows.decisions import Timing
 
@@ -256,18 +255,7 @@ async def test_recover_finalizes_an_appended_settlement_without_a_second_record(
     claim = await ledger.claim(ids)
     await ledger.attempts.reserve(claim, "completed", result={"answer": 42})
     # Step 2 committed, step 3 (finalize) lost: the canonical record exists, the row lags.
-    async with ledger.pool.acquire() as conn, conn.transaction():
-        await conn.execute(
-            "SELECT 1 FROM threadwarden.threads WHERE thread_id = $1 FOR UPDATE", ids
-        )
-        await insert_record(
-            conn,
-            thread_id=ids,
-            submission_id=submission,
-            kind="settlement",
-            body={"outcome": "completed", "result": {"answer": 42}, "reason": None},
-            epoch=claim.epoch,
-        )
+    await append_settlement(ledger, ids, submission, claim.epoch)
     await ledger.lapse(submission)
     recorded = await ledger.settlements(submission)
 
