@@ -17,6 +17,7 @@ from activities.context import AttemptContext, AttemptStop, Suspend, UnknownEffe
 from activities.errors import domain_errors
 from ledger.attempts import Attempts, Claim
 from ledger.projection import Projection
+from ledger.publication import Publications
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
 from threadwarden.errors import (
     AbortRequested,
@@ -56,7 +57,9 @@ class AttemptActivities:
         lease_renew_ms: int,
         failpoints: Failpoints,
         projection: Projection,
+        publications: Publications,
     ) -> None:
+        self._publications = publications
         self._failpoints = failpoints
         self._projection = projection
         self._attempts = attempts
@@ -110,15 +113,17 @@ class AttemptActivities:
     ) -> c.RunHeadResult:
         await self._failpoints.hit("settle")
         await self._attempts.settle(claim, outcome, result=result, reason=reason)
-        await self._apply_committed(claim.thread_id)
+        await self._apply_committed(claim)
         return c.RunHeadResult(submission_id=claim.submission_id, outcome=outcome)
 
-    async def _apply_committed(self, thread_id: str) -> None:
-        """Refresh the thread's summary; best effort (the pass's backfill catches up)."""
+    async def _apply_committed(self, claim: Claim) -> None:
+        """Refresh the thread's summary and publish the attempt's records; best effort (the
+        pass's backfill and publication drain catch up)."""
         try:
-            await self._projection.apply_committed(thread_id)
+            await self._projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
-            activity.logger.warning("projection of %s failed: %r", thread_id, error)
+            activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)
+        await self._publications.publish_committed(claim.host_id)
 
     async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
         state: Literal["ready", "suspended", "unknown"] = (
@@ -130,6 +135,7 @@ class AttemptActivities:
         )
         activity.logger.info("attempt %s stops (%s): %s", claim.attempt_id, state, stop)
         await self._attempts.stop(claim, state)
+        await self._apply_committed(claim)
         return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:

@@ -15,7 +15,7 @@ from ledger.attempts import Attempts, Claim
 from ledger.records import HistoryRecord
 from threadwarden.bindings import ThreadRecord
 from threadwarden.errors import InvalidInput
-from threadwarden.validation import validate_input
+from threadwarden.validation import validate_id, validate_input
 
 RESERVED_KINDS = frozenset(
     {
@@ -25,6 +25,7 @@ RESERVED_KINDS = frozenset(
         "tool-resolution",
         "approval-requested",
         "approval-decision",
+        "message-sent",
     }
 )
 """Record kinds only threadwarden writes (through ``tool`` and ``request_approval``)."""
@@ -150,6 +151,35 @@ class AttemptContext:
             self._expect_new(step, "approval-requested")
             await self._write("approval-requested", {"reason": reason}, step, check_yield=False)
         raise Suspend(reason)
+
+    async def send_message(
+        self, thread_id: str, input: Any, *, agent_id: str, host_id: str | None = None
+    ) -> str:
+        validate_id("thread_id", thread_id)
+        validate_id("agent_id", agent_id)
+        if host_id is not None:
+            validate_id("host_id", host_id)
+        validate_input("input", input)
+        step = self._next()
+        sent = self._journal.get((step, "message-sent"))
+        if sent is None:
+            self._expect_new(step, "message-sent")
+            record = await self._attempts.send_message(
+                self._claim,
+                step=step,
+                thread_id=thread_id,
+                agent_id=agent_id,
+                input=input,
+                host_id=host_id,
+            )
+            self._journal[(step, "message-sent")] = record
+            self._last_committed = max(self._last_committed, step)
+            sent = record
+        elif (sent.body["to_thread"], sent.body["input"]) != (thread_id, input):
+            raise NonDeterministic(
+                f"step {step}", f"the committed message to {sent.body['to_thread']}", thread_id
+            )
+        return str(sent.body["message_id"])
 
     def _next(self) -> int:
         self._step += 1

@@ -2,15 +2,18 @@
 
 import asyncio
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from temporalio import activity
 
+from activities.auxiliary import host_deadline
 from activities.errors import domain_errors
 from ledger.maintenance import Maintenance
 from ledger.models import from_ms
 from ledger.projection import Projection
 from ledger.publication import Publications
 from threadwarden.failpoints import Failpoints
+from threadwarden.hosts import HostMaintenance, validate_allowance
 from workflows import contracts as c
 
 
@@ -35,7 +38,9 @@ class MaintenanceActivities:
         projection: Projection,
         failpoints: Failpoints,
         limits: PassLimits,
+        host: HostMaintenance | None = None,
     ) -> None:
+        self._host = host
         self._maintenance = maintenance
         self._publications = publications
         self._projection = projection
@@ -53,12 +58,30 @@ class MaintenanceActivities:
             yield_after_ms=self._limits.yield_after_ms,
             pass_deadline_ms=self._limits.pass_deadline_ms,
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
+            auxiliary=await self._auxiliary_plan(step.host_id),
         )
 
+    async def _auxiliary_plan(self, host_id: str) -> c.AuxiliaryPlan:
+        """What auxiliary work is due, and the host plug-in's allowance, validated now."""
+        due = await self._maintenance.auxiliary_due(host_id)
+        plan = c.AuxiliaryPlan(
+            publication_due=due.publication_due,
+            messages_due=due.message_due is not None and due.message_due <= datetime.now(UTC),
+            projection_due=due.projection_due is not None,
+            projection_timeout_ms=self._limits.projection_timeout_ms,
+            host_waves=self._host is not None,
+        )
+        if self._host is not None:
+            try:
+                plan.host_allowance_ms = validate_allowance(self._host.dispatch_timeout_ms)
+            except Exception as error:  # reported by the host fiber, after the native work
+                plan.host_allowance_error = str(error)
+        return plan
+
     async def _auxiliary(self, host_id: str) -> None:
-        """After the native opportunity: drain the publication outbox (a sink failure is
-        persisted, not raised) and backfill one projection batch under its timeout (a timeout
-        is silent; an error fails the pass)."""
+        """Auxiliary work for runs recorded before the workflow's auxiliary scope: drain the
+        publication outbox (a sink failure is persisted, not raised) and backfill one projection
+        batch under its timeout (a timeout is silent; an error fails the pass)."""
         await self._publications.drain(host_id)
         try:
             await asyncio.wait_for(
@@ -74,10 +97,15 @@ class MaintenanceActivities:
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
-        await self._auxiliary(step.host_id)
+        if not step.auxiliary_done:
+            await self._auxiliary(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish_caught_up(
-            step.host_id, step.epoch, step.now, generation=step.generation
+            step.host_id,
+            step.epoch,
+            step.now,
+            generation=step.generation,
+            extra_deadline=await host_deadline(self._host, step.host_id),
         )
         await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
@@ -128,7 +156,8 @@ class MaintenanceActivities:
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
-        await self._auxiliary(step.host_id)
+        if not step.auxiliary_done:
+            await self._auxiliary(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish(
             step.host_id,
@@ -138,6 +167,7 @@ class MaintenanceActivities:
             progressed=step.progressed,
             now=step.now,
             jitter=step.jitter,
+            extra_deadline=await host_deadline(self._host, step.host_id),
         )
         await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
@@ -154,6 +184,7 @@ class MaintenanceActivities:
             now=step.now,
             jitter=step.jitter,
             error=step.error,
+            extra_deadline=await host_deadline(self._host, step.host_id),
         )
         await self._failpoints.hit("maintenance:retry:after")
         return c.PassReport(**report.model_dump())

@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 import asyncpg
 from pydantic import BaseModel
 
+from ledger.messages import enqueue, message_id_for
 from ledger.models import STABLE_WAITS, Outcome
 from ledger.pool import Connection
 from ledger.records import HistoryRecord, insert_record, journal, settle_now
@@ -161,6 +162,53 @@ class Attempts:
                 epoch=claim.epoch,
                 step=step,
             )
+
+    async def send_message(
+        self,
+        claim: Claim,
+        *,
+        step: int,
+        thread_id: str,
+        agent_id: str,
+        input: Any,
+        host_id: str | None,
+    ) -> HistoryRecord:
+        """Record a ``message-sent`` step and put the message in the host's outbox, together.
+
+        The message id derives from the submission and the step, so a replayed step can
+        neither send twice nor lose its message.
+        """
+        message_id = message_id_for(claim.submission_id, step)
+        body = {
+            "message_id": message_id,
+            "to_thread": thread_id,
+            "to_host": host_id,
+            "agent_id": agent_id,
+            "input": input,
+        }
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _fence(conn, claim, states=("running",), honour_abort=True)
+            record = await insert_record(
+                conn,
+                thread_id=claim.thread_id,
+                submission_id=claim.submission_id,
+                kind="message-sent",
+                body=body,
+                epoch=claim.epoch,
+                step=step,
+            )
+            await enqueue(
+                conn,
+                message_id=message_id,
+                source_host_id=claim.host_id,
+                source_thread_id=claim.thread_id,
+                source_submission_id=claim.submission_id,
+                destination_thread_id=thread_id,
+                destination_host_id=host_id,
+                agent_id=agent_id,
+                input=input,
+            )
+        return record
 
     async def reserve(
         self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None

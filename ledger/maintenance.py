@@ -30,10 +30,21 @@ from workflows import decisions as d
 
 _LOCK_HOST = """
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
-       alarm_at,
-       (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
-         AS publication_due
+       alarm_at
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+"""
+_PROJECTION_STALE = """
+EXISTS (SELECT 1 FROM threadwarden.threads t
+          LEFT JOIN threadwarden.thread_summaries s USING (thread_id)
+         WHERE t.host_id = $1 AND (s.thread_id IS NULL OR s.last_sequence < t.next_record - 1))
+"""
+_AUXILIARY_DUE = f"""
+SELECT (SELECT min(not_before) FROM threadwarden.publications WHERE host_id = $1)
+         AS publication_due,
+       (SELECT min(not_before) FROM threadwarden.messages
+         WHERE source_host_id = $1 AND state = 'pending') AS message_due,
+       {_PROJECTION_STALE} AS projection_stale,
+       clock_timestamp() AS now
 """
 _HEADS = """
 SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
@@ -86,6 +97,34 @@ def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
     return False
 
 
+class AuxiliaryDue(BaseModel):
+    """The auxiliary deadlines of a host in the ledger (the host plug-in keeps its own)."""
+
+    publication_due: datetime | None
+    message_due: datetime | None
+    projection_due: datetime | None
+    """Now, while some thread summary is missing or behind its records."""
+
+    def earliest(self, extra: datetime | None = None) -> int | None:
+        """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
+        found = [
+            to_ms(t)
+            for t in (self.publication_due, self.message_due, self.projection_due, extra)
+            if t is not None
+        ]
+        return min(found) if found else None
+
+
+async def auxiliary_due(conn: Connection, host_id: str) -> AuxiliaryDue:
+    row = await conn.fetchrow(_AUXILIARY_DUE, host_id)
+    assert row is not None
+    return AuxiliaryDue(
+        publication_due=row["publication_due"],
+        message_due=row["message_due"],
+        projection_due=row["now"] if row["projection_stale"] else None,
+    )
+
+
 class Maintenance:
     """Host-row transactions for the pass steps."""
 
@@ -122,8 +161,19 @@ class Maintenance:
             nonterminal=int(row["nonterminal"]),
         )
 
+    async def auxiliary_due(self, host_id: str) -> AuxiliaryDue:
+        """What auxiliary work of the host is due, read without locks (a hint for the pass)."""
+        async with self._pool.acquire() as conn:
+            return await auxiliary_due(conn, host_id)
+
     async def finish_caught_up(
-        self, host_id: str, epoch: int, now: datetime, *, generation: int | None = None
+        self,
+        host_id: str,
+        epoch: int,
+        now: datetime,
+        *,
+        generation: int | None = None,
+        extra_deadline: datetime | None = None,
     ) -> Report:
         """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan.
 
@@ -136,7 +186,7 @@ class Maintenance:
                 dirty=dirty,
                 processed=processed,
                 retry=retry_from_json(row["retry"]),
-                deadline=_publication_deadline(row),
+                deadline=(await auxiliary_due(conn, host_id)).earliest(extra_deadline),
                 now=to_ms(now),
                 timing=self._timing,
                 generation=generation,
@@ -238,6 +288,7 @@ class Maintenance:
         progressed: bool,
         now: datetime,
         jitter: float,
+        extra_deadline: datetime | None = None,
     ) -> Report:
         """Acknowledge only the observed generation; keep the alarm while work remains."""
         now_ms = to_ms(now)
@@ -261,7 +312,7 @@ class Maintenance:
                 autonomous=is_autonomous(remaining),
                 progressed=progressed,
                 binding_delay=binding_delay,
-                deadline=_publication_deadline(row),
+                deadline=(await auxiliary_due(conn, host_id)).earliest(extra_deadline),
                 now=now_ms,
                 jitter=jitter,
                 timing=self._timing,
@@ -295,6 +346,7 @@ class Maintenance:
         now: datetime,
         jitter: float,
         error: str,
+        extra_deadline: datetime | None = None,
     ) -> Report:
         """Record the durable backoff of a failed pass and set its alarm."""
         now_ms = to_ms(now)
@@ -312,7 +364,7 @@ class Maintenance:
             plan = d.plan_failure_alarm(
                 retry,
                 dirty=dirty,
-                deadline=_publication_deadline(row),
+                deadline=(await auxiliary_due(conn, host_id)).earliest(extra_deadline),
                 now=now_ms,
                 timing=self._timing,
             )
@@ -350,12 +402,6 @@ class Maintenance:
             limit,
         )
         return [r["host_id"] for r in rows]
-
-
-def _publication_deadline(row: asyncpg.Record) -> int | None:
-    """The auxiliary deadline the alarm must honour: the next due publication retry."""
-    due = row["publication_due"]
-    return None if due is None else to_ms(due)
 
 
 def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms: int) -> int:

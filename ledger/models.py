@@ -57,6 +57,9 @@ class SubmissionView(BaseModel):
     waiting_for: WaitingFor | None = None
     """What the submission waits for: a person's approval, an operator's decision on an
     unknown side effect, or a compatible binding."""
+    source_thread_id: str | None = None
+    """Set when the submission was accepted from another thread's message."""
+    source_message_id: str | None = None
 
 
 class ThreadStatus(BaseModel):

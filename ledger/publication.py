@@ -58,6 +58,30 @@ class Publications:
     def __init__(self, pool: asyncpg.Pool[Any], sinks: Sequence[PublicationSink]) -> None:
         self._pool = pool
         self._sinks = list(sinks)
+        self._required = [s.name for s in self._sinks if getattr(s, "required", False)]
+
+    @property
+    def gating(self) -> bool:
+        """Some sink is required: unpublished records hold back native work."""
+        return bool(self._required)
+
+    async def gate(self, host_id: str) -> datetime | None:
+        """While a required sink has unpublished records of the host: when they are next due.
+
+        None when no sink is required or everything is published.
+        """
+        if not self._required:
+            return None
+        async with self._pool.acquire() as conn:
+            return await pending_deadline(conn, host_id)
+
+    async def publish_committed(self, host_id: str) -> None:
+        """After a committed mutation: publish what it recorded, best effort. A failure is
+        logged, never raised (the outbox keeps the records and the next pass retries)."""
+        try:
+            await self.drain(host_id)
+        except Exception as error:  # the mutation already committed; it must not fail now
+            logger.warning("publication after a mutation on %s failed: %r", host_id, error)
 
     async def drain(self, host_id: str) -> int:
         """Publish one batch of due records; on a sink failure back them off. Returns how many

@@ -34,7 +34,8 @@ class StatusReader:
             if host_id is None:
                 raise NotFound(f"thread: no thread {thread_id!r}")
             rows = await conn.fetch(
-                "SELECT submission_id, sequence, state, outcome, agent_id, attempts, epoch, reason"
+                "SELECT submission_id, sequence, state, outcome, agent_id, attempts, epoch, reason,"
+                "       source_thread_id, source_message_id"
                 "  FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence",
                 thread_id,
             )

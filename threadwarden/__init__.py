@@ -24,6 +24,8 @@ from threadwarden.errors import (
     StalePass,
     ThreadwardenError,
 )
+from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance
+from threadwarden.publication import PublicationSink, PublishedRecord
 
 __all__ = [
     "AttemptContext",
@@ -33,11 +35,15 @@ __all__ = [
     "BindingUnavailable",
     "Completed",
     "Failed",
+    "HostAllowanceInvalid",
+    "HostMaintenance",
     "HostMismatch",
     "IdempotencyConflict",
     "InvalidInput",
     "NotFound",
     "Outcome",
+    "PublicationSink",
+    "PublishedRecord",
     "SchemaVersionMismatch",
     "StaleAttempt",
     "StalePass",

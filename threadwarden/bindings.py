@@ -104,6 +104,20 @@ class AttemptContext(Protocol):
         """Wait for a person: the submission is suspended until approved (returns) or denied."""
         ...
 
+    async def send_message(
+        self, thread_id: str, input: Any, *, agent_id: str, host_id: str | None = None
+    ) -> str:
+        """Send ``input`` to another thread as a new submission for ``agent_id``; returns the
+        message id.
+
+        The message is committed with this step (a ``message-sent`` record) and delivered at
+        least once by the host's maintenance pass; the destination accepts it at most once, and
+        its submission links back to this thread. ``host_id`` places a new destination thread
+        on that host (by default the thread is its own host). On a re-run the committed step
+        returns the same message id and nothing is sent again.
+        """
+        ...
+
     def heartbeat(self) -> None:
         """Tell threadwarden the attempt is alive (long handlers should call it now and then)."""
         ...

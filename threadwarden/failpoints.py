@@ -23,7 +23,7 @@ PASS_PHASES = ("dirty", "mutation", "ensure", "begin", "select", "binding-retry"
 LOCATIONS: frozenset[str] = frozenset(
     {f"maintenance:{phase}:{edge}" for phase in PASS_PHASES for edge in ("before", "after")}
     | {"maintenance:mutation:armed", "maintenance:mutation:finished", "claim", "settle"}
-    | {"projection"}
+    | {"projection", "delivery:accept"}
 )
 """Every location threadwarden hits; arming anything else is an error (a typo would never fire)."""
 

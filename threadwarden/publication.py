@@ -23,7 +23,13 @@ class PublishedRecord:
 
 
 class PublicationSink(Protocol):
-    """Receives batches of records in thread/sequence order; raise to have them retried."""
+    """Receives batches of records in thread/sequence order; raise to have them retried.
+
+    A sink may also set ``required = True``: its records must be published before dependent
+    native work runs. While any record of a host is unpublished, that host's passes run no
+    recovery and no attempt (they keep draining, and rearm at the earlier of the native
+    fallback and the next publication retry).
+    """
 
     name: str
 

@@ -12,6 +12,7 @@ from temporalio.client import Client
 
 from activities.wake import wake_host
 from ledger.admission import Admissions
+from ledger.messages import Message, Messages
 from ledger.models import HostStatus, Receipt, ThreadStatus
 from ledger.operator import Operator, OperatorResult, Resolution
 from ledger.pool import create_pool
@@ -48,6 +49,7 @@ class ThreadwardenClient:
             pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
         )
         self._status = StatusReader(pool)
+        self._messages = Messages(pool, self._admissions)
         self._projection = Projection(pool)
         self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
 
@@ -142,17 +144,9 @@ class ThreadwardenClient:
         result = await mutation
         await self._failpoints.hit("maintenance:mutation:armed")
         await self.wake(result.host_id, reason="operator")
-        await self._publish_committed(result.host_id)
+        await self._publications.publish_committed(result.host_id)
         await self._failpoints.hit("maintenance:mutation:after")
         return result
-
-    async def _publish_committed(self, host_id: str) -> None:
-        """Publish what the mutation recorded, best effort: a failure is logged, never raised
-        (the outbox keeps the records and the next pass retries)."""
-        try:
-            await self._publications.drain(host_id)
-        except Exception as error:  # the mutation already committed; it must not fail now
-            logger.warning("publication after a mutation on %s failed: %r", host_id, error)
 
     async def wake(self, host_id: str, reason: str = "mutation") -> None:
         """Signal-with-start the host; failures are logged, never raised (the sweeper covers)."""
@@ -175,6 +169,11 @@ class ThreadwardenClient:
     async def host_status(self, host_id: str) -> HostStatus:
         validate_id("host", host_id)
         return await self._status.host(host_id)
+
+    async def messages_sent(self, thread_id: str) -> list[Message]:
+        """Messages the thread sent to other threads, with their delivery state."""
+        validate_id("thread", thread_id)
+        return await self._messages.sent_by(thread_id)
 
     async def records(self, thread_id: str) -> list[dict[str, Any]]:
         validate_id("thread", thread_id)

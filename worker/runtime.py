@@ -17,10 +17,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.attempt import AttemptActivities
+from activities.auxiliary import AuxiliaryActivities
 from activities.maintenance import MaintenanceActivities, PassLimits
 from activities.sweep import SweepActivities
+from ledger.admission import Admissions
 from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
+from ledger.messages import Messages
 from ledger.migrations import verify
 from ledger.pool import create_pool
 from ledger.projection import Projection
@@ -28,6 +31,7 @@ from ledger.publication import NotifySink, Publications
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound, ThreadwardenError
 from threadwarden.failpoints import Failpoints
+from threadwarden.hosts import HostMaintenance
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
 from worker.embedded import read_endpoints
@@ -115,13 +119,28 @@ def build_worker(
     registry: BindingRegistry,
     failpoints: Failpoints,
     sinks: Sequence[PublicationSink] = (),
+    host: HostMaintenance | None = None,
 ) -> Worker:
     """The Temporal worker with every workflow and activity of threadwarden."""
     maintenance = Maintenance(pool, settings.timing)
+    publications = Publications(pool, [NotifySink(pool), *sinks])
+    admissions = Admissions(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
+    auxiliary = AuxiliaryActivities(
+        publications=publications,
+        messages=Messages(pool, admissions),
+        projection=Projection(pool),
+        host=host,
+        client=client,
+        task_queue=settings.task_queue,
+        failpoints=failpoints,
+        claim_timeout_ms=settings.message_claim_timeout_ms,
+        projection_timeout_ms=settings.projection_dispatch_timeout_ms,
+    )
     steps = MaintenanceActivities(
         maintenance,
-        publications=Publications(pool, [NotifySink(pool), *sinks]),
+        publications=publications,
         projection=Projection(pool),
+        host=host,
         failpoints=failpoints,
         limits=PassLimits(
             yield_after_ms=settings.yield_after_ms,
@@ -136,6 +155,7 @@ def build_worker(
         lease_renew_ms=settings.lease_renew_ms,
         failpoints=failpoints,
         projection=Projection(pool),
+        publications=publications,
     )
     sweep = SweepActivities(
         maintenance,
@@ -161,6 +181,10 @@ def build_worker(
             steps.rearm_failure,
             steps.record_binding_result,
             attempts.run_head,
+            auxiliary.drain_publications,
+            auxiliary.deliver_messages,
+            auxiliary.host_wave,
+            auxiliary.backfill_projection,
             sweep.sweep,
         ],
     )
@@ -185,11 +209,13 @@ async def running_worker(
     *,
     failpoints: Failpoints | None = None,
     sinks: Sequence[PublicationSink] = (),
+    host: HostMaintenance | None = None,
 ) -> AsyncIterator[Worker]:
     """Verify schema and attributes, then run a worker (and the sweeper) until the block exits.
 
     ``failpoints`` lets tests (threadwarden's and applications') inject faults into passes;
-    ``sinks`` are publication sinks besides the built-in Postgres NOTIFY one.
+    ``sinks`` are publication sinks besides the built-in Postgres NOTIFY one; ``host`` is the
+    application's host-wave plug-in (see `threadwarden.hosts`).
     """
     configure_tracing(settings)
     pool = await create_pool(connections.database_url, max_size=settings.pool_max_size)
@@ -205,6 +231,7 @@ async def running_worker(
             registry or default_registry(),
             failpoints or Failpoints(),
             sinks,
+            host,
         )
         async with worker:
             await start_sweeper(client, settings.task_queue)

@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     """A pass still running this long after it started is cancelled and its retry recorded."""
     projection_dispatch_timeout_ms: int = Field(default=30_000, ge=1, le=300_000)
     """Bound of one projection backfill batch in a pass; a timeout is not a failure."""
+    message_claim_timeout_ms: int = Field(default=30_000, ge=100, le=600_000)
+    """How long one delivery claim of a message between threads may take before its
+    retry is persisted (and an abandoned claim comes due again)."""
     sweep_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
     sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
     max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)

@@ -23,6 +23,10 @@ FINISH_CAUGHT_UP = "finish_caught_up"
 REARM_FAILURE = "rearm_failure"
 RECORD_BINDING_RESULT = "record_binding_result"
 SWEEP = "sweep"
+DRAIN_PUBLICATIONS = "drain_publications"
+DELIVER_MESSAGES = "deliver_messages"
+HOST_WAVE = "host_wave"
+BACKFILL_PROJECTION = "backfill_projection"
 
 PassOutcome = Literal["caught-up", "actionable", "failed"]
 
@@ -67,6 +71,24 @@ class BeginPassInput(BaseModel):
     now: datetime
 
 
+class AuxiliaryPlan(BaseModel):
+    """The auxiliary work of one pass, as begin found it."""
+
+    publication_due: datetime | None = None
+    """The earliest unpublished record's next attempt."""
+    messages_due: bool = False
+    """A message of this host is due for delivery."""
+    projection_due: bool = False
+    """Some thread summary of this host is missing or behind its records."""
+    projection_timeout_ms: int = 30_000
+    host_waves: bool = False
+    """The worker carries a host plug-in."""
+    host_allowance_ms: int | None = None
+    """The plug-in's validated whole-wave allowance."""
+    host_allowance_error: str | None = None
+    """Why the declared allowance is invalid (the host fiber fails with it)."""
+
+
 class BeginPassResult(BaseModel):
     epoch: int
     generation: int
@@ -80,6 +102,8 @@ class BeginPassResult(BaseModel):
     head_heartbeat_ms: int = 30_000
     """Heartbeat timeout of the head attempt: the attempt lease, so a dead worker is noticed
     when its lease lapses."""
+    auxiliary: AuxiliaryPlan | None = None
+    """What auxiliary work is due (None from workers that predate the auxiliary scope)."""
 
 
 class PassStepInput(BaseModel):
@@ -135,6 +159,8 @@ class BindingResultResult(BaseModel):
 
 
 class FinishPassInput(PassStepInput):
+    auxiliary_done: bool = False
+    """The workflow already ran the auxiliary work (else the step does, as older runs expect)."""
     generation: int
     stalls: int
     progressed: bool
@@ -144,6 +170,8 @@ class FinishPassInput(PassStepInput):
 
 class FinishCaughtUpInput(PassStepInput):
     now: datetime
+    auxiliary_done: bool = False
+    """The workflow already ran the auxiliary work (else the step does, as older runs expect)."""
     generation: int | None = None
     """The generation begin observed (None in histories recorded before it was passed)."""
 
@@ -156,6 +184,38 @@ class RearmFailureInput(PassStepInput):
     error: str
 
 
+class PublicationResult(BaseModel):
+    published: int
+    pending: datetime | None
+    """Set while a required sink still has unpublished records: native work waits."""
+
+
+class DeliverInput(BaseModel):
+    host_id: str
+    dispatch_until: datetime
+
+
+class DeliverResult(BaseModel):
+    delivered: int = 0
+    retried: int = 0
+    rejected: int = 0
+
+
+class HostWaveInput(BaseModel):
+    host_id: str
+    dispatch_until: datetime
+    allowance_ms: int
+
+
+class HostWaveResult(BaseModel):
+    more: bool
+
+
+class BackfillResult(BaseModel):
+    refreshed: int = 0
+    timed_out: bool = False
+
+
 class PassReport(BaseModel):
     """What the finish step wrote: the host's visible state after the pass."""
 
@@ -166,6 +226,8 @@ class PassReport(BaseModel):
     alarm_at: datetime | None
     progressed: bool = False
     """The pass settled a submission or repaired one: more work may be ready right away."""
+    host_timed_out: bool = False
+    """The host plug-in's running wave outlived its join bound and was cancelled."""
 
 
 class SweeperInput(BaseModel):

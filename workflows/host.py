@@ -21,6 +21,9 @@ SEVERAL_PASSES_PER_RUN = "several-passes-per-run"
 """Patch marker: a run loops passes instead of continuing as new after each one."""
 PASS_DEADLINE_AND_BINDING_RETRIES = "pass-deadline-and-binding-retries"
 """Patch marker: passes are bounded by the pass deadline and record binding retries."""
+AUXILIARY_SCOPE = "auxiliary-scope"
+"""Patch marker: auxiliary work runs as concurrent activities beside the native work, and a
+required publication gates it."""
 MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""
 FAILURE_FALLBACK = timedelta(seconds=5)
@@ -68,11 +71,14 @@ class HostWorkflow:
         # Runs recorded before this marker did exactly one pass each; they must keep replaying.
         several_passes = workflow.patched(SEVERAL_PASSES_PER_RUN)
         bounded = workflow.patched(PASS_DEADLINE_AND_BINDING_RETRIES)
+        auxiliary = bounded and workflow.patched(AUXILIARY_SCOPE)
         for passes_in_run in range(1, MAX_PASSES_PER_RUN + 1):
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
             self._set_phase("pass")
-            report = await MaintenancePass(self._host_id, bounded=bounded).run()
+            report = await MaintenancePass(
+                self._host_id, bounded=bounded, auxiliary=auxiliary
+            ).run()
             self._passes += 1
             self._last = report
             self._publish(report)

@@ -17,6 +17,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 from workflows import contracts as c
+from workflows.auxiliary import AuxiliaryScope
 
 T = TypeVar("T")
 
@@ -45,14 +46,16 @@ class PassDeadline(Exception):
 
 
 class MaintenancePass:
-    """Runs one pass of ``host_id``; ``bounded`` enables the pass deadline and binding retries.
+    """Runs one pass of ``host_id``; ``bounded`` enables the pass deadline and binding retries,
+    ``auxiliary`` the concurrent auxiliary scope and the publication gate.
 
-    Histories recorded before those existed replay with ``bounded=False``.
+    Histories recorded before those existed replay with them off.
     """
 
-    def __init__(self, host_id: str, *, bounded: bool) -> None:
+    def __init__(self, host_id: str, *, bounded: bool, auxiliary: bool = False) -> None:
         self._host_id = host_id
         self._bounded = bounded
+        self._auxiliary = auxiliary
         self._native_only = False
 
     async def run(self) -> c.PassReport | None:
@@ -101,6 +104,8 @@ class MaintenancePass:
     async def _body(
         self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
     ) -> c.PassReport:
+        if self._auxiliary and begin.auxiliary is not None:
+            return await self._scoped_body(step, begin, begin.auxiliary, started)
         if begin.caught_up:
             return await _step(
                 c.FINISH_CAUGHT_UP,
@@ -124,6 +129,58 @@ class MaintenancePass:
             ),
             c.PassReport,
         )
+
+    async def _scoped_body(
+        self,
+        step: c.PassStepInput,
+        begin: c.BeginPassResult,
+        plan: c.AuxiliaryPlan,
+        started: datetime,
+    ) -> c.PassReport:
+        """Brief §3.5 (b)–(e): auxiliary work beside the native work, the publication gate,
+        then the caught-up (or publication-blocked) finish or the native path."""
+        scope = AuxiliaryScope(step, plan, started + timedelta(milliseconds=begin.pass_deadline_ms))
+        scope.start()
+        try:
+            blocked = False
+            due = plan.publication_due
+            if not begin.caught_up or (due is not None and due <= workflow.now()):
+                publication = await _step(c.DRAIN_PUBLICATIONS, step, c.PublicationResult)
+                blocked = publication.pending is not None
+            if begin.caught_up or blocked:
+                await scope.finish()
+                report = await _step(
+                    c.FINISH_CAUGHT_UP,
+                    c.FinishCaughtUpInput(
+                        **step.model_dump(),
+                        now=workflow.now(),
+                        generation=begin.generation,
+                        auxiliary_done=True,
+                    ),
+                    c.PassReport,
+                )
+            else:
+                self._native_only = True
+                progressed = await self._native(step, begin, started)
+                self._native_only = False
+                await scope.finish()
+                report = await _step(
+                    c.FINISH_PASS,
+                    c.FinishPassInput(
+                        **step.model_dump(),
+                        auxiliary_done=True,
+                        generation=begin.generation,
+                        stalls=begin.stalls,
+                        progressed=progressed,
+                        now=workflow.now(),
+                        jitter=workflow.random().random(),
+                    ),
+                    c.PassReport,
+                )
+        finally:
+            await scope.close()
+        report.host_timed_out = scope.host_timed_out
+        return report
 
     async def _native(
         self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime

@@ -1,0 +1,138 @@
+"""The auxiliary scope of a pass: work that shares the host's alarm besides the native attempt.
+
+Started right after begin, beside the native work: message delivery (bounded by each claim's
+own deadline), the host plug-in's waves (bounded by its declared allowance) and one projection
+backfill batch (bounded by the projection timeout). `finish` is the brief's ``finishAuxiliary``:
+it closes admission of new waves, joins the running wave for at most min(allowance, time left
+before ``dispatch_until``) and cancels it after that (not a failure), then joins the rest; the
+first failure fails the pass, which by then has had its native opportunity. `close` cancels
+whatever is left (the pass failed or hit its deadline).
+"""
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from datetime import datetime, timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ActivityCancellationType
+
+from workflows import contracts as c
+
+ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
+AUX_HEARTBEAT = timedelta(seconds=10)
+"""Heartbeat timeout of delivery and host waves: a dead worker is noticed this fast."""
+AUX_GRACE = timedelta(seconds=10)
+"""Start-to-close slack beyond each auxiliary activity's own bound."""
+MIN_JOIN = timedelta(milliseconds=1)
+
+
+class AuxiliaryScope:
+    """The auxiliary work of one pass, as concurrent activities."""
+
+    def __init__(
+        self, step: c.PassStepInput, plan: c.AuxiliaryPlan, dispatch_until: datetime
+    ) -> None:
+        self._step = step
+        self._plan = plan
+        self._dispatch_until = dispatch_until
+        self._source_finished = False
+        self._host: asyncio.Task[None] | None = None
+        self._others: list[asyncio.Task[None]] = []
+        self.host_timed_out = False
+
+    def start(self) -> None:
+        """Fork the due work; nothing here can fail the pass before its native opportunity."""
+        if self._plan.host_waves:
+            self._host = self._fork(self._host_waves())
+        if self._plan.messages_due:
+            self._others.append(self._fork(self._deliver()))
+        if self._plan.projection_due:
+            self._others.append(self._fork(self._backfill()))
+
+    async def finish(self) -> None:
+        """Close wave admission, join the host bounded, join the rest; the first failure
+        raises (after every task is done or cancelled)."""
+        self._source_finished = True
+        if self._host is not None and not self._host.done():
+            allowance = timedelta(milliseconds=self._plan.host_allowance_ms or 1)
+            left = max(self._dispatch_until - workflow.now(), MIN_JOIN)
+            bound = min(allowance, left).total_seconds()
+            done, _ = await workflow.wait([self._host], timeout=bound)
+            if not done:
+                workflow.logger.info("host waves of %s cut off at their bound", self._step.host_id)
+                self.host_timed_out = True
+                await _cancelled(self._host)
+                self._host = None
+        for task in [*([self._host] if self._host else []), *self._others]:
+            await task
+
+    async def close(self) -> None:
+        """Cancel every auxiliary task still running (the pass is over)."""
+        for task in [*([self._host] if self._host else []), *self._others]:
+            if not task.done():
+                await _cancelled(task)
+
+    @staticmethod
+    def _fork(work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        return asyncio.ensure_future(work)
+
+    async def _host_waves(self) -> None:
+        if self._plan.host_allowance_error is not None:
+            raise ApplicationError(
+                self._plan.host_allowance_error, type="HostAllowanceInvalid", non_retryable=True
+            )
+        assert self._plan.host_allowance_ms is not None
+        allowance = timedelta(milliseconds=self._plan.host_allowance_ms)
+        first = True
+        # One initial wave always; further waves only while the native work runs.
+        while first or not self._source_finished:
+            if workflow.now() + allowance > self._dispatch_until:
+                return  # the wave would not fit before dispatch_until
+            first = False
+            result = await workflow.execute_activity(
+                c.HOST_WAVE,
+                c.HostWaveInput(
+                    host_id=self._step.host_id,
+                    dispatch_until=self._dispatch_until,
+                    allowance_ms=self._plan.host_allowance_ms,
+                ),
+                result_type=c.HostWaveResult,
+                start_to_close_timeout=max(self._dispatch_until - workflow.now(), allowance)
+                + AUX_GRACE,
+                heartbeat_timeout=AUX_HEARTBEAT,
+                retry_policy=ONE_ATTEMPT,
+                cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            )
+            if not result.more:
+                return
+
+    async def _deliver(self) -> None:
+        await workflow.execute_activity(
+            c.DELIVER_MESSAGES,
+            c.DeliverInput(host_id=self._step.host_id, dispatch_until=self._dispatch_until),
+            result_type=c.DeliverResult,
+            start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN) + AUX_GRACE,
+            heartbeat_timeout=AUX_HEARTBEAT,
+            retry_policy=ONE_ATTEMPT,
+            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+        )
+
+    async def _backfill(self) -> None:
+        await workflow.execute_local_activity(
+            c.BACKFILL_PROJECTION,
+            c.PassStepInput(host_id=self._step.host_id, epoch=self._step.epoch),
+            result_type=c.BackfillResult,
+            start_to_close_timeout=timedelta(milliseconds=self._plan.projection_timeout_ms)
+            + AUX_GRACE,
+            retry_policy=ONE_ATTEMPT,
+        )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
