@@ -58,14 +58,17 @@ class Failpoints:
         raise_error: BaseException | None = None,
         pause: bool = False,
         times: int | None = None,
+        observe: bool = False,
     ) -> None:
-        """Arm ``location``: raise (``FailpointError`` unless ``raise_error``), or pause.
+        """Arm ``location``: raise (``FailpointError`` unless ``raise_error``), or pause, or
+        (``observe``) only count its hits in `hits`.
 
         ``times`` limits how often it fires (None: until disarmed).
         """
         if location not in LOCATIONS:
             raise InvalidInput("location", f"one of {sorted(LOCATIONS)}", location)
-        error = raise_error if raise_error is not None or pause else FailpointError(location)
+        fails = raise_error is None and not pause and not observe
+        error = FailpointError(location) if fails else raise_error
         self._armed[location] = _Armed(error=error, pause=pause, times=times)
 
     def disarm(self, location: str) -> None:

@@ -2,7 +2,9 @@
 every path deterministically.
 
 Steps: ``{"say": text}``, ``{"tool": name, "args": {...}, "side_effect": bool}``,
-``{"approval": reason}``, ``{"fail": message}``, ``{"sleep_ms": n}``.
+``{"approval": reason}``, ``{"fail": message}``, ``{"sleep_ms": n}``, and
+``{"send": {"thread": id, "input": value, "agent": id, "host": id}}`` (a message to another
+thread; ``agent`` defaults to ``scripted``, ``host`` to the destination's own).
 """
 
 import asyncio
@@ -10,9 +12,11 @@ from typing import Any
 
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.errors import InvalidInput
+from threadwarden.validation import validate_id
 
 SCRIPTED_AGENT_ID = "scripted"
 SCRIPTED_DIGEST = "scripted-v1"
+STEP_KINDS = "say, tool, approval, fail, sleep_ms, send"
 _HEARTBEAT_SLICE_S = 1.0
 
 
@@ -27,7 +31,7 @@ def parse_steps(value: Any) -> list[dict[str, Any]]:
 
 def _validate_step(field: str, step: Any) -> None:
     if not isinstance(step, dict) or len(step.keys() - {"args", "side_effect"}) != 1:
-        raise InvalidInput(field, "an object with one of say, tool, approval, fail, sleep_ms", step)
+        raise InvalidInput(field, f"an object with one of {STEP_KINDS}", step)
     if "say" in step or "approval" in step or "fail" in step:
         text = step.get("say", step.get("approval", step.get("fail")))
         if not isinstance(text, str):
@@ -35,12 +39,25 @@ def _validate_step(field: str, step: Any) -> None:
     elif "tool" in step:
         if not isinstance(step["tool"], str) or not isinstance(step.get("args", {}), dict):
             raise InvalidInput(field, "a tool name and an args object", step)
+    elif "send" in step:
+        _validate_send(f"{field}.send", step["send"])
     elif "sleep_ms" in step:
         delay = step["sleep_ms"]
         if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 600_000:
             raise InvalidInput(f"{field}.sleep_ms", "an integer between 0 and 600000", delay)
     else:
-        raise InvalidInput(field, "one of say, tool, approval, fail, sleep_ms", step)
+        raise InvalidInput(field, f"one of {STEP_KINDS}", step)
+
+
+def _validate_send(field: str, send: Any) -> None:
+    if not isinstance(send, dict) or "thread" not in send or "input" not in send:
+        raise InvalidInput(field, "an object with thread and input (agent, host optional)", send)
+    if send.keys() - {"thread", "input", "agent", "host"}:
+        raise InvalidInput(field, "only the keys thread, input, agent, host", sorted(send))
+    validate_id(f"{field}.thread", send["thread"])
+    validate_id(f"{field}.agent", send.get("agent", SCRIPTED_AGENT_ID))
+    if send.get("host") is not None:
+        validate_id(f"{field}.host", send["host"])
 
 
 async def _echo_tool(args: dict[str, Any]) -> Any:
@@ -65,6 +82,14 @@ async def run_scripted(context: AttemptContext) -> Outcome:
             await context.request_approval(step["approval"])
         elif "fail" in step:
             return Failed(step["fail"])
+        elif "send" in step:
+            send = step["send"]
+            await context.send_message(
+                send["thread"],
+                send["input"],
+                agent_id=send.get("agent", SCRIPTED_AGENT_ID),
+                host_id=send.get("host"),
+            )
         elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
             await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
     return Completed({"said": said})

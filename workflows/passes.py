@@ -177,8 +177,11 @@ class MaintenancePass:
                     ),
                     c.PassReport,
                 )
-        finally:
+        except (Exception, asyncio.CancelledError):
+            # The pass failed or hit its deadline: the scope closes before the failure rearm.
+            # (Not on GeneratorExit: an evicted workflow must not await.)
             await scope.close()
+            raise
         report.host_timed_out = scope.host_timed_out
         return report
 

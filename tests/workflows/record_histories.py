@@ -8,6 +8,7 @@ replaying, or the change needs a patch/version marker).
 import asyncio
 import tempfile
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import asyncpg
@@ -21,7 +22,7 @@ from worker.settings import Settings
 from workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v3"
+VERSION = "v4"
 """Bump when the workflow's commands change; keep the older files."""
 
 
@@ -38,11 +39,12 @@ async def record() -> None:
             connections = Connections(dsn, temporal.address)
             settings = Settings(task_queue=f"rec-{uuid.uuid4().hex[:6]}", data_dir=Path(tmp))
             async with (
-                running_worker(settings, connections),
+                running_worker(settings, connections, host=QuietHost()),
                 ThreadwardenClient.connect(settings, connections) as client,
             ):
                 await _record_settled(client, connections)
                 await _record_stalled(client, connections)
+                await _record_message(client, connections)
         finally:
             temporal.stop()
             postgres.stop()
@@ -65,6 +67,32 @@ async def _record_stalled(client: ThreadwardenClient, connections: Connections) 
         lambda h: h.retry is not None and bool(h.binding_retries),
     )
     await _save(connections, "replay-stalled", f"host_pass_stalled_{VERSION}.json")
+
+
+async def _record_message(client: ThreadwardenClient, connections: Connections) -> None:
+    note = {"thread": "replay-inbox", "input": [{"say": "got it"}]}
+    await client.submit("replay-sender", agent_id="scripted", input=[{"send": note}])
+    await eventually(
+        lambda: client.messages_sent("replay-sender"),
+        lambda sent: [m.state for m in sent] == ["delivered"],
+    )
+    await eventually(
+        lambda: client.thread_status("replay-inbox"),
+        lambda s: [x.state for x in s.submissions] == ["settled"],
+    )
+    await _save(connections, "replay-sender", f"host_pass_message_{VERSION}.json")
+
+
+class QuietHost:
+    """A host plug-in with nothing to do: every pass still runs its initial wave."""
+
+    dispatch_timeout_ms = 1_000
+
+    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
+        return False
+
+    async def pending_deadline(self, host_id: str) -> datetime | None:
+        return None
 
 
 async def _save(connections: Connections, host_id: str, name: str) -> None:

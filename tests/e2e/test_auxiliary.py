@@ -1,0 +1,216 @@
+"""The auxiliary scope of a pass: host waves and their allowance (scenarios 30–32), the
+required-publication gate (34) and one projection batch per pass, only when due (33)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.helpers.checks import assert_settled_once, converged, say, settled
+from tests.helpers.polling import eventually
+from threadwarden.failpoints import Failpoints
+from threadwarden.publication import PublishedRecord
+from worker.client import ThreadwardenClient
+from worker.runtime import Connections, running_worker
+from worker.settings import Settings
+
+
+class FakeHost:
+    """A host plug-in that counts its waves; ``hang`` makes a wave ignore the end of native
+    work (it only stops when cancelled)."""
+
+    def __init__(self, allowance: object = 1_000, *, hang: bool = False) -> None:
+        self.dispatch_timeout_ms = allowance
+        self.hang = hang
+        self.deadline: datetime | None = None
+        self.waves: dict[str, int] = {}
+        self.cancelled = 0
+
+    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
+        self.waves[host_id] = self.waves.get(host_id, 0) + 1
+        if self.hang:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        return False
+
+    async def pending_deadline(self, host_id: str) -> datetime | None:
+        return self.deadline
+
+
+@pytest.mark.parametrize("allowance", [0, 300_001, 1.5, math.nan, "1000"])
+async def test_scenario_30_invalid_host_allowance_fails_the_pass_after_the_native_work(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    ids: str,
+    allowance: object,
+) -> None:
+    host = FakeHost(allowance)
+    failpoints.arm("maintenance:retry:after", pause=True)  # hold the failed pass's rearm
+    async with running_worker(settings, connections, failpoints=failpoints, host=host):
+        try:
+            await client.submit(ids, agent_id="scripted", input=say("native first"))
+            await failpoints.reached("maintenance:retry:after")
+            status = await client.thread_status(ids)  # the head ran before the pass failed
+            assert [(s.state, s.outcome) for s in status.submissions] == [("settled", "completed")]
+            row = await client.host_status(ids)
+            assert row.last_error is not None
+            assert "host dispatch allowance: Declare an integer" in row.last_error
+            assert row.retry is not None and row.retry.native_only is False
+            assert row.processed < row.dirty
+            assert host.waves == {}  # no wave runs under an invalid allowance
+        finally:
+            failpoints.release_all()
+
+
+async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
+    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+) -> None:
+    host = FakeHost(500, hang=True)
+    async with running_worker(settings, connections, host=host):
+        await client.submit(ids, agent_id="scripted", input=say("not held up"))
+        await settled(client, ids, 1)
+        row = await converged(client, ids)  # the passes succeeded: a timeout is no failure
+        assert row.last_error is None and row.retry is None and row.last_outcome != "failed"
+        await eventually(
+            lambda: asyncio.sleep(0, host.cancelled),
+            lambda cancelled: cancelled >= host.waves[ids],
+            what="every hung wave cancelled",
+        )
+        assert host.waves[ids] >= 1
+
+
+async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_deadline(
+    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+) -> None:
+    host = FakeHost(1_000)
+    async with running_worker(settings, connections, host=host):
+        await client.submit(ids, agent_id="scripted", input=say("then quiet"))
+        await settled(client, ids, 1)
+        await converged(client, ids)
+        before = host.waves[ids]
+        host.deadline = datetime.now(UTC) + timedelta(minutes=5)
+        await client.wake(ids, reason="test")
+        row = await eventually(
+            lambda: client.host_status(ids),
+            lambda h: (
+                h.alarm_at is not None and h.alarm_at > datetime.now(UTC) + timedelta(minutes=1)
+            ),
+            what="the alarm set from the host's deadline",
+        )
+        assert abs(row.alarm_at - host.deadline) <= timedelta(milliseconds=1)  # ms precision
+        assert host.waves[ids] == before + 1  # one initial wave on the caught-up pass
+        host.deadline = None
+        await client.wake(ids, reason="test")
+        row = await eventually(
+            lambda: client.host_status(ids),
+            lambda h: h.alarm_at is None,
+            what="the alarm cleared once nothing is pending",
+        )
+        assert host.waves[ids] == before + 2
+        assert row.processed == row.dirty
+
+
+class RequiredSink:
+    """A sink whose records must be published before dependent native work runs."""
+
+    name = "required"
+    required = True
+
+    def __init__(self) -> None:
+        self.failing = True
+        self.published: list[PublishedRecord] = []
+
+    async def publish(self, records: Sequence[PublishedRecord]) -> None:
+        if self.failing:
+            raise ConnectionError("required sink down")
+        self.published.extend(records)
+
+
+async def test_scenario_34_pending_required_publication_holds_native_work(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    sink = RequiredSink()
+    async with running_worker(settings, connections, sinks=[sink]):
+        await client.submit(ids, agent_id="scripted", input=say("first"))
+        await settled(client, ids, 1)  # its records could not be published
+        second = await client.submit(ids, agent_id="scripted", input=say("second"))
+        start = (await client.host_status(ids)).pass_epoch
+        row = await eventually(
+            lambda: client.host_status(ids),
+            lambda h: h.pass_epoch >= start + 3,
+            what="several blocked passes",
+        )
+        status = await client.thread_status(ids)
+        held = status.submissions[1]
+        assert (held.submission_id, held.state, held.attempts) == (second.submission_id, "ready", 0)
+        assert row.processed < row.dirty
+        # The alarm is min(native fallback, pending deadline): never later than the fallback.
+        alarm = await pool.fetchrow(
+            "SELECT alarm_at, updated_at FROM threadwarden.hosts WHERE host_id = $1", ids
+        )
+        assert alarm is not None and alarm["alarm_at"] is not None
+        fallback = timedelta(milliseconds=settings.wake_scan_interval_ms)
+        assert alarm["alarm_at"] <= alarm["updated_at"] + fallback
+        sink.failing = False
+        await assert_settled_once(client, ids, 2)
+        await converged(client, ids)
+    first_records = {r.record_id for r in sink.published}
+    assert {f"{ids}:1", f"{ids}:2"} <= first_records
+
+
+async def test_scenario_33_one_projection_batch_per_pass_and_only_when_due(
+    worker: None,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    await client.submit(ids, agent_id="scripted", input=say("hello"))
+    await settled(client, ids, 1)
+    await converged(client, ids)
+    failpoints.arm("projection", observe=True)
+    failpoints.arm("maintenance:finish:after", observe=True)
+    await client.wake(ids, reason="test")  # a caught-up pass with every summary fresh
+    await eventually(
+        lambda: asyncio.sleep(0, failpoints.hits.get("maintenance:finish:after", 0)),
+        lambda finished: finished >= 1,
+        what="a caught-up pass",
+    )
+    assert failpoints.hits.get("projection", 0) == 0  # nothing due: no batch ran
+    # 60 threads on the host without summaries: two batches (50 + 10), one per pass.
+    await pool.executemany(
+        "INSERT INTO threadwarden.threads (thread_id, host_id) VALUES ($1, $2)",
+        [(f"{ids}-{n:02d}", ids) for n in range(60)],
+    )
+    failpoints.arm("maintenance:finish:before", pause=True, times=1)
+    await client.wake(ids, reason="test")
+    await failpoints.reached("maintenance:finish:before")
+    assert await _summaries(pool, ids) == 1 + 50  # the first pass backfilled one batch
+    assert failpoints.hits["projection"] == 1
+    failpoints.release("maintenance:finish:before")
+    await eventually(lambda: _summaries(pool, ids), lambda n: n == 61, what="the rest backfilled")
+    await converged(client, ids)
+    assert failpoints.hits["projection"] == 2
+
+
+async def _summaries(pool: asyncpg.Pool[Any], host_id: str) -> int:
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM threadwarden.thread_summaries WHERE host_id = $1", host_id
+        )
+    )
