@@ -123,6 +123,8 @@ class AttemptActivities:
             await self._projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
             activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)
+            with contextlib.suppress(Exception):  # the backfill comes back for it
+                await self._projection.mark_due(claim.host_id)
         await self._publications.publish_committed(claim.host_id)
 
     async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:

@@ -64,10 +64,11 @@ class MaintenanceActivities:
     async def _auxiliary_plan(self, host_id: str) -> c.AuxiliaryPlan:
         """What auxiliary work is due, and the host plug-in's allowance, validated now."""
         due = await self._maintenance.auxiliary_due(host_id)
+        now = datetime.now(UTC)
         plan = c.AuxiliaryPlan(
             publication_due=due.publication_due,
-            messages_due=due.message_due is not None and due.message_due <= datetime.now(UTC),
-            projection_due=due.projection_due is not None,
+            messages_due=due.message_due is not None and due.message_due <= now,
+            projection_due=due.projection_due is not None and due.projection_due <= now,
             projection_timeout_ms=self._limits.projection_timeout_ms,
             host_waves=self._host is not None,
         )

@@ -28,24 +28,20 @@ from ledger.recovery import Recovery, recover_host
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
-_LOCK_HOST = """
+_DEADLINES = """
+       (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
+         AS publication_due,
+       (SELECT min(not_before) FROM threadwarden.messages m
+         WHERE m.source_host_id = h.host_id AND m.state = 'pending') AS message_due,
+       projection_due_at
+"""
+"""The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
+_LOCK_HOST = f"""
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
-       alarm_at
+       alarm_at, {_DEADLINES}
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
-_PROJECTION_STALE = """
-EXISTS (SELECT 1 FROM threadwarden.threads t
-          LEFT JOIN threadwarden.thread_summaries s USING (thread_id)
-         WHERE t.host_id = $1 AND (s.thread_id IS NULL OR s.last_sequence < t.next_record - 1))
-"""
-_AUXILIARY_DUE = f"""
-SELECT (SELECT min(not_before) FROM threadwarden.publications WHERE host_id = $1)
-         AS publication_due,
-       (SELECT min(not_before) FROM threadwarden.messages
-         WHERE source_host_id = $1 AND state = 'pending') AS message_due,
-       {_PROJECTION_STALE} AS projection_stale,
-       clock_timestamp() AS now
-"""
+_AUXILIARY_DUE = f"SELECT {_DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1"
 _HEADS = """
 SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
   FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
@@ -103,7 +99,6 @@ class AuxiliaryDue(BaseModel):
     publication_due: datetime | None
     message_due: datetime | None
     projection_due: datetime | None
-    """Now, while some thread summary is missing or behind its records."""
 
     def earliest(self, extra: datetime | None = None) -> int | None:
         """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
@@ -115,13 +110,13 @@ class AuxiliaryDue(BaseModel):
         return min(found) if found else None
 
 
-async def auxiliary_due(conn: Connection, host_id: str) -> AuxiliaryDue:
-    row = await conn.fetchrow(_AUXILIARY_DUE, host_id)
-    assert row is not None
+def _auxiliary_due(row: asyncpg.Record | None) -> AuxiliaryDue:
+    if row is None:
+        return AuxiliaryDue(publication_due=None, message_due=None, projection_due=None)
     return AuxiliaryDue(
         publication_due=row["publication_due"],
         message_due=row["message_due"],
-        projection_due=row["now"] if row["projection_stale"] else None,
+        projection_due=row["projection_due_at"],
     )
 
 
@@ -163,8 +158,7 @@ class Maintenance:
 
     async def auxiliary_due(self, host_id: str) -> AuxiliaryDue:
         """What auxiliary work of the host is due, read without locks (a hint for the pass)."""
-        async with self._pool.acquire() as conn:
-            return await auxiliary_due(conn, host_id)
+        return _auxiliary_due(await self._pool.fetchrow(_AUXILIARY_DUE, host_id))
 
     async def finish_caught_up(
         self,
@@ -186,7 +180,7 @@ class Maintenance:
                 dirty=dirty,
                 processed=processed,
                 retry=retry_from_json(row["retry"]),
-                deadline=(await auxiliary_due(conn, host_id)).earliest(extra_deadline),
+                deadline=_auxiliary_due(row).earliest(extra_deadline),
                 now=to_ms(now),
                 timing=self._timing,
                 generation=generation,
@@ -312,7 +306,7 @@ class Maintenance:
                 autonomous=is_autonomous(remaining),
                 progressed=progressed,
                 binding_delay=binding_delay,
-                deadline=(await auxiliary_due(conn, host_id)).earliest(extra_deadline),
+                deadline=_auxiliary_due(row).earliest(extra_deadline),
                 now=now_ms,
                 jitter=jitter,
                 timing=self._timing,
@@ -364,7 +358,7 @@ class Maintenance:
             plan = d.plan_failure_alarm(
                 retry,
                 dirty=dirty,
-                deadline=(await auxiliary_due(conn, host_id)).earliest(extra_deadline),
+                deadline=_auxiliary_due(row).earliest(extra_deadline),
                 now=now_ms,
                 timing=self._timing,
             )

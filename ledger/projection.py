@@ -1,8 +1,11 @@
 """The thread-summary projection: last record and submissions per state, per thread.
 
 Disposable: `apply_committed` refreshes a thread after a commit (best effort) and the pass
-backfills, one bounded batch at a time, every thread whose summary is missing or behind its
-records. Nothing reads it to make a decision; it serves status and dashboards.
+backfills, one bounded batch at a time and only when the host's ``projection_due_at`` has come,
+every thread whose summary is missing or behind its records. The deadline is set when a refresh
+failed, a batch left work behind, or an operator asked for a rebuild; it is receipt-only
+bookkeeping: it arms the host's alarm without making the host dirty. Nothing reads the
+projection to make a decision; it serves status and dashboards.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
+from ledger.admission import mark_dirty
 from ledger.pool import Connection
 
 BATCH = 50
@@ -52,8 +56,36 @@ async def refresh(conn: Connection, thread_ids: list[str]) -> None:
 class Projection:
     """Keeps and backfills thread summaries."""
 
-    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+    def __init__(self, pool: asyncpg.Pool[Any], *, minimum_alarm_delay_ms: int = 50) -> None:
         self._pool = pool
+        self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
+
+    async def mark_due(self, host_id: str) -> None:
+        """Ask for a backfill of the host (its alarm is armed; the host is not made dirty)."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._mark_due(conn, host_id)
+
+    async def rebuild(self, host_id: str) -> None:
+        """Drop the host's summaries and have the passes rebuild them, a batch at a time."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "DELETE FROM threadwarden.thread_summaries WHERE host_id = $1", host_id
+            )
+            await self._mark_due(conn, host_id)
+
+    async def _mark_due(self, conn: Connection, host_id: str) -> None:
+        await conn.execute(
+            "UPDATE threadwarden.hosts SET projection_due_at = clock_timestamp()"
+            " WHERE host_id = $1 AND (projection_due_at IS NULL"
+            "   OR projection_due_at > clock_timestamp())",
+            host_id,
+        )
+        await mark_dirty(
+            conn,
+            host_id,
+            minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
+            invalidates_recovery=False,
+        )
 
     async def apply_committed(self, thread_id: str) -> None:
         """Refresh one thread right after a commit."""
@@ -61,11 +93,23 @@ class Projection:
             await refresh(conn, [thread_id])
 
     async def backfill(self, host_id: str) -> int:
-        """Refresh one batch of the host's stale threads; returns how many were refreshed."""
+        """Refresh one batch of the host's stale threads; returns how many were refreshed.
+
+        A full batch leaves the deadline due (the next pass continues); a partial one clears
+        it, unless a newer request marked it meanwhile.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
+            started = await conn.fetchval("SELECT clock_timestamp()")
             due = [r["thread_id"] for r in await conn.fetch(_DUE, host_id, BATCH)]
             if due:
                 await refresh(conn, due)
+            if len(due) < BATCH:
+                await conn.execute(
+                    "UPDATE threadwarden.hosts SET projection_due_at = NULL"
+                    " WHERE host_id = $1 AND projection_due_at <= $2",
+                    host_id,
+                    started,
+                )
         return len(due)
 
     async def summary(self, thread_id: str) -> ThreadSummary | None:

@@ -50,7 +50,9 @@ class ThreadwardenClient:
         )
         self._status = StatusReader(pool)
         self._messages = Messages(pool, self._admissions)
-        self._projection = Projection(pool)
+        self._projection = Projection(
+            pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
+        )
         self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
 
     @classmethod
@@ -165,6 +167,12 @@ class ThreadwardenClient:
         """The projected summary of a thread (None until the projection reached it)."""
         validate_id("thread", thread_id)
         return await self._projection.summary(thread_id)
+
+    async def rebuild_projection(self, host_id: str) -> None:
+        """Drop the host's thread summaries; its passes rebuild them, one batch per pass."""
+        validate_id("host", host_id)
+        await self._projection.rebuild(host_id)
+        await self.wake(host_id, reason="projection")
 
     async def host_status(self, host_id: str) -> HostStatus:
         validate_id("host", host_id)

@@ -2,26 +2,40 @@
 
 import asyncio
 import contextlib
+import json
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.models import ThreadStatus
+import asyncpg
+
+from ledger.messages import Message
+from ledger.models import SubmissionView, ThreadStatus
+from ledger.publication import NOTIFY_CHANNEL
 from threadwarden.bindings import AttemptContext, Binding, Completed, Outcome
 from worker.cli_output import format_table
 from worker.client import ThreadwardenClient
-from worker.runtime import default_registry, running_worker
+from worker.runtime import Connections, default_registry, running_worker
 from worker.settings import Settings
 from worker.stack import embedded_stack
 
 SETTLE_TIMEOUT_S = 180
+FEED_CATCH_UP_S = 5.0
+"""How long the demo waits, once everything settled, for the feed to show the last records
+(publication runs after the commit, so it may trail the status a little)."""
 
 SCRIPTS: dict[str, list[list[dict[str, Any]]]] = {
     "research": [
         [{"say": "Looking up the release notes."}, {"tool": "search", "args": {"q": "beta.96"}}],
-        [{"say": "Summarising."}, {"sleep_ms": 300}, {"say": "Backoff is durable now."}],
+        [
+            {"say": "Summarising."},
+            {"sleep_ms": 300},
+            {"say": "Backoff is durable now."},
+            {"send": {"thread": "inbox", "input": [{"say": "Note: backoff is durable now."}]}},
+        ],
         [{"tool": "write_file", "args": {"path": "notes.md"}, "side_effect": True}],
     ],
     "support": [
@@ -48,6 +62,9 @@ SCRIPTS: dict[str, list[list[dict[str, Any]]]] = {
         [{"say": "Sent to 3 channels."}, {"sleep_ms": 100}],
     ],
 }
+"""Threads, including a ``send`` step's destination, are named without the run prefix: the
+run id is only known at start (`_for_run` adds it). ``inbox`` gets no work of its own; it
+exists once research's message is delivered there."""
 TRANSLATOR = "translator"
 """An agent no worker has at first: its work waits (durably) until one is deployed."""
 SHARED_HOST_THREADS = ("triage", "digest")
@@ -69,6 +86,87 @@ def _line(text: str) -> None:
     print(text, flush=True)
 
 
+def _thread_id(run_id: str, name: str) -> str:
+    return f"demo-{run_id}-{name}"
+
+
+def _for_run(script: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """Point the script's ``send`` steps at this run's threads, so runs never mix."""
+    return [
+        {"send": {**step["send"], "thread": _thread_id(run_id, step["send"]["thread"])}}
+        if "send" in step
+        else step
+        for step in script
+    ]
+
+
+@dataclass
+class Progress:
+    """One look at the demo's threads and the messages they sent."""
+
+    statuses: list[ThreadStatus]
+    messages: list[Message]
+
+    @property
+    def submissions(self) -> list[SubmissionView]:
+        return [s for status in self.statuses for s in status.submissions]
+
+    @property
+    def in_flight(self) -> int:
+        return sum(m.state == "pending" for m in self.messages)
+
+    def done(self) -> bool:
+        """Nothing will change any more: every submission settled, every message answered
+        (delivered or rejected)."""
+        return not self.in_flight and all(s.state == "settled" for s in self.submissions)
+
+    def succeeded(self) -> bool:
+        return self.done() and all(m.state == "delivered" for m in self.messages)
+
+
+@dataclass
+class RecordFeed:
+    """Prints each record published for this run's threads, as LISTEN/NOTIFY brings it: the
+    same feed an application would follow, one short line per record."""
+
+    prefix: str
+    seen: set[tuple[str, int]] = field(default_factory=set)
+
+    def on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        record = json.loads(str(payload))
+        key = (record["thread_id"], record["sequence"])
+        if not record["thread_id"].startswith(self.prefix) or key in self.seen:
+            return  # another run's record, or an at-least-once repeat
+        self.seen.add(key)
+        _line(f"  feed  {record['thread_id']:<20} #{record['sequence']:<3} {record['kind']}")
+
+    async def catch_up(self, client: ThreadwardenClient, threads: list[str]) -> int:
+        """Wait (briefly) until every record of the threads was shown; return how many are
+        still missing, so a slow publication shows up instead of being silently cut off."""
+        expected = {
+            (thread, record["sequence"])
+            for thread in threads
+            for record in await client.records(thread)
+        }
+        deadline = time.monotonic() + FEED_CATCH_UP_S
+        while expected - self.seen and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return len(expected - self.seen)
+
+
+@contextlib.asynccontextmanager
+async def _record_feed(database_url: str, prefix: str) -> AsyncIterator[RecordFeed]:
+    """Listen on a connection of its own (a pooled one would drop the LISTEN when released);
+    closed on exit, before the stack stops."""
+    feed = RecordFeed(prefix)
+    listener = await asyncpg.connect(database_url)
+    try:
+        await listener.add_listener(NOTIFY_CHANNEL, feed.on_notify)
+        yield feed
+    finally:
+        await listener.close()
+
+
 async def run(settings: Settings) -> int:
     """Start the stack, submit the scripts, show progress, print the summary, stop."""
     run_id = uuid.uuid4().hex[:6]
@@ -76,47 +174,57 @@ async def run(settings: Settings) -> int:
     _line(f"Starting the embedded stack in {demo_settings.data_dir} …")
     async with embedded_stack(demo_settings.data_dir, record=False) as connections:
         _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
-        async with (
-            contextlib.AsyncExitStack() as workers,
-            ThreadwardenClient.connect(demo_settings, connections) as client,
-        ):
-            await workers.enter_async_context(running_worker(demo_settings, connections))
-            threads = await _submit_all(client, run_id)
-
-            async def deploy_translator() -> None:
-                await workers.aclose()  # a rolling deploy: the old worker goes away first
-                registry = default_registry()
-                registry.register(translator_binding())
-                await workers.enter_async_context(
-                    running_worker(demo_settings, connections, registry)
-                )
-
-            statuses = await _watch(client, threads, deploy_translator)
-            _summary(statuses, connections.ui_url)
-            if not all(_settled(s) for s in statuses):
-                print("demo: some submissions did not settle in time", file=sys.stderr)
-                return 1
+        progress = await _run_scripts(demo_settings, connections, run_id)
+        _summary(progress, connections.ui_url)
+        if not progress.succeeded():
+            print("demo: some submissions or messages did not settle in time", file=sys.stderr)
+            return 1
     _line("Stack stopped. To browse these hosts in the Temporal UI, run")
     _line(f"  threadwarden --data-dir {demo_settings.data_dir} dev")
     return 0
 
 
+async def _run_scripts(settings: Settings, connections: Connections, run_id: str) -> Progress:
+    """Submit, follow the feed and the progress until everything settled. The feed closes
+    first (it is entered last), so no feed line lands inside the summary."""
+    async with (
+        contextlib.AsyncExitStack() as workers,
+        ThreadwardenClient.connect(settings, connections) as client,
+        _record_feed(connections.database_url, _thread_id(run_id, "")) as feed,
+    ):
+        _line(f"Following the live record feed (LISTEN {NOTIFY_CHANNEL}) …")
+        await workers.enter_async_context(running_worker(settings, connections))
+        threads = await _submit_all(client, run_id)
+
+        async def deploy_translator() -> None:
+            await workers.aclose()  # a rolling deploy: the old worker goes away first
+            registry = default_registry()
+            registry.register(translator_binding())
+            await workers.enter_async_context(running_worker(settings, connections, registry))
+
+        progress = await _watch(client, threads, deploy_translator)
+        missing = await feed.catch_up(client, [s.thread_id for s in progress.statuses])
+        late = f" ({missing} not published yet)" if missing else ""
+        _line(f"  feed showed {len(feed.seen)} records{late}")
+        return progress
+
+
 async def _submit_all(client: ThreadwardenClient, run_id: str) -> list[str]:
     threads = []
-    shared_host = f"demo-{run_id}-shared"
+    shared_host = _thread_id(run_id, "shared")
     for name, scripts in SCRIPTS.items():
-        thread = f"demo-{run_id}-{name}"
+        thread = _thread_id(run_id, name)
         host = shared_host if name in SHARED_HOST_THREADS else None
         for n, script in enumerate(scripts):
             await client.submit(
                 thread,
                 agent_id="scripted",
-                input=script,
+                input=_for_run(script, run_id),
                 host_id=host,
                 idempotency_key=f"{thread}-{n}",
             )
         threads.append(thread)
-    i18n = f"demo-{run_id}-i18n"
+    i18n = _thread_id(run_id, "i18n")
     await client.submit(i18n, agent_id=TRANSLATOR, input={"text": "hello"}, idempotency_key=i18n)
     threads.append(i18n)
     total = sum(len(s) for s in SCRIPTS.values()) + 1
@@ -124,24 +232,51 @@ async def _submit_all(client: ThreadwardenClient, run_id: str) -> list[str]:
     return threads
 
 
-def _settled(status: ThreadStatus) -> bool:
-    return all(s.state == "settled" for s in status.submissions)
+async def _look(client: ThreadwardenClient, threads: list[str]) -> Progress:
+    """Messages first, then statuses: a delivered message's destination thread then already
+    exists (acceptance and receipt commit together), so it is looked at in the same round.
+    Adds such destinations to ``threads``: they are the demo's threads too."""
+    messages = [m for t in threads for m in await client.messages_sent(t)]
+    for message in messages:
+        if message.state == "delivered" and message.destination_thread_id not in threads:
+            threads.append(message.destination_thread_id)
+    return Progress([await client.thread_status(t) for t in threads], messages)
+
+
+def _announce(messages: list[Message], announced: set[str]) -> None:
+    """One line per message once it left the outbox (each only once)."""
+    for message in messages:
+        if message.state == "pending" or message.message_id in announced:
+            continue
+        announced.add(message.message_id)
+        route = f"from {message.source_thread_id}"
+        if message.state == "delivered":
+            _line(
+                f"  message {message.message_id} {route} delivered to"
+                f" {message.destination_thread_id} as {message.destination_submission_id}"
+            )
+        else:
+            _line(f"  message {message.message_id} {route} {message.state}: {message.last_error}")
 
 
 async def _watch(
     client: ThreadwardenClient, threads: list[str], deploy_translator: Callable[[], Awaitable[None]]
-) -> list[ThreadStatus]:
+) -> Progress:
     """Show progress; approve what waits for a person; deploy the missing binding once only
     the work that needs it is left."""
     started = time.monotonic()
-    last, deployed = "", False
+    last, deployed, announced = "", False, set[str]()
     while True:
-        statuses = [await client.thread_status(t) for t in threads]
-        subs = [s for status in statuses for s in status.submissions]
+        progress = await _look(client, threads)
+        _announce(progress.messages, announced)
+        subs = progress.submissions
         done = sum(s.state == "settled" for s in subs)
         running = sum(s.state == "running" for s in subs)
         waiting = [s for s in subs if s.waiting_for is not None]
-        line = f"  settled {done}/{len(subs)}, running {running}, waiting {len(waiting)}"
+        line = (
+            f"  settled {done}/{len(subs)}, running {running}, waiting {len(waiting)},"
+            f" messages in flight {progress.in_flight}"
+        )
         if line != last:
             _line(f"{line}  ({time.monotonic() - started:4.1f}s)")
             last = line
@@ -158,14 +293,14 @@ async def _watch(
             )
             await deploy_translator()
             deployed = True
-        if done == len(subs) or time.monotonic() - started > SETTLE_TIMEOUT_S:
-            return statuses
+        if progress.done() or time.monotonic() - started > SETTLE_TIMEOUT_S:
+            return progress
         await asyncio.sleep(0.25)
 
 
-def _summary(statuses: list[ThreadStatus], ui_url: str | None) -> None:
+def _summary(progress: Progress, ui_url: str | None) -> None:
     rows = []
-    for status in statuses:
+    for status in progress.statuses:
         outcomes = [s.outcome for s in status.submissions]
         failed = [s.reason for s in status.submissions if s.outcome == "failed"]
         rows.append(

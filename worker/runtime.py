@@ -128,7 +128,7 @@ def build_worker(
     auxiliary = AuxiliaryActivities(
         publications=publications,
         messages=Messages(pool, admissions),
-        projection=Projection(pool),
+        projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
         host=host,
         client=client,
         task_queue=settings.task_queue,
@@ -139,7 +139,7 @@ def build_worker(
     steps = MaintenanceActivities(
         maintenance,
         publications=publications,
-        projection=Projection(pool),
+        projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
         host=host,
         failpoints=failpoints,
         limits=PassLimits(
@@ -154,7 +154,7 @@ def build_worker(
         registry,
         lease_renew_ms=settings.lease_renew_ms,
         failpoints=failpoints,
-        projection=Projection(pool),
+        projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
         publications=publications,
     )
     sweep = SweepActivities(

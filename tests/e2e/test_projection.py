@@ -36,9 +36,8 @@ async def test_projection_backfill_rebuilds_lost_summaries_in_a_pass(
     await client.submit(ids, agent_id="scripted", input=say("hello"))
     await settled(client, ids, 1)
     await converged(client, ids)
-    await pool.execute("DELETE FROM threadwarden.thread_summaries")  # it is disposable
-    assert await client.thread_summary(ids) is None
-    await client.wake(ids)  # a caught-up pass backfills one batch
+    await client.rebuild_projection(ids)  # it is disposable
+    assert await client.thread_summary(ids) is None  # a caught-up pass backfills one batch
     summary = await eventually(
         lambda: client.thread_summary(ids), lambda s: s is not None, what="backfilled"
     )

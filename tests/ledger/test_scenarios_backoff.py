@@ -24,6 +24,7 @@ from ledger.attempts import Attempts
 from ledger.maintenance import BeginResult, Maintenance, Report
 from ledger.models import to_ms
 from ledger.pool import _init_connection, create_pool
+from ledger.projection import Projection
 from tests.helpers.ledger import publish
 from workflows.decisions import Timing
 
@@ -79,7 +80,9 @@ class Scene:
     async def finish(
         self, begun: BeginResult, now: int, *, progressed: bool, jitter: float
     ) -> Report:
-        await publish(self.pool, self.host_id)  # as the finish activity does first
+        # As the pass's auxiliary work and the attempt's best-effort steps do before finish.
+        await publish(self.pool, self.host_id)
+        await Projection(self.pool).backfill(self.host_id)
         return await self.m.finish(
             self.host_id,
             begun.epoch,
@@ -91,7 +94,13 @@ class Scene:
         )
 
     async def fail(
-        self, begun: BeginResult, now: int, *, jitter: float, native: bool = True
+        self,
+        begun: BeginResult,
+        now: int,
+        *,
+        jitter: float,
+        native: bool = True,
+        aux_deadline: int | None = None,
     ) -> Report:
         return await self.m.rearm_failure(
             self.host_id,
@@ -101,6 +110,7 @@ class Scene:
             now=_at(now),
             jitter=jitter,
             error="native step failed" if native else "auxiliary step failed",
+            extra_deadline=None if aux_deadline is None else _at(aux_deadline),
         )
 
     async def select(self, begun: BeginResult, now: int) -> str | None:
@@ -249,6 +259,8 @@ async def test_scenario_03_caught_up_pass_runs_constant_sql_and_clears_the_alarm
 
     assert small == large, (small, large)  # the same statements, whatever the ledger holds
     assert len(small) <= 6, small  # begin: ensure, lock, pre-arm; finish: lock, set
+    # Only the host row is locked and written; the outbox deadlines it reads beside it are
+    # index minimums (the same statements above, however large the ledger).
     assert all("threadwarden.hosts" in s for s in small), "only the host row is touched"
     touched = [s for s in small if re.search(r"\b(submissions|threads|records)\b", s)]
     assert touched == [], "a caught-up pass must not scan the ledger or read history"
@@ -372,6 +384,26 @@ async def test_scenario_13_alarm_inside_an_open_retry_window_is_caught_up(scene:
     # No native work ran inside the window: the head was never claimed again.
     assert await scene.pool.fetchval(producer_epoch, scene.host_id) == claimed
     assert not (await scene.begin(not_before)).caught_up
+
+
+async def test_scenario_13_aux_deadline_inside_the_window_pulls_the_alarm(scene: Scene) -> None:
+    """Inside an open window the alarm is max(now + minDelay, min(notBefore, aux deadline))."""
+    await scene.admit()
+    await scene.stall([0.0, 0.0, 0.0, 0.99999])  # last window: 800 ms
+    not_before = _rel((await scene.host())["retry"]["not_before"])
+    early = not_before - 500
+    for aux, expected in (
+        (early + 200, early + 200),  # an aux deadline before notBefore wins
+        (early + 10, early + MIN_DELAY),  # never earlier than now + minDelay
+        (not_before + 300, not_before),  # a later aux deadline: notBefore
+    ):
+        begun = await scene.begin(early)
+        assert begun.caught_up
+        report = await scene.m.finish_caught_up(
+            scene.host_id, begun.epoch, _at(early), extra_deadline=_at(aux)
+        )
+        assert _rel(report.alarm_at) == _alarm(await scene.host()) == expected
+        await scene.check()
 
 
 async def test_scenario_14_mutation_in_the_window_obsoletes_the_retry(scene: Scene) -> None:
@@ -520,6 +552,36 @@ async def test_scenario_17_auxiliary_failure_records_native_only_false(scene: Sc
     assert (host["retry"]["native_only"], host["retry"]["stalls"]) == (False, 6)
     assert _alarm(host) == _rel(host["retry"]["not_before"]) == now + math.ceil(_bound(5) / 2)
     assert host["processed"] == window["processed"]
+    await scene.check()
+
+
+async def test_scenario_16_native_failure_honours_a_due_aux_deadline(scene: Scene) -> None:
+    """After a native failure independent aux deadlines still fire, even ones already due."""
+    await scene.admit()
+    begun = await scene.begin(1_000)
+    report = await scene.fail(begun, 1_000, jitter=0.5, aux_deadline=900)  # already due
+    host = await scene.host()
+    assert host["retry"]["native_only"] is True
+    assert _rel(host["retry"]["not_before"]) == 1_000 + math.ceil(_bound(0) * 0.75)
+    assert _rel(report.alarm_at) == _alarm(host) == 1_000 + MIN_DELAY
+    await scene.check()
+
+
+async def test_scenario_17_auxiliary_failure_ignores_a_due_aux_deadline(scene: Scene) -> None:
+    """After an auxiliary failure a due (possibly broken) aux deadline cannot pull the alarm
+    before notBefore; a future one before notBefore still does."""
+    await scene.admit()
+    begun = await scene.begin(1_000)
+    await scene.fail(begun, 1_000, jitter=0.99, native=False, aux_deadline=900)
+    host = await scene.host()
+    not_before = _rel(host["retry"]["not_before"])
+    assert host["retry"]["native_only"] is False and not_before == 1_000 + math.ceil(99.5)
+    assert _alarm(host) == not_before
+    begun = await scene.begin(not_before)
+    await scene.fail(begun, not_before, jitter=0.99, native=False, aux_deadline=not_before + 60)
+    host = await scene.host()
+    assert _rel(host["retry"]["not_before"]) > not_before + 60
+    assert _alarm(host) == not_before + 60
     await scene.check()
 
 
