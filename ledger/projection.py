@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from ledger.admission import mark_dirty
 from ledger.pool import Connection
+from threadwarden.errors import NotFound
 
 BATCH = 50
 
@@ -74,12 +75,13 @@ class Projection:
             await self._mark_due(conn, host_id)
 
     async def _mark_due(self, conn: Connection, host_id: str) -> None:
-        await conn.execute(
-            "UPDATE threadwarden.hosts SET projection_due_at = clock_timestamp()"
-            " WHERE host_id = $1 AND (projection_due_at IS NULL"
-            "   OR projection_due_at > clock_timestamp())",
+        found = await conn.fetchval(
+            "UPDATE threadwarden.hosts SET projection_due_at = LEAST(projection_due_at,"
+            " clock_timestamp()) WHERE host_id = $1 RETURNING true",
             host_id,
         )
+        if not found:
+            raise NotFound(f"host: no host {host_id!r}")
         await mark_dirty(
             conn,
             host_id,

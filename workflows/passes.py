@@ -107,28 +107,11 @@ class MaintenancePass:
         if self._auxiliary and begin.auxiliary is not None:
             return await self._scoped_body(step, begin, begin.auxiliary, started)
         if begin.caught_up:
-            return await _step(
-                c.FINISH_CAUGHT_UP,
-                c.FinishCaughtUpInput(
-                    **step.model_dump(), now=workflow.now(), generation=begin.generation
-                ),
-                c.PassReport,
-            )
+            return await _finish_caught_up(step, begin, auxiliary_done=False)
         self._native_only = True
         progressed = await self._native(step, begin, started)
         self._native_only = False
-        return await _step(
-            c.FINISH_PASS,
-            c.FinishPassInput(
-                **step.model_dump(),
-                generation=begin.generation,
-                stalls=begin.stalls,
-                progressed=progressed,
-                now=workflow.now(),
-                jitter=workflow.random().random(),
-            ),
-            c.PassReport,
-        )
+        return await _finish_native(step, begin, progressed, auxiliary_done=False)
 
     async def _scoped_body(
         self,
@@ -149,34 +132,13 @@ class MaintenancePass:
                 blocked = publication.pending is not None
             if begin.caught_up or blocked:
                 await scope.finish()
-                report = await _step(
-                    c.FINISH_CAUGHT_UP,
-                    c.FinishCaughtUpInput(
-                        **step.model_dump(),
-                        now=workflow.now(),
-                        generation=begin.generation,
-                        auxiliary_done=True,
-                    ),
-                    c.PassReport,
-                )
+                report = await _finish_caught_up(step, begin, auxiliary_done=True)
             else:
                 self._native_only = True
                 progressed = await self._native(step, begin, started)
                 self._native_only = False
                 await scope.finish()
-                report = await _step(
-                    c.FINISH_PASS,
-                    c.FinishPassInput(
-                        **step.model_dump(),
-                        auxiliary_done=True,
-                        generation=begin.generation,
-                        stalls=begin.stalls,
-                        progressed=progressed,
-                        now=workflow.now(),
-                        jitter=workflow.random().random(),
-                    ),
-                    c.PassReport,
-                )
+                report = await _finish_native(step, begin, progressed, auxiliary_done=True)
         except (Exception, asyncio.CancelledError):
             # The pass failed or hit its deadline: the scope closes before the failure rearm.
             # (Not on GeneratorExit: an evicted workflow must not await.)
@@ -257,6 +219,39 @@ class MaintenancePass:
         except STEP_FAILURES as rearm_error:
             workflow.logger.warning("failure rearm failed on %s: %s", self._host_id, rearm_error)
             return None
+
+
+async def _finish_caught_up(
+    step: c.PassStepInput, begin: c.BeginPassResult, *, auxiliary_done: bool
+) -> c.PassReport:
+    return await _step(
+        c.FINISH_CAUGHT_UP,
+        c.FinishCaughtUpInput(
+            **step.model_dump(),
+            now=workflow.now(),
+            generation=begin.generation,
+            auxiliary_done=auxiliary_done,
+        ),
+        c.PassReport,
+    )
+
+
+async def _finish_native(
+    step: c.PassStepInput, begin: c.BeginPassResult, progressed: bool, *, auxiliary_done: bool
+) -> c.PassReport:
+    return await _step(
+        c.FINISH_PASS,
+        c.FinishPassInput(
+            **step.model_dump(),
+            auxiliary_done=auxiliary_done,
+            generation=begin.generation,
+            stalls=begin.stalls,
+            progressed=progressed,
+            now=workflow.now(),
+            jitter=workflow.random().random(),
+        ),
+        c.PassReport,
+    )
 
 
 async def _step(name: str, arg: object, result_type: type[T]) -> T:

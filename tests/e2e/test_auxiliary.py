@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,8 +13,8 @@ import pytest
 
 from tests.helpers.checks import assert_settled_once, converged, say, settled
 from tests.helpers.polling import eventually
+from tests.helpers.sinks import RequiredSink
 from threadwarden.failpoints import Failpoints
-from threadwarden.publication import PublishedRecord
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, running_worker
 from worker.settings import Settings
@@ -119,22 +118,6 @@ async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_
         )
         assert host.waves[ids] == before + 2
         assert row.processed == row.dirty
-
-
-class RequiredSink:
-    """A sink whose records must be published before dependent native work runs."""
-
-    name = "required"
-    required = True
-
-    def __init__(self) -> None:
-        self.failing = True
-        self.published: list[PublishedRecord] = []
-
-    async def publish(self, records: Sequence[PublishedRecord]) -> None:
-        if self.failing:
-            raise ConnectionError("required sink down")
-        self.published.extend(records)
 
 
 async def test_scenario_34_pending_required_publication_holds_native_work(

@@ -49,7 +49,7 @@ async def test_scenario_33_projection_error_fails_the_pass_after_the_native_oppo
 ) -> None:
     failpoints.arm("projection", raise_error=RuntimeError("projection store down"), times=1)
     failpoints.arm("maintenance:retry:after", pause=True)  # hold the failed pass's rearm
-    await client.submit(ids, agent_id="scripted", input=say("native work first"))
+    await _submit_with_projection_due(client, failpoints, ids, "native work first")
     await failpoints.reached("maintenance:retry:after")
     status = await client.thread_status(ids)  # the head ran before the backfill failed
     assert [(s.state, s.outcome) for s in status.submissions] == [("settled", "completed")]
@@ -70,13 +70,27 @@ async def test_scenario_33_a_slow_backfill_times_out_silently(
     ids: str,
 ) -> None:
     quick = settings.model_copy(update={"projection_dispatch_timeout_ms": 200})
-    failpoints.arm("projection", pause=True)  # a backfill that never finishes by itself
+    failpoints.arm("projection", pause=True, times=1)  # a batch that never finishes by itself
     async with running_worker(quick, connections, failpoints=failpoints):
         try:
-            await client.submit(ids, agent_id="scripted", input=say("not held up"))
+            await _submit_with_projection_due(client, failpoints, ids, "not held up")
+            await failpoints.reached("projection")
             await settled(client, ids, 1)
-            host = await converged(client, ids)  # the passes succeeded despite the timeouts
+            host = await converged(client, ids)  # the pass succeeded despite the timeout
             assert host.last_error is None and host.retry is None
-            assert failpoints.hits["projection"] >= 1
+            assert failpoints.hits["projection"] == 1
+            summary = await client.thread_summary(ids)  # a later pass's batch caught up
+            assert summary is not None and summary.states == {"settled": 1}
         finally:
             failpoints.release_all()
+
+
+async def _submit_with_projection_due(
+    client: ThreadwardenClient, failpoints: Failpoints, thread: str, text: str
+) -> None:
+    """Submit, and have the projection come due before the submission's pass reads its plan."""
+    failpoints.arm("maintenance:begin:after", pause=True, times=1)
+    await client.submit(thread, agent_id="scripted", input=say(text))
+    await failpoints.reached("maintenance:begin:after")
+    await client.rebuild_projection(thread)
+    failpoints.release("maintenance:begin:after")

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,29 +15,12 @@ import pytest
 
 from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
-from threadwarden.publication import PublishedRecord
+from tests.helpers.sinks import RecordingSink
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, running_worker
 from worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class RecordingSink:
-    """A sink that records what it got, and fails while ``failing`` is set."""
-
-    name = "recording"
-
-    def __init__(self) -> None:
-        self.failing = False
-        self.calls = 0
-        self.published: list[PublishedRecord] = []
-
-    async def publish(self, records: Sequence[PublishedRecord]) -> None:
-        self.calls += 1
-        if self.failing:
-            raise ConnectionError("sink unreachable")
-        self.published.extend(records)
 
 
 async def outbox(pool: asyncpg.Pool[Any]) -> list[dict[str, Any]]:
