@@ -33,6 +33,16 @@ THREAD_STATUS_FIELDS = {
     "attempts",
     "epoch",
     "waiting_for",
+    "source_thread_id",
+    "source_message_id",
+}
+MESSAGE_FIELDS = {
+    "message_id",
+    "destination_thread_id",
+    "state",
+    "attempts",
+    "destination_submission_id",
+    "last_error",
 }
 
 
@@ -171,6 +181,7 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
     async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
         if args.thread is not None:
             thread = await client.thread_status(args.thread)
+            sent = await client.messages_sent(args.thread)
             if args.json:
                 print_json(
                     {
@@ -179,6 +190,7 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
                         "submissions": [
                             s.model_dump(include=THREAD_STATUS_FIELDS) for s in thread.submissions
                         ],
+                        "messages_sent": [m.model_dump(include=MESSAGE_FIELDS) for m in sent],
                     }
                 )
                 return 0
@@ -198,6 +210,22 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
                     for s in thread.submissions
                 ],
             )
+            if sent:
+                print("messages sent")
+                print_table(
+                    ["message", "to thread", "state", "attempts", "accepted as", "last error"],
+                    [
+                        [
+                            m.message_id,
+                            m.destination_thread_id,
+                            m.state,
+                            m.attempts,
+                            m.destination_submission_id or "",
+                            m.last_error or "",
+                        ]
+                        for m in sent
+                    ],
+                )
             return 0
         host = await client.host_status(args.host)
     if args.json:

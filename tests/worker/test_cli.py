@@ -62,16 +62,11 @@ async def test_cli_submit_and_status_print_the_documented_json(
     cli_env: None, worker: None, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     thread = f"{ids}-json"
-    for text in ("one", "two"):
+    scripts = [[{"say": "one"}], [{"send": {"thread": f"{thread}-to", "input": [{"say": "two"}]}}]]
+    for script in scripts:
         assert (
             await run_cli(
-                "submit",
-                thread,
-                "--agent",
-                "scripted",
-                "--input",
-                json.dumps([{"say": text}]),
-                "--json",
+                "submit", thread, "--agent", "scripted", "--input", json.dumps(script), "--json"
             )
             == 0
         )
@@ -87,18 +82,37 @@ async def test_cli_submit_and_status_print_the_documented_json(
 
     status = await eventually(
         thread_status,
-        lambda s: all(x["state"] == "settled" for x in s["submissions"]),
-        what="both settled",
+        lambda s: (
+            all(x["state"] == "settled" for x in s["submissions"])
+            and [m["state"] for m in s["messages_sent"]] == ["delivered"]
+        ),
+        what="both settled, the message delivered",
     )
-    assert set(status) == {"thread_id", "host_id", "submissions"}
+    assert set(status) == {"thread_id", "host_id", "submissions", "messages_sent"}
+    [message] = status["messages_sent"]
+    assert set(message) == {
+        "message_id",
+        "destination_thread_id",
+        "state",
+        "attempts",
+        "destination_submission_id",
+        "last_error",
+    }
+    assert message["destination_thread_id"] == f"{thread}-to"
     assert [s["submission_id"] for s in status["submissions"]] == [
         r["submission_id"] for r in receipts
     ]
+    fields = {"submission_id", "sequence", "state", "outcome", "attempts", "epoch", "waiting_for"}
     assert all(
-        set(s)
-        == {"submission_id", "sequence", "state", "outcome", "attempts", "epoch", "waiting_for"}
-        for s in status["submissions"]
+        set(s) == fields | {"source_thread_id", "source_message_id"} for s in status["submissions"]
     )
+    assert await run_cli("status", "--thread", f"{thread}-to", "--json") == 0
+    [accepted] = json.loads(capsys.readouterr().out)["submissions"]
+    assert (accepted["source_thread_id"], accepted["source_message_id"]) == (
+        thread,
+        message["message_id"],
+    )
+    assert accepted["submission_id"] == message["destination_submission_id"]
     assert await run_cli("status", "--host", thread, "--json") == 0
     host = json.loads(capsys.readouterr().out)
     assert set(host) == {
