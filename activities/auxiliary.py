@@ -79,8 +79,7 @@ class AuxiliaryActivities:
             )
             if claim is None:
                 break
-            activity.heartbeat()
-            outcome = await self._deliver(claim)
+            outcome = await _heartbeating(self._deliver(claim))
             if outcome == "delivered":
                 result.delivered += 1
             elif outcome == "rejected":

@@ -13,7 +13,12 @@ from ledger.models import from_ms
 from ledger.projection import Projection
 from ledger.publication import Publications
 from threadwarden.failpoints import Failpoints
-from threadwarden.hosts import HostMaintenance, validate_allowance
+from threadwarden.hosts import (
+    ALLOWANCE_ERROR,
+    HostAllowanceInvalid,
+    HostMaintenance,
+    validate_allowance,
+)
 from workflows import contracts as c
 
 
@@ -75,8 +80,10 @@ class MaintenanceActivities:
         if self._host is not None:
             try:
                 plan.host_allowance_ms = validate_allowance(self._host.dispatch_timeout_ms)
-            except Exception as error:  # reported by the host fiber, after the native work
+            except HostAllowanceInvalid as error:  # reported by the host task, after native work
                 plan.host_allowance_error = str(error)
+            except Exception as error:  # a plug-in whose declaration cannot even be read
+                plan.host_allowance_error = f"{ALLOWANCE_ERROR}: reading it failed: {error!r}"
         return plan
 
     async def _auxiliary(self, host_id: str) -> None:

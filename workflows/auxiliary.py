@@ -24,6 +24,8 @@ from workflows import contracts as c
 
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 AUX_HEARTBEAT = timedelta(seconds=10)
+# Delivery and waves are cancelled with WAIT_CANCELLATION_COMPLETED: the scope is closed only
+# once they are gone (a cut-off wave never overlaps the next pass's first one).
 """Heartbeat timeout of delivery and host waves: a dead worker is noticed this fast."""
 AUX_GRACE = timedelta(seconds=10)
 """Start-to-close slack beyond each auxiliary activity's own bound."""
@@ -105,7 +107,7 @@ class AuxiliaryScope:
                 + AUX_GRACE,
                 heartbeat_timeout=AUX_HEARTBEAT,
                 retry_policy=ONE_ATTEMPT,
-                cancellation_type=ActivityCancellationType.TRY_CANCEL,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
             if not result.more:
                 return
@@ -118,7 +120,7 @@ class AuxiliaryScope:
             start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN) + AUX_GRACE,
             heartbeat_timeout=AUX_HEARTBEAT,
             retry_policy=ONE_ATTEMPT,
-            cancellation_type=ActivityCancellationType.TRY_CANCEL,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
 
     async def _backfill(self) -> None:
