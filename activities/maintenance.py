@@ -8,7 +8,7 @@ from temporalio import activity
 
 from activities.auxiliary import host_deadline
 from activities.errors import domain_errors
-from ledger.maintenance import Maintenance
+from ledger.maintenance import AuxiliaryDue, Maintenance
 from ledger.models import from_ms
 from ledger.projection import Projection
 from ledger.publication import Publications
@@ -59,16 +59,15 @@ class MaintenanceActivities:
         begun = await self._maintenance.begin(step.host_id, step.now)
         await self._failpoints.hit("maintenance:begin:after")
         return c.BeginPassResult(
-            **begun.model_dump(),
+            **begun.model_dump(exclude={"due"}),
             yield_after_ms=self._limits.yield_after_ms,
             pass_deadline_ms=self._limits.pass_deadline_ms,
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
-            auxiliary=await self._auxiliary_plan(step.host_id),
+            auxiliary=self._auxiliary_plan(begun.due),
         )
 
-    async def _auxiliary_plan(self, host_id: str) -> c.AuxiliaryPlan:
+    def _auxiliary_plan(self, due: AuxiliaryDue) -> c.AuxiliaryPlan:
         """What auxiliary work is due, and the host plug-in's allowance, validated now."""
-        due = await self._maintenance.auxiliary_due(host_id)
         now = datetime.now(UTC)
         plan = c.AuxiliaryPlan(
             publication_due=due.publication_due,

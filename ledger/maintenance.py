@@ -41,7 +41,6 @@ SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread
        alarm_at, {_DEADLINES}
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
-_AUXILIARY_DUE = f"SELECT {_DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1"
 _HEADS = """
 SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
   FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
@@ -56,12 +55,31 @@ SELECT s.thread_id, s.submission_id, s.state
 """
 
 
+class AuxiliaryDue(BaseModel):
+    """The auxiliary deadlines of a host in the ledger (the host plug-in keeps its own)."""
+
+    publication_due: datetime | None
+    message_due: datetime | None
+    projection_due: datetime | None
+
+    def earliest(self, extra: datetime | None = None) -> int | None:
+        """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
+        found = [
+            to_ms(t)
+            for t in (self.publication_due, self.message_due, self.projection_due, extra)
+            if t is not None
+        ]
+        return min(found) if found else None
+
+
 class BeginResult(BaseModel):
     epoch: int
     generation: int
     caught_up: bool
     stalls: int
     nonterminal: int
+    due: AuxiliaryDue
+    """The auxiliary deadlines read with the host row."""
 
 
 class Selection(BaseModel):
@@ -91,23 +109,6 @@ def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
             continue  # dormant: only the waiting head's resolution can move it
         return True
     return False
-
-
-class AuxiliaryDue(BaseModel):
-    """The auxiliary deadlines of a host in the ledger (the host plug-in keeps its own)."""
-
-    publication_due: datetime | None
-    message_due: datetime | None
-    projection_due: datetime | None
-
-    def earliest(self, extra: datetime | None = None) -> int | None:
-        """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
-        found = [
-            to_ms(t)
-            for t in (self.publication_due, self.message_due, self.projection_due, extra)
-            if t is not None
-        ]
-        return min(found) if found else None
 
 
 def _auxiliary_due(row: asyncpg.Record | None) -> AuxiliaryDue:
@@ -154,11 +155,8 @@ class Maintenance:
             caught_up=d.is_caught_up(dirty=dirty, processed=processed, retry=retry, now=now_ms),
             stalls=live.stalls if live else 0,
             nonterminal=int(row["nonterminal"]),
+            due=_auxiliary_due(row),
         )
-
-    async def auxiliary_due(self, host_id: str) -> AuxiliaryDue:
-        """What auxiliary work of the host is due, read without locks (a hint for the pass)."""
-        return _auxiliary_due(await self._pool.fetchrow(_AUXILIARY_DUE, host_id))
 
     async def finish_caught_up(
         self,

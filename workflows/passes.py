@@ -127,7 +127,8 @@ class MaintenancePass:
         try:
             blocked = False
             due = plan.publication_due
-            if not begin.caught_up or (due is not None and due <= workflow.now()):
+            # Drain when actionable or a retry is due (an empty outbox has nothing to drain).
+            if due is not None and (not begin.caught_up or due <= workflow.now()):
                 publication = await _step(c.DRAIN_PUBLICATIONS, step, c.PublicationResult)
                 blocked = publication.pending is not None
             if begin.caught_up or blocked:

@@ -89,8 +89,8 @@ async def _submit_with_projection_due(
     client: ThreadwardenClient, failpoints: Failpoints, thread: str, text: str
 ) -> None:
     """Submit, and have the projection come due before the submission's pass reads its plan."""
-    failpoints.arm("maintenance:begin:after", pause=True, times=1)
+    failpoints.arm("maintenance:begin:before", pause=True, times=1)
     await client.submit(thread, agent_id="scripted", input=say(text))
-    await failpoints.reached("maintenance:begin:after")
-    await client.rebuild_projection(thread)
-    failpoints.release("maintenance:begin:after")
+    await failpoints.reached("maintenance:begin:before")
+    await client.rebuild_projection(thread)  # begin reads the deadlines with the host row
+    failpoints.release("maintenance:begin:before")
