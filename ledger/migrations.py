@@ -86,11 +86,23 @@ async def migrate(conn: Connection) -> list[int]:
 
 
 async def verify(conn: Connection) -> int:
-    """Refuse to run against a schema older or newer than this code expects."""
+    """Refuse to run against a schema older or newer than this code expects, or one whose
+    applied migrations are not the ones this code ships (a renamed or replaced file)."""
     have, want = await current_version(conn), expected_version()
     if have != want:
         hint = "run `threadwarden migrate`" if have < want else "upgrade threadwarden"
         raise SchemaVersionMismatch(
             f"database schema: expected version {want}, found {have} ({hint})"
         )
+    applied = {
+        int(r["version"]): r["name"]
+        for r in await conn.fetch("SELECT version, name FROM threadwarden.schema_migrations")
+    }
+    for migration in available_migrations():
+        if applied.get(migration.version) != migration.name:
+            raise SchemaVersionMismatch(
+                f"database schema: version {migration.version} was applied as"
+                f" {applied.get(migration.version)!r}, this code ships {migration.name!r}"
+                " (a migration was changed after it was applied)"
+            )
     return have

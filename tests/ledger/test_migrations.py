@@ -119,3 +119,14 @@ async def test_verify_refuses_a_newer_schema(conn: asyncpg.Connection[Any]) -> N
     )
     with pytest.raises(SchemaVersionMismatch, match=f"found {newer}.*upgrade threadwarden"):
         await verify(conn)
+
+
+async def test_verify_refuses_a_migration_changed_after_it_was_applied(
+    conn: asyncpg.Connection[Any],
+) -> None:
+    await migrate(conn)
+    await conn.execute(
+        "UPDATE threadwarden.schema_migrations SET name = 'an_older_draft' WHERE version = 2"
+    )
+    with pytest.raises(SchemaVersionMismatch, match="version 2 was applied as 'an_older_draft'"):
+        await verify(conn)

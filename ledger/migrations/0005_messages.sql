@@ -32,8 +32,3 @@ ALTER TABLE threadwarden.submissions ADD COLUMN source_thread_id text COLLATE "C
 ALTER TABLE threadwarden.submissions ADD COLUMN source_message_id text COLLATE "C";
 CREATE UNIQUE INDEX submissions_one_per_message ON threadwarden.submissions (source_message_id)
     WHERE source_message_id IS NOT NULL;
-
--- The projection's pending deadline, on the host row so a caught-up pass reads it in O(1): set
--- when a projection refresh after a commit failed, a backfill batch left work behind, or an
--- operator asked for a rebuild; cleared by the backfill batch that finds nothing left.
-ALTER TABLE threadwarden.hosts ADD COLUMN projection_due_at timestamptz;
