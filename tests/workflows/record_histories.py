@@ -45,6 +45,12 @@ async def record() -> None:
                 await _record_settled(client, connections)
                 await _record_stalled(client, connections)
                 await _record_message(client, connections)
+            hung = settings.model_copy(update={"task_queue": f"{settings.task_queue}-hung"})
+            async with (
+                running_worker(hung, connections, host=HungHost()),
+                ThreadwardenClient.connect(hung, connections) as client,
+            ):
+                await _record_cut_off_wave(client, connections)
         finally:
             temporal.stop()
             postgres.stop()
@@ -81,6 +87,28 @@ async def _record_message(client: ThreadwardenClient, connections: Connections) 
         lambda s: [x.state for x in s.submissions] == ["settled"],
     )
     await _save(connections, "replay-sender", f"host_pass_message_{VERSION}.json")
+
+
+async def _record_cut_off_wave(client: ThreadwardenClient, connections: Connections) -> None:
+    await client.submit("replay-hung-wave", agent_id="scripted", input=[{"say": "hi"}])
+    await eventually(
+        lambda: client.host_status("replay-hung-wave"),
+        lambda h: h.processed == h.dirty and h.alarm_at is None,
+    )
+    await _save(connections, "replay-hung-wave", f"host_pass_wave_cut_off_{VERSION}.json")
+
+
+class HungHost:
+    """A host plug-in whose waves ignore the end of the native work: each is cut off."""
+
+    dispatch_timeout_ms = 200
+
+    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
+        await asyncio.Event().wait()
+        return False
+
+    async def pending_deadline(self, host_id: str) -> datetime | None:
+        return None
 
 
 class QuietHost:
