@@ -14,6 +14,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 
 from activities.attempt import AttemptActivities
@@ -69,7 +70,11 @@ def resolve(settings: Settings) -> Connections:
 
 
 async def connect_temporal(
-    address: str, namespace: str, *, tls: bool = False, api_key: str | None = None
+    address: str,
+    namespace: str,
+    *,
+    tls: bool | TLSConfig = False,
+    api_key: str | None = None,
 ) -> Client:
     """A client with the pydantic data converter and the tracing interceptor."""
     return await Client.connect(
@@ -77,17 +82,38 @@ async def connect_temporal(
         namespace=namespace,
         data_converter=pydantic_data_converter,
         interceptors=interceptors(),
-        tls=tls or api_key is not None,
+        tls=tls if tls is not False else api_key is not None,
         api_key=api_key,
     )
 
 
+def tls_config(settings: Settings) -> bool | TLSConfig:
+    """False (plaintext), True (TLS with the system roots), or a `TLSConfig` with the client
+    certificate, the server CA and the server name the settings name (files read now)."""
+    if not settings.temporal_tls_enabled:
+        return False
+    paths = (
+        settings.temporal_tls_cert_path,
+        settings.temporal_tls_key_path,
+        settings.temporal_tls_ca_path,
+    )
+    if all(p is None for p in paths) and settings.temporal_tls_server_name is None:
+        return True
+    cert, key, ca = (None if p is None else p.read_bytes() for p in paths)
+    return TLSConfig(
+        client_cert=cert,
+        client_private_key=key,
+        server_root_ca_cert=ca,
+        domain=settings.temporal_tls_server_name,
+    )
+
+
 async def connect_configured(settings: Settings, connections: Connections) -> Client:
-    """The Temporal client the settings describe (namespace, TLS, API key)."""
+    """The Temporal client the settings describe (namespace, TLS or mutual TLS, API key)."""
     return await connect_temporal(
         connections.temporal_address,
         settings.temporal_namespace,
-        tls=settings.temporal_tls,
+        tls=tls_config(settings),
         api_key=settings.temporal_api_key,
     )
 

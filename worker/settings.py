@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workflows.decisions import Timing
@@ -22,6 +22,14 @@ class Settings(BaseSettings):
     """Connect to Temporal over TLS (Temporal Cloud and TLS-only clusters)."""
     temporal_api_key: str | None = None
     """API key for Temporal Cloud; implies TLS."""
+    temporal_tls_cert_path: Path | None = None
+    """Client certificate (PEM) for mutual TLS; needs ``temporal_tls_key_path``; implies TLS."""
+    temporal_tls_key_path: Path | None = None
+    """Private key (PEM) of the client certificate."""
+    temporal_tls_ca_path: Path | None = None
+    """Root CA (PEM) to verify the server with, instead of the system roots; implies TLS."""
+    temporal_tls_server_name: str | None = Field(default=None, min_length=1, max_length=253)
+    """Name to verify the server certificate against (SNI), when it differs from the address."""
     task_queue: str = Field(default="threadwarden", min_length=1, max_length=200)
     data_dir: Path = Path(".threadwarden")
 
@@ -47,8 +55,20 @@ class Settings(BaseSettings):
     otel_console: bool = False
     """Print OpenTelemetry spans to stderr (for local debugging)."""
 
+    @field_validator("temporal_tls_cert_path", "temporal_tls_key_path", "temporal_tls_ca_path")
+    @classmethod
+    def _readable_file(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"expected a readable PEM file, got {str(path)!r}")
+        return path
+
     @model_validator(mode="after")
     def _check_relations(self) -> "Settings":
+        if (self.temporal_tls_cert_path is None) != (self.temporal_tls_key_path is None):
+            raise ValueError(
+                "temporal_tls_key_path: expected together with temporal_tls_cert_path (mutual TLS"
+                " needs both)"
+            )
         if self.alarm_backoff_cap_ms < self.alarm_backoff_base_ms:
             raise ValueError("alarm_backoff_cap_ms: expected at least alarm_backoff_base_ms")
         if self.lease_renew_ms >= self.lease_ms:
@@ -56,6 +76,16 @@ class Settings(BaseSettings):
         if self.yield_after_ms >= self.pass_deadline_ms:
             raise ValueError("yield_after_ms: expected less than pass_deadline_ms")
         return self
+
+    @property
+    def temporal_tls_enabled(self) -> bool:
+        """TLS is on when asked for, or implied by an API key, a client certificate or a CA."""
+        return (
+            self.temporal_tls
+            or self.temporal_api_key is not None
+            or self.temporal_tls_cert_path is not None
+            or self.temporal_tls_ca_path is not None
+        )
 
     @property
     def timing(self) -> Timing:
