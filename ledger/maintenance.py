@@ -28,7 +28,7 @@ from ledger.recovery import Recovery, recover_host
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
-_DEADLINES = """
+DEADLINES = """
        (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
          AS publication_due,
        (SELECT min(not_before) FROM threadwarden.messages m
@@ -38,7 +38,7 @@ _DEADLINES = """
 """The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
 _LOCK_HOST = f"""
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
-       alarm_at, {_DEADLINES}
+       alarm_at, {DEADLINES}
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
 _HEADS = """

@@ -83,6 +83,17 @@ class BindingRetryView(BaseModel):
     reported_at: datetime
 
 
+class AuxiliaryDueView(BaseModel):
+    """When the host's auxiliary work is next due (each joins the alarm)."""
+
+    publication: datetime | None
+    """The next publication retry (an unpublished record)."""
+    message: datetime | None
+    """The next message delivery (a claimed message: its claim deadline)."""
+    projection: datetime | None
+    """The projection backfill."""
+
+
 class HostStatus(BaseModel):
     host_id: str
     dirty: int
@@ -95,6 +106,7 @@ class HostStatus(BaseModel):
     pass_epoch: int
     last_outcome: str | None
     last_error: str | None
+    auxiliary_due: AuxiliaryDueView | None = None
 
 
 def retry_from_json(value: dict[str, Any] | None) -> Retry | None:

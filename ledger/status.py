@@ -6,7 +6,9 @@ from typing import Any
 
 import asyncpg
 
+from ledger.maintenance import DEADLINES
 from ledger.models import (
+    AuxiliaryDueView,
     BindingRetryView,
     HostStatus,
     RetryView,
@@ -55,14 +57,19 @@ class StatusReader:
         """A host's maintenance state: generations, alarm, cursor and retry records."""
         row = await self._pool.fetchrow(
             "SELECT host_id, dirty, processed, nonterminal, alarm_at, last_served_thread_id,"
-            "       retry, binding_retries, pass_epoch, last_outcome, last_error"
-            "  FROM threadwarden.hosts WHERE host_id = $1",
+            f"       retry, binding_retries, pass_epoch, last_outcome, last_error, {DEADLINES}"
+            "  FROM threadwarden.hosts h WHERE host_id = $1",
             host_id,
         )
         if row is None:
             raise NotFound(f"host: no host {host_id!r}")
         retry = retry_from_json(row["retry"])
         fields = dict(row)
+        fields["auxiliary_due"] = AuxiliaryDueView(
+            publication=fields.pop("publication_due"),
+            message=fields.pop("message_due"),
+            projection=fields.pop("projection_due_at"),
+        )
         fields["retry"] = (
             None
             if retry is None

@@ -241,6 +241,7 @@ async def status(settings: Settings, args: argparse.Namespace) -> int:
                     "last_served_thread_id",
                     "retry",
                     "binding_retries",
+                    "auxiliary_due",
                 },
             )
         )

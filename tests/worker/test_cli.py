@@ -124,7 +124,9 @@ async def test_cli_submit_and_status_print_the_documented_json(
         "last_served_thread_id",
         "retry",
         "binding_retries",
+        "auxiliary_due",
     }
+    assert set(host["auxiliary_due"]) == {"publication", "message", "projection"}
 
 
 async def test_cli_without_a_stack_or_settings_exits_1(
