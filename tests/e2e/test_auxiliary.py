@@ -142,6 +142,7 @@ async def test_scenario_34_pending_required_publication_holds_native_work(
         held = status.submissions[1]
         assert (held.submission_id, held.state, held.attempts) == (second.submission_id, "ready", 0)
         assert row.processed < row.dirty
+        assert row.auxiliary_due is not None and row.auxiliary_due.publication is not None
         # The alarm is min(native fallback, pending deadline): never later than the fallback.
         alarm = await pool.fetchrow(
             "SELECT alarm_at, updated_at FROM threadwarden.hosts WHERE host_id = $1", ids

@@ -189,4 +189,5 @@ async def test_message_rejected_when_the_destination_is_on_another_host(
         what="the message rejected",
     )
     assert message.last_error is not None and "belongs to host" in message.last_error
-    await converged(client, source)  # a rejected message leaves no deadline behind
+    host = await converged(client, source)  # a rejected message leaves no deadline behind
+    assert host.auxiliary_due is not None and host.auxiliary_due.message is None
