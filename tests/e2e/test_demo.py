@@ -1,0 +1,32 @@
+"""`make demo` stays true: the demo runs on its own embedded stack and exits 0."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def test_demo_settles_everything_and_shows_the_message_and_the_feed(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("THREADWARDEN_")}
+    demo = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "worker.cli",
+        "--data-dir",
+        str(tmp_path / "tw"),
+        "demo",
+        cwd=ROOT,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(demo.communicate(), timeout=110)
+    text = output.decode()
+    assert demo.returncode == 0, text[-3000:]
+    assert " delivered to demo-" in text  # the message between threads
+    assert "  feed  demo-" in text  # the live record feed
+    assert "settled 18/18" in text
