@@ -36,12 +36,22 @@ DEADLINES = """
        projection_due_at
 """
 """The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
-_LOCK_HOST = f"""
+LOCK_HOST = f"""
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
        alarm_at, {DEADLINES}
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
-_HEADS = """
+OVERDUE = """
+SELECT h.host_id FROM threadwarden.hosts h
+ WHERE h.alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)
+   AND NOT EXISTS (
+     SELECT 1 FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+      WHERE t.host_id = h.host_id AND s.state = 'running'
+        AND s.lease_expires_at > clock_timestamp())
+ ORDER BY h.alarm_at LIMIT $2
+"""
+"""The sweeper's scan (index ``hosts_alarm_at``)."""
+HEADS = """
 SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
   FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
  WHERE t.host_id = $1 AND s.state <> 'settled'
@@ -136,7 +146,7 @@ class Maintenance:
                 "INSERT INTO threadwarden.hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
                 host_id,
             )
-            row = await conn.fetchrow(_LOCK_HOST, host_id)
+            row = await conn.fetchrow(LOCK_HOST, host_id)
             assert row is not None
             epoch = int(row["pass_epoch"]) + 1
             await conn.execute(
@@ -206,7 +216,7 @@ class Maintenance:
         """
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch)
-            heads = await conn.fetch(_HEADS, host_id)
+            heads = await conn.fetch(HEADS, host_id)
             eligible = [h["thread_id"] for h in heads if h["state"] not in STABLE_WAITS]
             head_of = {h["thread_id"]: h["submission_id"] for h in heads}
             current = [
@@ -381,18 +391,7 @@ class Maintenance:
         A host with a live attempt lease is being served right now (its pass pre-armed the
         alarm before the attempt began); it is skipped until the lease lapses.
         """
-        rows = await self._pool.fetch(
-            "SELECT h.host_id FROM threadwarden.hosts h"
-            " WHERE h.alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)"
-            "   AND NOT EXISTS ("
-            "     SELECT 1 FROM threadwarden.submissions s JOIN threadwarden.threads t"
-            "      USING (thread_id)"
-            "      WHERE t.host_id = h.host_id AND s.state = 'running'"
-            "        AND s.lease_expires_at > clock_timestamp())"
-            " ORDER BY h.alarm_at LIMIT $2",
-            grace_ms,
-            limit,
-        )
+        rows = await self._pool.fetch(OVERDUE, grace_ms, limit)
         return [r["host_id"] for r in rows]
 
 
@@ -406,7 +405,7 @@ def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms:
 
 
 async def _lock_fenced(conn: Connection, host_id: str, epoch: int) -> asyncpg.Record:
-    row = await conn.fetchrow(_LOCK_HOST, host_id)
+    row = await conn.fetchrow(LOCK_HOST, host_id)
     if row is None or int(row["pass_epoch"]) != epoch:
         found = None if row is None else row["pass_epoch"]
         raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")

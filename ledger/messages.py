@@ -27,7 +27,7 @@ RETRY_BASE_MS, RETRY_CAP_MS = 1_000, 60_000
 PERMANENT = (HostMismatch, IdempotencyConflict, InvalidInput)
 """Errors no retry can fix: the message is marked ``rejected`` (visible, never lost)."""
 
-_CLAIM = """
+CLAIM = """
 UPDATE threadwarden.messages m
    SET claim_token = $3, attempts = attempts + 1,
        not_before = clock_timestamp() + make_interval(secs => $2::float8 / 1000)
@@ -116,7 +116,7 @@ class Messages:
     async def claim_due(self, host_id: str, *, claim_timeout_ms: int) -> DeliveryClaim | None:
         """Claim the host's earliest due message until ``now + claim_timeout_ms``."""
         token = secrets.token_hex(16)
-        row = await self._pool.fetchrow(_CLAIM, host_id, claim_timeout_ms, token)
+        row = await self._pool.fetchrow(CLAIM, host_id, claim_timeout_ms, token)
         if row is None:
             return None
         fields = dict(row)

@@ -1,0 +1,40 @@
+"""The hot queries of a pass can use their indexes (pgqueuer's EXPLAIN tests).
+
+With sequential scans disabled the planner still picks one when no index fits the query, so
+finding the index in the plan proves the query and the index match, whatever the table sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import pytest
+
+from ledger.maintenance import HEADS, LOCK_HOST, OVERDUE
+from ledger.messages import CLAIM
+
+
+async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        rows = await conn.fetch(f"EXPLAIN {query}", *args)
+    return "\n".join(r[0] for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("name", "query", "args", "indexes"),
+    [
+        ("host row and deadlines", LOCK_HOST, ("h",), ["publications_due", "messages_due"]),
+        ("lane heads", HEADS, ("h",), ["submissions_lane"]),
+        ("sweeper scan", OVERDUE, (2_000, 500), ["hosts_alarm_at"]),
+        ("message claim", CLAIM, ("h", 30_000, "token"), ["messages_due"]),
+    ],
+)
+async def test_hot_query_uses_its_index(
+    pool: asyncpg.Pool[Any], name: str, query: str, args: tuple[object, ...], indexes: list[str]
+) -> None:
+    explained = await plan(pool, query, *args)
+    for index in indexes:
+        assert index in explained, f"{name}: {index} not used\n{explained}"
+    assert "Seq Scan" not in explained, f"{name}: a sequential scan\n{explained}"
