@@ -8,7 +8,8 @@ from temporalio import activity
 
 from activities.auxiliary import host_deadline
 from activities.errors import domain_errors
-from ledger.maintenance import AuxiliaryDue, Maintenance
+from ledger.deadlines import AuxiliaryDue
+from ledger.maintenance import Maintenance
 from ledger.models import from_ms
 from ledger.projection import Projection
 from ledger.publication import Publications

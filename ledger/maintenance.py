@@ -14,6 +14,7 @@ from typing import Any, cast
 import asyncpg
 from pydantic import BaseModel
 
+from ledger.deadlines import DEADLINES, AuxiliaryDue, auxiliary_due_of
 from ledger.models import (
     STABLE_WAITS,
     binding_retries_from_json,
@@ -28,14 +29,6 @@ from ledger.recovery import Recovery, recover_host
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
-DEADLINES = """
-       (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
-         AS publication_due,
-       (SELECT min(not_before) FROM threadwarden.messages m
-         WHERE m.source_host_id = h.host_id AND m.state = 'pending') AS message_due,
-       projection_due_at
-"""
-"""The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
 LOCK_HOST = f"""
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
        alarm_at, {DEADLINES}
@@ -63,23 +56,6 @@ SELECT s.thread_id, s.submission_id, s.state
  WHERE t.host_id = $1 AND s.state <> 'settled'
  ORDER BY s.thread_id, s.sequence
 """
-
-
-class AuxiliaryDue(BaseModel):
-    """The auxiliary deadlines of a host in the ledger (the host plug-in keeps its own)."""
-
-    publication_due: datetime | None
-    message_due: datetime | None
-    projection_due: datetime | None
-
-    def earliest(self, extra: datetime | None = None) -> int | None:
-        """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
-        found = [
-            to_ms(t)
-            for t in (self.publication_due, self.message_due, self.projection_due, extra)
-            if t is not None
-        ]
-        return min(found) if found else None
 
 
 class BeginResult(BaseModel):
@@ -121,16 +97,6 @@ def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
     return False
 
 
-def _auxiliary_due(row: asyncpg.Record | None) -> AuxiliaryDue:
-    if row is None:
-        return AuxiliaryDue(publication_due=None, message_due=None, projection_due=None)
-    return AuxiliaryDue(
-        publication_due=row["publication_due"],
-        message_due=row["message_due"],
-        projection_due=row["projection_due_at"],
-    )
-
-
 class Maintenance:
     """Host-row transactions for the pass steps."""
 
@@ -165,7 +131,7 @@ class Maintenance:
             caught_up=d.is_caught_up(dirty=dirty, processed=processed, retry=retry, now=now_ms),
             stalls=live.stalls if live else 0,
             nonterminal=int(row["nonterminal"]),
-            due=_auxiliary_due(row),
+            due=auxiliary_due_of(row),
         )
 
     async def finish_caught_up(
@@ -188,7 +154,7 @@ class Maintenance:
                 dirty=dirty,
                 processed=processed,
                 retry=retry_from_json(row["retry"]),
-                deadline=_auxiliary_due(row).earliest(extra_deadline),
+                deadline=auxiliary_due_of(row).earliest(extra_deadline),
                 now=to_ms(now),
                 timing=self._timing,
                 generation=generation,
@@ -314,7 +280,7 @@ class Maintenance:
                 autonomous=is_autonomous(remaining),
                 progressed=progressed,
                 binding_delay=binding_delay,
-                deadline=_auxiliary_due(row).earliest(extra_deadline),
+                deadline=auxiliary_due_of(row).earliest(extra_deadline),
                 now=now_ms,
                 jitter=jitter,
                 timing=self._timing,
@@ -366,7 +332,7 @@ class Maintenance:
             plan = d.plan_failure_alarm(
                 retry,
                 dirty=dirty,
-                deadline=_auxiliary_due(row).earliest(extra_deadline),
+                deadline=auxiliary_due_of(row).earliest(extra_deadline),
                 now=now_ms,
                 timing=self._timing,
             )

@@ -6,7 +6,7 @@ from typing import Any
 
 import asyncpg
 
-from ledger.maintenance import DEADLINES
+from ledger.deadlines import DEADLINES
 from ledger.models import (
     AuxiliaryDueView,
     BindingRetryView,

@@ -1,0 +1,50 @@
+"""A host's auxiliary deadlines: when publication, message delivery and the projection backfill
+are next due. Each joins the host's alarm (the host plug-in's own deadline is added by the
+caller). Read with the host row in one statement: two index minimums and a column, so a
+caught-up pass stays O(1) in the ledger's size."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+from pydantic import BaseModel
+
+from ledger.models import to_ms
+
+DEADLINES = """
+       (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
+         AS publication_due,
+       (SELECT min(not_before) FROM threadwarden.messages m
+         WHERE m.source_host_id = h.host_id AND m.state = 'pending') AS message_due,
+       projection_due_at
+"""
+"""The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
+
+
+class AuxiliaryDue(BaseModel):
+    """The auxiliary deadlines of a host in the ledger (the host plug-in keeps its own)."""
+
+    publication_due: datetime | None
+    message_due: datetime | None
+    projection_due: datetime | None
+
+    def earliest(self, extra: datetime | None = None) -> int | None:
+        """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
+        found = [
+            to_ms(t)
+            for t in (self.publication_due, self.message_due, self.projection_due, extra)
+            if t is not None
+        ]
+        return min(found) if found else None
+
+
+def auxiliary_due_of(row: asyncpg.Record | None) -> AuxiliaryDue:
+    """The deadlines of a row selected with `DEADLINES` (none for a missing host)."""
+    if row is None:
+        return AuxiliaryDue(publication_due=None, message_due=None, projection_due=None)
+    return AuxiliaryDue(
+        publication_due=row["publication_due"],
+        message_due=row["message_due"],
+        projection_due=row["projection_due_at"],
+    )
