@@ -2,7 +2,6 @@
 
 import asyncio
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from temporalio import activity
 
@@ -69,11 +68,11 @@ class MaintenanceActivities:
 
     def _auxiliary_plan(self, due: AuxiliaryDue) -> c.AuxiliaryPlan:
         """What auxiliary work is due, and the host plug-in's allowance, validated now."""
-        now = datetime.now(UTC)
         plan = c.AuxiliaryPlan(
             publication_due=due.publication_due,
-            messages_due=due.message_due is not None and due.message_due <= now,
-            projection_due=due.projection_due is not None and due.projection_due <= now,
+            publication_drain_due=due.is_due(due.publication_due),
+            messages_due=due.is_due(due.message_due),
+            projection_due=due.is_due(due.projection_due),
             projection_timeout_ms=self._limits.projection_timeout_ms,
             host_waves=self._host is not None,
         )

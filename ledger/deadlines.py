@@ -17,7 +17,8 @@ DEADLINES = """
          AS publication_due,
        (SELECT min(not_before) FROM threadwarden.messages m
          WHERE m.source_host_id = h.host_id AND m.state = 'pending') AS message_due,
-       projection_due_at
+       projection_due_at,
+       clock_timestamp() AS due_checked_at
 """
 """The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
 
@@ -28,6 +29,13 @@ class AuxiliaryDue(BaseModel):
     publication_due: datetime | None
     message_due: datetime | None
     projection_due: datetime | None
+    checked_at: datetime | None = None
+    """Postgres' clock when they were read: "is it due" is decided on the clock that set them,
+    so a skewed worker clock cannot make due work look early (and spin the alarm)."""
+
+    def is_due(self, deadline: datetime | None) -> bool:
+        """``deadline`` has come, on the database's clock."""
+        return deadline is not None and self.checked_at is not None and deadline <= self.checked_at
 
     def earliest(self, extra: datetime | None = None) -> int | None:
         """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
@@ -47,4 +55,5 @@ def auxiliary_due_of(row: asyncpg.Record | None) -> AuxiliaryDue:
         publication_due=row["publication_due"],
         message_due=row["message_due"],
         projection_due=row["projection_due_at"],
+        checked_at=row["due_checked_at"],
     )

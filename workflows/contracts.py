@@ -76,6 +76,9 @@ class AuxiliaryPlan(BaseModel):
 
     publication_due: datetime | None = None
     """The earliest unpublished record's next attempt."""
+    publication_drain_due: bool | None = None
+    """That attempt has come, on the database's clock (None from workers that predate it: the
+    workflow then compares ``publication_due`` with its own clock)."""
     messages_due: bool = False
     """A message of this host is due for delivery."""
     projection_due: bool = False

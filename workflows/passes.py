@@ -128,7 +128,10 @@ class MaintenancePass:
             blocked = False
             due = plan.publication_due
             # Drain when actionable or a retry is due (an empty outbox has nothing to drain).
-            if due is not None and (not begin.caught_up or due <= workflow.now()):
+            drain_due = plan.publication_drain_due
+            if drain_due is None:  # a begin from an older worker
+                drain_due = due is not None and due <= workflow.now()
+            if due is not None and (not begin.caught_up or drain_due):
                 publication = await _step(c.DRAIN_PUBLICATIONS, step, c.PublicationResult)
                 blocked = publication.pending is not None
             if begin.caught_up or blocked:
