@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from opentelemetry import trace
 from temporalio import activity
 from temporalio.client import Client
 
@@ -86,6 +87,14 @@ class AuxiliaryActivities:
                 result.rejected += 1
             else:
                 result.retried += 1
+        trace.get_current_span().set_attributes(
+            {
+                "threadwarden.host_id": step.host_id,
+                "threadwarden.messages.delivered": result.delivered,
+                "threadwarden.messages.retried": result.retried,
+                "threadwarden.messages.rejected": result.rejected,
+            }
+        )
         return result
 
     async def _deliver(self, claim: DeliveryClaim) -> str:
@@ -128,6 +137,9 @@ class AuxiliaryActivities:
         """One wave of the host plug-in, heartbeating so that cancellation reaches it."""
         if self._host is None:
             return c.HostWaveResult(more=False)
+        trace.get_current_span().set_attributes(
+            {"threadwarden.host_id": step.host_id, "threadwarden.allowance_ms": step.allowance_ms}
+        )
         wave = self._host.wave(step.host_id, dispatch_until=step.dispatch_until)
         return c.HostWaveResult(more=await _heartbeating(wave))
 

@@ -208,6 +208,7 @@ class HostWaveInput(BaseModel):
     host_id: str
     dispatch_until: datetime
     allowance_ms: int
+    """The validated whole-wave allowance (recorded on the wave's span)."""
 
 
 class HostWaveResult(BaseModel):
