@@ -107,6 +107,7 @@ async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_
             ),
             what="the alarm set from the host's deadline",
         )
+        assert row.alarm_at is not None
         assert abs(row.alarm_at - host.deadline) <= timedelta(milliseconds=1)  # ms precision
         assert host.waves[ids] == before + 1  # one initial wave on the caught-up pass
         host.deadline = None

@@ -10,6 +10,7 @@ import pytest
 from ledger.admission import Admissions
 from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
+from tests.helpers.scene import MIN_DELAY, Scene
 from workflows.decisions import Timing
 
 
@@ -29,3 +30,12 @@ def attempts(pool: asyncpg.Pool[Any]) -> Attempts:
 def admissions(pool: asyncpg.Pool[Any]) -> Admissions:
     """Admissions with the default 50 ms alarm floor."""
     return Admissions(pool, minimum_alarm_delay_ms=50)
+
+
+@pytest.fixture
+def scene(pool: asyncpg.Pool[Any], ids: str) -> Scene:
+    """The test's host with default timing, a 30 s lease and a 50 ms admission floor."""
+    admissions = Admissions(pool, minimum_alarm_delay_ms=MIN_DELAY)
+    return Scene(
+        pool, Maintenance(pool, Timing()), Attempts(pool, lease_ms=30_000), admissions, ids
+    )
