@@ -9,6 +9,7 @@ is later than the injected clock, so alarm assertions compare only alarms writte
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -161,10 +162,15 @@ class Scene:
             assert epochs == sorted(epochs), f"{thread}: a write under an older epoch"
             order = [sequence[r["submission_id"]] for r in settled if r["thread_id"] == thread]
             assert order == sorted(order), f"{thread}: settled out of queue order"
-        heads: dict[str, str] = {}
-        for s in subs:
-            if s["state"] != "settled":
-                heads.setdefault(s["thread_id"], s["state"])
-        if any(state not in ("suspended", "unknown") for state in heads.values()):
-            assert host["dirty"] > host["processed"], "autonomous work left unacknowledged"
-            assert host["alarm_at"] is not None, "autonomous work left without an alarm"
+        assert_leftovers_armed(host, subs)
+
+
+def assert_leftovers_armed(host: dict[str, Any], subs: Sequence[Mapping[str, Any]]) -> None:
+    """Autonomous leftovers (a head that is not a stable wait) keep the host dirty and armed."""
+    heads: dict[str, str] = {}
+    for s in subs:
+        if s["state"] != "settled":
+            heads.setdefault(s["thread_id"], s["state"])
+    if any(state not in ("suspended", "unknown") for state in heads.values()):
+        assert host["dirty"] > host["processed"], "autonomous work left unacknowledged"
+        assert host["alarm_at"] is not None, "autonomous work left without an alarm"

@@ -22,6 +22,7 @@ from ledger.maintenance import BeginResult, Maintenance, Report, Selection
 from ledger.models import to_ms
 from ledger.pool import create_pool
 from tests.helpers.ledger import publish
+from tests.helpers.scene import assert_leftovers_armed
 from threadwarden.errors import BindingUnavailable
 from workflows.decisions import BindingRetry, Timing
 
@@ -92,13 +93,7 @@ async def _assert_invariants(pool: asyncpg.Pool[Any], host_id: str) -> None:
         if r["kind"] == "settlement":
             assert sequence[r["submission_id"]] > last_seq.get(thread, 0), "settled out of order"
             last_seq[thread] = sequence[r["submission_id"]]
-    heads: dict[str, str] = {}
-    for s in subs:
-        if s["state"] != "settled":
-            heads.setdefault(s["thread_id"], s["state"])
-    if any(state not in ("suspended", "unknown") for state in heads.values()):
-        assert host["dirty"] > host["processed"], "autonomous work left unacknowledged"
-        assert host["alarm_at"] is not None, "autonomous work left without an alarm"
+    assert_leftovers_armed(dict(host), subs)
 
 
 @dataclass
