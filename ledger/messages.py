@@ -127,8 +127,8 @@ class Messages:
         """Admit the message at its destination and record the receipt, in one transaction.
 
         Idempotent by message id: a duplicate delivery returns the first acceptance's receipt.
-        None when the claim was lost (a later claim or a receipt replaced it) and the message is
-        not yet accepted: this delivery must not write.
+        None when the claim was lost (a later claim replaced it) and the message is not yet
+        accepted, or the message was rejected: this delivery must not write.
         """
         message = claim.message
         async with self._pool.acquire() as conn, conn.transaction():
@@ -137,7 +137,7 @@ class Messages:
                 " WHERE message_id = $1 FOR UPDATE",
                 message.message_id,
             )
-            if row is None:
+            if row is None or row["state"] == "rejected":
                 return None
             if row["state"] == "pending" and row["claim_token"] != claim.token:
                 return None
