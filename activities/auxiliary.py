@@ -32,6 +32,8 @@ T = TypeVar("T")
 
 HEARTBEAT_EVERY_S = 1.0
 """How often a long auxiliary activity heartbeats (cancellation arrives with heartbeats)."""
+CANCEL_GRACE_S = 5.0
+"""How long a cancelled wave or delivery may take to stop before the activity gives up on it."""
 
 
 class AuxiliaryActivities:
@@ -184,5 +186,13 @@ async def _heartbeating(work: Awaitable[T]) -> T:
     finally:
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            # Bounded: a plug-in that swallows its cancellation must not hold the activity
+            # (and a worker's shutdown) forever.
+            finished, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
+            if finished:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    task.result()
+            else:
+                logger.warning(
+                    "auxiliary work ignored its cancellation for %s s; left behind", CANCEL_GRACE_S
+                )

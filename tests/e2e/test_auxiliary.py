@@ -89,6 +89,39 @@ async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
         assert host.waves[ids] >= 1
 
 
+class StubbornHost(FakeHost):
+    """A host plug-in whose waves swallow their cancellation and run on until ``stop``."""
+
+    def __init__(self, allowance: object) -> None:
+        super().__init__(allowance)
+        self.stop = asyncio.Event()
+
+    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
+        self.waves[host_id] = self.waves.get(host_id, 0) + 1
+        while not self.stop.is_set():
+            try:
+                await self.stop.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1  # and carry on regardless
+        return False
+
+
+async def test_a_wave_that_swallows_its_cancellation_is_left_behind_and_the_pass_succeeds(
+    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+) -> None:
+    host = StubbornHost(300)
+    try:
+        async with running_worker(settings, connections, host=host):
+            await client.submit(ids, agent_id="scripted", input=say("not held up"))
+            await settled(client, ids, 1)
+            row = await converged(client, ids)  # the passes ended although no wave did
+            assert row.last_error is None and row.retry is None
+            assert host.cancelled >= 1
+        # Getting here means the worker stopped too: its activities gave up on the waves.
+    finally:
+        host.stop.set()
+
+
 async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_deadline(
     settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
 ) -> None:
