@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--no-follow", action="store_true", help="print what is there and exit")
     watch.add_argument("--json", action="store_true", help="one JSON record per line")
 
+    rebuild = sub.add_parser(
+        "rebuild-projection", help="drop a host's thread summaries; its passes rebuild them"
+    )
+    rebuild.add_argument("host", type=_id("host"))
+    rebuild.add_argument("--json", action="store_true")
+
     status = sub.add_parser("status", help="show a thread's submissions or a host's state")
     which = status.add_mutually_exclusive_group(required=True)
     which.add_argument("--thread", type=_id("thread"))
@@ -138,6 +144,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
         "migrate": commands.migrate,
         "setup": commands.setup,
         "status": commands.status,
+        "rebuild-projection": commands.rebuild_projection,
     }
     return handlers[args.command](settings, args)
 

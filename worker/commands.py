@@ -170,6 +170,16 @@ async def abort(settings: Settings, args: argparse.Namespace) -> int:
     return await _report(args, result, done)
 
 
+async def rebuild_projection(settings: Settings, args: argparse.Namespace) -> int:
+    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+        await client.rebuild_projection(args.host)
+    if args.json:
+        print_json({"host_id": args.host, "rebuilding": True})
+    else:
+        print(f"thread summaries of host {args.host} dropped; its passes rebuild them")
+    return 0
+
+
 async def watch(settings: Settings, args: argparse.Namespace) -> int:
     database_url = resolve_connections(settings).database_url
     return await watch_thread(

@@ -12,6 +12,7 @@ import pytest
 from ledger.migrations import expected_version
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
+from worker.client import ThreadwardenClient
 
 
 async def submissions_count(pool: asyncpg.Pool[Any]) -> int:
@@ -186,3 +187,28 @@ async def test_cli_inconsistent_settings_name_the_setting(
         "threadwarden: error: settings: alarm_backoff_cap_ms: expected at least"
         " alarm_backoff_base_ms"
     )
+
+
+async def test_cli_rebuild_projection_drops_summaries_and_the_passes_rebuild_them(
+    cli_env: None,
+    worker: None,
+    client: ThreadwardenClient,
+    capsys: pytest.CaptureFixture[str],
+    ids: str,
+) -> None:
+    await client.submit(ids, agent_id="scripted", input=[{"say": "summarised"}])
+    await eventually(
+        lambda: client.thread_summary(ids),
+        lambda s: s is not None and s.states == {"settled": 1},
+        what="the summary after the settlement",
+    )
+    assert await run_cli("rebuild-projection", ids, "--json") == 0
+    assert json.loads(capsys.readouterr().out) == {"host_id": ids, "rebuilding": True}
+    await eventually(
+        lambda: client.thread_summary(ids),
+        lambda s: s is not None and s.states == {"settled": 1},
+        what="the summary rebuilt by a pass",
+    )
+    assert await run_cli("rebuild-projection", f"{ids}-nobody") == 1  # NotFound
+    assert "no host" in capsys.readouterr().err
+    assert await run_cli("rebuild-projection", "bad id!") == 2
