@@ -149,14 +149,22 @@ class AuxiliaryActivities:
     @domain_errors
     async def backfill_projection(self, step: c.PassStepInput) -> c.BackfillResult:
         """At most one batch, under the projection timeout; a timeout is silent."""
+        return await self.bounded_backfill(step.host_id)
+
+    async def bounded_backfill(self, host_id: str) -> c.BackfillResult:
+        """One projection batch under ``projection_timeout_ms``; a timeout is silent."""
         try:
-            refreshed = await asyncio.wait_for(
-                self._backfill(step.host_id), self._projection_timeout_s
-            )
+            refreshed = await asyncio.wait_for(self._backfill(host_id), self._projection_timeout_s)
         except TimeoutError:
-            activity.logger.debug("projection backfill of %s timed out", step.host_id)
+            logger.debug("projection backfill of %s timed out", host_id)
             return c.BackfillResult(timed_out=True)
         return c.BackfillResult(refreshed=refreshed)
+
+    async def finish_step_work(self, host_id: str) -> None:
+        """What the finish steps of runs recorded before the auxiliary scope still do
+        themselves: drain the publication outbox, then one bounded projection batch."""
+        await self._publications.drain(host_id)
+        await self.bounded_backfill(host_id)
 
     async def _backfill(self, host_id: str) -> int:
         await self._failpoints.hit("projection")  # inside the bound: a pause here times out

@@ -1,17 +1,14 @@
 """The short, host-row steps of a maintenance pass (run as local activities)."""
 
-import asyncio
 from dataclasses import dataclass
 
 from temporalio import activity
 
-from activities.auxiliary import host_deadline
+from activities.auxiliary import AuxiliaryActivities, host_deadline
 from activities.errors import domain_errors
 from ledger.deadlines import AuxiliaryDue
 from ledger.maintenance import Maintenance
 from ledger.models import from_ms
-from ledger.projection import Projection
-from ledger.publication import Publications
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import (
     ALLOWANCE_ERROR,
@@ -39,16 +36,14 @@ class MaintenanceActivities:
         self,
         maintenance: Maintenance,
         *,
-        publications: Publications,
-        projection: Projection,
+        auxiliary: AuxiliaryActivities,
         failpoints: Failpoints,
         limits: PassLimits,
         host: HostMaintenance | None = None,
     ) -> None:
         self._host = host
         self._maintenance = maintenance
-        self._publications = publications
-        self._projection = projection
+        self._auxiliary = auxiliary
         self._failpoints = failpoints
         self._limits = limits
 
@@ -85,27 +80,11 @@ class MaintenanceActivities:
                 plan.host_allowance_error = f"{ALLOWANCE_ERROR}: reading it failed: {error!r}"
         return plan
 
-    async def _auxiliary(self, host_id: str) -> None:
-        """Auxiliary work for runs recorded before the workflow's auxiliary scope: drain the
-        publication outbox (a sink failure is persisted, not raised) and backfill one projection
-        batch under its timeout (a timeout is silent; an error fails the pass)."""
-        await self._publications.drain(host_id)
-        try:
-            await asyncio.wait_for(
-                self._backfill(host_id), self._limits.projection_timeout_ms / 1000
-            )
-        except TimeoutError:
-            activity.logger.debug("projection backfill of %s timed out", host_id)
-
-    async def _backfill(self, host_id: str) -> None:
-        await self._failpoints.hit("projection")  # inside the bound: a pause here times out
-        await self._projection.backfill(host_id)
-
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
         if not step.auxiliary_done:
-            await self._auxiliary(step.host_id)
+            await self._auxiliary.finish_step_work(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish_caught_up(
             step.host_id,
@@ -164,7 +143,7 @@ class MaintenanceActivities:
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
         if not step.auxiliary_done:
-            await self._auxiliary(step.host_id)
+            await self._auxiliary.finish_step_work(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish(
             step.host_id,

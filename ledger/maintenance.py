@@ -29,11 +29,17 @@ from ledger.recovery import Recovery, recover_host
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
-LOCK_HOST = f"""
+LOCK_HOST = """
+SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
+       alarm_at
+  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+"""
+LOCK_HOST_WITH_DEADLINES = f"""
 SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
        alarm_at, {DEADLINES}
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
+"""For the steps that set the alarm (begin, finish, rearm): the host row and its deadlines."""
 OVERDUE = """
 SELECT h.host_id FROM threadwarden.hosts h
  WHERE h.alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)
@@ -112,7 +118,7 @@ class Maintenance:
                 "INSERT INTO threadwarden.hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
                 host_id,
             )
-            row = await conn.fetchrow(LOCK_HOST, host_id)
+            row = await conn.fetchrow(LOCK_HOST_WITH_DEADLINES, host_id)
             assert row is not None
             epoch = int(row["pass_epoch"]) + 1
             await conn.execute(
@@ -148,7 +154,7 @@ class Maintenance:
         ``generation`` is what begin observed; a mutation committed since keeps its prompt alarm.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await _lock_fenced(conn, host_id, epoch)
+            row = await _lock_fenced(conn, host_id, epoch, deadlines=True)
             dirty, processed = int(row["dirty"]), int(row["processed"])
             plan = d.plan_caught_up_alarm(
                 dirty=dirty,
@@ -261,7 +267,7 @@ class Maintenance:
         """Acknowledge only the observed generation; keep the alarm while work remains."""
         now_ms = to_ms(now)
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await _lock_fenced(conn, host_id, epoch)
+            row = await _lock_fenced(conn, host_id, epoch, deadlines=True)
             remaining = await conn.fetch(_REMAINING, host_id)
             heads: dict[str, asyncpg.Record] = {}
             for r in remaining:
@@ -319,7 +325,7 @@ class Maintenance:
         """Record the durable backoff of a failed pass and set its alarm."""
         now_ms = to_ms(now)
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await _lock_fenced(conn, host_id, epoch)
+            row = await _lock_fenced(conn, host_id, epoch, deadlines=True)
             dirty = int(row["dirty"])
             retry = d.plan_failure_retry(
                 retry_from_json(row["retry"]),
@@ -370,8 +376,10 @@ def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms:
     return max(0, min(not_before.get(t, now_ms) for t in eligible) - now_ms)
 
 
-async def _lock_fenced(conn: Connection, host_id: str, epoch: int) -> asyncpg.Record:
-    row = await conn.fetchrow(LOCK_HOST, host_id)
+async def _lock_fenced(
+    conn: Connection, host_id: str, epoch: int, *, deadlines: bool = False
+) -> asyncpg.Record:
+    row = await conn.fetchrow(LOCK_HOST_WITH_DEADLINES if deadlines else LOCK_HOST, host_id)
     if row is None or int(row["pass_epoch"]) != epoch:
         found = None if row is None else row["pass_epoch"]
         raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")

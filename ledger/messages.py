@@ -20,10 +20,9 @@ from pydantic import BaseModel
 from ledger.admission import Admissions, MessageSource, payload_digest
 from ledger.models import Receipt
 from ledger.pool import Connection
+from ledger.publication import RETRY_BASE_MS, RETRY_CAP_MS  # the outboxes back off alike
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
 
-RETRY_BASE_MS, RETRY_CAP_MS = 1_000, 60_000
-"""Delivery retry backoff: 1 s doubling per attempt, at most 60 s."""
 PERMANENT = (HostMismatch, IdempotencyConflict, InvalidInput)
 """Errors no retry can fix: the message is marked ``rejected`` (visible, never lost)."""
 

@@ -21,6 +21,7 @@ NOTIFY_CHANNEL = "threadwarden_records"
 kind; bodies stay in the ledger)."""
 BATCH = 100
 RETRY_BASE_MS, RETRY_CAP_MS = 1_000, 60_000
+"""Backoff of a failed publication batch or message delivery: 1 s doubling, at most 60 s."""
 
 _DUE = """
 SELECT p.record_id, r.thread_id, r.sequence, r.submission_id, r.kind, r.body, p.attempts

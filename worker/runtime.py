@@ -164,8 +164,7 @@ def build_worker(
     )
     steps = MaintenanceActivities(
         maintenance,
-        publications=publications,
-        projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
+        auxiliary=auxiliary,
         host=host,
         failpoints=failpoints,
         limits=PassLimits(

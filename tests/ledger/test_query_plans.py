@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.maintenance import HEADS, LOCK_HOST, OVERDUE
+from ledger.maintenance import HEADS, LOCK_HOST_WITH_DEADLINES, OVERDUE
 from ledger.messages import CLAIM
 
 
@@ -25,7 +25,12 @@ async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
 @pytest.mark.parametrize(
     ("name", "query", "args", "indexes"),
     [
-        ("host row and deadlines", LOCK_HOST, ("h",), ["publications_due", "messages_due"]),
+        (
+            "host row and deadlines",
+            LOCK_HOST_WITH_DEADLINES,
+            ("h",),
+            ["publications_due", "messages_due"],
+        ),
         ("lane heads", HEADS, ("h",), ["submissions_lane"]),
         ("sweeper scan", OVERDUE, (2_000, 500), ["hosts_alarm_at"]),
         ("message claim", CLAIM, ("h", 30_000, "token"), ["messages_due"]),
