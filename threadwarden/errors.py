@@ -55,6 +55,14 @@ class BindingDigestMismatch(BindingUnavailable):
     """The registered binding's definition digest differs from the one the work was pinned to."""
 
 
+class PoolExhausted(ThreadwardenError):
+    """No database connection came free within the pool's acquire timeout.
+
+    An infrastructure failure, never a hang: the pass step fails and the protocol's durable
+    retry takes over (see docs/operations.md).
+    """
+
+
 class SchemaVersionMismatch(ThreadwardenError):
     """The database schema is not at the version this code expects."""
 
