@@ -36,7 +36,7 @@ from threadwarden.hosts import HostMaintenance
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
 from worker.embedded import read_endpoints
-from worker.settings import Settings
+from worker.settings import Settings, worker_capacity
 from worker.telemetry import configure_tracing, interceptors
 from workflows import contracts as c
 from workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
@@ -197,6 +197,10 @@ def build_worker(
         # Heartbeats carry cancellation to a running attempt (the pass deadline); the SDK's
         # default throttle (80% of the 30 s heartbeat timeout) would delay it by ~24 s.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+        # Only what the pool can serve inside the timeouts (docs/configuration.md, capacity).
+        max_concurrent_workflow_tasks=settings.capacity.workflow_tasks,
+        max_concurrent_activities=settings.capacity.activities,
+        max_concurrent_local_activities=settings.capacity.local_activities,
         activities=[
             steps.begin_pass,
             steps.finish_caught_up,
@@ -243,7 +247,11 @@ async def running_worker(
     application's host-wave plug-in (see `threadwarden.hosts`).
     """
     configure_tracing(settings)
-    pool = await create_pool(connections.database_url, max_size=settings.pool_max_size)
+    pool = await create_pool(
+        connections.database_url,
+        max_size=worker_capacity(settings).pool_size,
+        acquire_timeout_ms=settings.pool_acquire_timeout_ms,
+    )
     try:
         async with pool.acquire() as conn:
             await verify(conn)

@@ -1,11 +1,31 @@
 """Settings from the environment (prefix ``THREADWARDEN_``); the one place env vars are read."""
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workflows.decisions import Timing
+
+logger = logging.getLogger(__name__)
+
+POOL_RESERVE = 4
+"""Connections a worker's pool holds beyond one per activity and local-activity slot: a running
+head's lease renewal beside its binding's write, the startup checks, a few to spare."""
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What one worker process takes on: its Temporal slots and the Postgres pool serving them."""
+
+    workflow_tasks: int
+    activities: int
+    local_activities: int
+    pool_size: int
+    shrunk: bool = False
+    """The configured slots did not fit an explicit ``pool_max_size`` and were cut to fit it."""
 
 
 class Settings(BaseSettings):
@@ -49,9 +69,21 @@ class Settings(BaseSettings):
     """How long one delivery claim of a message between threads may take before its
     retry is persisted (and an abandoned claim comes due again)."""
     sweep_interval_ms: int = Field(default=2_000, ge=100, le=600_000)
+    """Pause between two sweeps while the sweeper is busy (it woke hosts or an alarm is near)."""
+    sweep_idle_interval_ms: int = Field(default=90_000, ge=100, le=3_600_000)
+    """Longest pause of an idle sweeper (6 history events per sweep: 240 per hour at 90 s)."""
     sweep_grace_ms: int = Field(default=2_000, ge=0, le=600_000)
     max_input_bytes: int = Field(default=65_536, ge=1_024, le=10_485_760)
-    pool_max_size: int = Field(default=10, ge=1, le=200)
+    max_concurrent_workflow_tasks: int = Field(default=50, ge=2, le=1_000)
+    """Workflow-task slots of a worker (no database connection: workflows never touch it)."""
+    max_concurrent_activities: int = Field(default=20, ge=1, le=1_000)
+    """Activity slots of a worker (heads, publication, deliveries, waves); one connection each."""
+    max_concurrent_local_activities: int = Field(default=10, ge=1, le=1_000)
+    """Local-activity slots (the short pass steps and the sweep); one connection each."""
+    pool_max_size: int | None = Field(default=None, ge=1, le=500)
+    """Connections of a worker's pool; unset: activities + local activities + `POOL_RESERVE`."""
+    pool_acquire_timeout_ms: int = Field(default=5_000, ge=100, le=25_000)
+    """Longest wait for a pooled connection before `PoolExhausted` (below the 30 s local steps)."""
     otel_console: bool = False
     """Print OpenTelemetry spans to stderr (for local debugging)."""
 
@@ -75,7 +107,35 @@ class Settings(BaseSettings):
             raise ValueError("lease_renew_ms: expected less than lease_ms")
         if self.yield_after_ms >= self.pass_deadline_ms:
             raise ValueError("yield_after_ms: expected less than pass_deadline_ms")
+        if self.sweep_idle_interval_ms < self.sweep_interval_ms:
+            raise ValueError("sweep_idle_interval_ms: expected at least sweep_interval_ms")
         return self
+
+    @property
+    def capacity(self) -> Capacity:
+        """Slots and pool sized together: every activity and local-activity slot can hold one
+        connection at a time, plus `POOL_RESERVE`.
+
+        Unset ``pool_max_size`` is derived from the slots. An explicit one smaller than that cuts
+        both activity kinds in proportion to fit ``pool_max_size - POOL_RESERVE`` (at least one
+        slot each); ``shrunk`` says so and the worker logs a warning.
+        """
+        activities = self.max_concurrent_activities
+        local = self.max_concurrent_local_activities
+        needed = activities + local + POOL_RESERVE
+        pool = needed if self.pool_max_size is None else self.pool_max_size
+        if pool >= needed:
+            return Capacity(self.max_concurrent_workflow_tasks, activities, local, pool)
+        budget = max(2, pool - POOL_RESERVE)
+        fitted_local = min(local, max(1, round(budget * local / (activities + local))))
+        fitted_activities = min(activities, max(1, budget - fitted_local))
+        return Capacity(
+            self.max_concurrent_workflow_tasks,
+            fitted_activities,
+            fitted_local,
+            pool,
+            shrunk=True,
+        )
 
     @property
     def temporal_tls_enabled(self) -> bool:
@@ -94,3 +154,20 @@ class Settings(BaseSettings):
             alarm_backoff_cap=self.alarm_backoff_cap_ms,
             wake_scan_interval=self.wake_scan_interval_ms,
         )
+
+
+def worker_capacity(settings: Settings) -> Capacity:
+    """`Settings.capacity`, warning once when an explicit ``pool_max_size`` cut the slots."""
+    capacity = settings.capacity
+    if capacity.shrunk:
+        logger.warning(
+            "pool_max_size=%d is below the worker's slots (%d activities + %d local activities"
+            " + %d reserve): running %d activities and %d local activities",
+            capacity.pool_size,
+            settings.max_concurrent_activities,
+            settings.max_concurrent_local_activities,
+            POOL_RESERVE,
+            capacity.activities,
+            capacity.local_activities,
+        )
+    return capacity

@@ -1,0 +1,142 @@
+"""A worker takes only what its pool can serve: slots and pool are sized together."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from ledger.pool import BoundedPool
+from worker import runtime
+from worker.runtime import Connections, running_worker
+from worker.settings import POOL_RESERVE, Capacity, Settings
+
+
+def test_the_default_pool_serves_every_slot_plus_the_reserve() -> None:
+    settings = Settings()
+    assert POOL_RESERVE == 4
+    assert settings.capacity == Capacity(
+        workflow_tasks=50, activities=20, local_activities=10, pool_size=34
+    )
+
+
+def test_an_unset_pool_follows_the_configured_slots() -> None:
+    settings = Settings(max_concurrent_activities=7, max_concurrent_local_activities=3)
+    assert settings.capacity == Capacity(
+        workflow_tasks=50, activities=7, local_activities=3, pool_size=7 + 3 + POOL_RESERVE
+    )
+
+
+def test_a_larger_explicit_pool_leaves_the_slots_alone() -> None:
+    settings = Settings(pool_max_size=100)
+    assert settings.capacity == Capacity(
+        workflow_tasks=50, activities=20, local_activities=10, pool_size=100
+    )
+
+
+@pytest.mark.parametrize(
+    ("pool", "activities", "local"),
+    [
+        (10, 4, 2),  # 6 slots in the ratio 20:10
+        (33, 19, 10),  # one short
+        (5, 1, 1),  # at least one slot of each kind
+        (1, 1, 1),
+    ],
+)
+def test_a_smaller_explicit_pool_cuts_the_slots_to_fit(
+    pool: int, activities: int, local: int
+) -> None:
+    capacity = Settings(pool_max_size=pool).capacity
+    assert capacity == Capacity(
+        workflow_tasks=50,
+        activities=activities,
+        local_activities=local,
+        pool_size=pool,
+        shrunk=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_concurrent_workflow_tasks", 1),
+        ("max_concurrent_activities", 0),
+        ("max_concurrent_local_activities", 0),
+        ("pool_max_size", 0),
+        ("pool_max_size", 501),
+        ("pool_acquire_timeout_ms", 99),
+        ("pool_acquire_timeout_ms", 25_001),
+        ("sweep_idle_interval_ms", 99),
+    ],
+)
+def test_capacity_settings_are_bounded(field: str, value: int) -> None:
+    with pytest.raises(ValidationError, match=field):
+        Settings(**{field: value})
+
+
+def test_the_idle_sweep_interval_is_at_least_the_busy_one() -> None:
+    with pytest.raises(ValidationError, match="sweep_idle_interval_ms: expected at least"):
+        Settings(sweep_interval_ms=5_000, sweep_idle_interval_ms=4_000)
+
+
+@pytest.fixture
+def created_pools(monkeypatch: pytest.MonkeyPatch) -> list[BoundedPool]:
+    """The pools `running_worker` creates (the real `create_pool`, observed)."""
+    pools: list[BoundedPool] = []
+    real: Callable[..., Awaitable[Any]] = runtime.create_pool
+
+    async def observed(*args: Any, **kwargs: Any) -> Any:
+        pool = await real(*args, **kwargs)
+        assert isinstance(pool, BoundedPool)
+        pools.append(pool)
+        return pool
+
+    monkeypatch.setattr(runtime, "create_pool", observed)
+    return pools
+
+
+async def test_the_running_worker_has_the_configured_slots_and_pool(
+    settings: Settings, connections: Connections, created_pools: list[BoundedPool]
+) -> None:
+    configured = settings.model_copy(
+        update={
+            "max_concurrent_workflow_tasks": 9,
+            "max_concurrent_activities": 6,
+            "max_concurrent_local_activities": 3,
+            "pool_acquire_timeout_ms": 1_500,
+        }
+    )
+    async with running_worker(configured, connections) as worker:
+        config = worker.config()
+        assert config.get("max_concurrent_workflow_tasks") == 9
+        assert config.get("max_concurrent_activities") == 6
+        assert config.get("max_concurrent_local_activities") == 3
+        assert config.get("tuner") is None  # fixed-size slots (see docs/configuration.md)
+        [pool] = created_pools
+        assert pool.get_max_size() == 6 + 3 + POOL_RESERVE
+        assert pool.acquire_timeout_ms == 1_500
+
+
+async def test_a_worker_on_a_small_explicit_pool_runs_fewer_slots_and_says_so(
+    settings: Settings,
+    connections: Connections,
+    created_pools: list[BoundedPool],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    small = settings.model_copy(update={"pool_max_size": 10})
+    caplog.set_level(logging.WARNING, logger="worker.settings")
+    async with running_worker(small, connections) as worker:
+        config = worker.config()
+        assert (
+            config.get("max_concurrent_activities"),
+            config.get("max_concurrent_local_activities"),
+        ) == (4, 2)
+        assert [p.get_max_size() for p in created_pools] == [10]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "worker.settings"]
+    assert warnings == [
+        "pool_max_size=10 is below the worker's slots (20 activities + 10 local activities"
+        " + 4 reserve): running 4 activities and 2 local activities"
+    ]
