@@ -53,6 +53,45 @@ def payload_digest(agent_id: str, agent_digest: str | None, value: Any) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
+_READ = """
+SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest
+  FROM (SELECT $1::text AS thread_id) q
+  LEFT JOIN threadwarden.threads t ON t.thread_id = q.thread_id
+  LEFT JOIN threadwarden.submissions s ON s.thread_id = q.thread_id AND s.idempotency_key = $2
+"""
+"""The thread's owner and the submission an idempotency key already names, if any."""
+_WRITE = """
+WITH armed AS (
+  SELECT clock_timestamp() + make_interval(secs => $11::float8 / 1000) AS at
+), h AS (
+  -- A new host starts dirty (1) and this mutation bumps it (2), as for an existing one.
+  INSERT INTO threadwarden.hosts AS h (host_id, dirty, nonterminal, alarm_at)
+  SELECT $1, 2, 1, at FROM armed
+  ON CONFLICT (host_id) DO UPDATE
+     SET dirty = h.dirty + 1, nonterminal = h.nonterminal + 1,
+         alarm_at = LEAST(h.alarm_at, EXCLUDED.alarm_at), updated_at = clock_timestamp()
+  RETURNING h.host_id, h.alarm_at < (SELECT at FROM armed) AS already_armed
+), t AS (
+  INSERT INTO threadwarden.threads AS t (thread_id, host_id, next_sequence)
+  SELECT $2, host_id, 2 FROM h
+  ON CONFLICT (thread_id) DO UPDATE SET next_sequence = t.next_sequence + 1
+  RETURNING t.host_id, t.next_sequence - 1 AS sequence
+), s AS (
+  INSERT INTO threadwarden.submissions (submission_id, thread_id, sequence, idempotency_key,
+         payload_digest, agent_id, agent_digest, input, state, source_thread_id,
+         source_message_id)
+  SELECT $3, $2, sequence, $4, $5, $6, $7, COALESCE($8::jsonb, 'null'::jsonb), 'ready', $9, $10
+    FROM t WHERE t.host_id = $1
+  RETURNING sequence
+)
+SELECT (SELECT sequence FROM s) AS sequence, (SELECT already_armed FROM h) AS already_armed
+"""
+"""The mutation gate for one admission, in one statement: lock the host (hosts, then threads,
+then submissions, the lock order everywhere), bump its generation and nonterminal count, ensure
+its alarm (reporting whether an alarm at least as early was already armed, so the caller can
+skip a redundant wake), take the thread's next sequence and insert the submission."""
+
+
 class MessageSource(BaseModel):
     """Where an accepted message came from."""
 
@@ -87,18 +126,25 @@ class Admissions:
         """
         digest = payload_digest(agent_id, agent_digest, input)
         key = idempotency_key or f"auto:{uuid.uuid4().hex}"
-        async with self._pool.acquire() as conn, conn.transaction():
-            return await self.admit_in(
-                conn,
-                thread_id=thread_id,
-                agent_id=agent_id,
-                input=input,
-                host_id=host_id,
-                key=key,
-                digest=digest,
-                agent_digest=agent_digest,
-                source=source,
-            )
+        for last_try in (False, True):
+            try:
+                async with self._pool.acquire() as conn, conn.transaction():
+                    return await self.admit_in(
+                        conn,
+                        thread_id=thread_id,
+                        agent_id=agent_id,
+                        input=input,
+                        host_id=host_id,
+                        key=key,
+                        digest=digest,
+                        agent_digest=agent_digest,
+                        source=source,
+                    )
+            except asyncpg.UniqueViolationError:
+                # A concurrent admission took the same key first: read its receipt instead.
+                if last_try:
+                    raise
+        raise AssertionError("unreachable")
 
     async def admit_in(
         self,
@@ -113,61 +159,33 @@ class Admissions:
         agent_digest: str | None,
         source: MessageSource | None,
     ) -> Receipt:
-        """`admit` inside the caller's transaction."""
-        owner = await conn.fetchval(
-            "SELECT host_id FROM threadwarden.threads WHERE thread_id = $1", thread_id
-        )
+        """`admit` inside the caller's transaction: one read, then one write."""
+        found = await conn.fetchrow(_READ, thread_id, key)
+        assert found is not None
+        owner = found["owner"]
         host = host_id or owner or thread_id
         if owner is not None and owner != host:
             raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")
-        await conn.execute(_ENSURE_HOST, host)
-        await conn.execute("SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", host)
-        await conn.execute(
-            "INSERT INTO threadwarden.threads (thread_id, host_id) VALUES ($1, $2)"
-            " ON CONFLICT DO NOTHING",
-            thread_id,
-            host,
-        )
-        thread = await conn.fetchrow(
-            "SELECT host_id, next_sequence FROM threadwarden.threads"
-            " WHERE thread_id = $1 FOR UPDATE",
-            thread_id,
-        )
-        assert thread is not None
-        if thread["host_id"] != host:  # another admission created it concurrently
-            raise HostMismatch(
-                f"host: thread {thread_id} belongs to host {thread['host_id']}, not {host}"
-            )
-        existing = await conn.fetchrow(
-            "SELECT submission_id, sequence, payload_digest FROM threadwarden.submissions"
-            " WHERE thread_id = $1 AND idempotency_key = $2",
-            thread_id,
-            key,
-        )
-        if existing is not None:
-            if existing["payload_digest"] != digest:
+        if found["submission_id"] is not None:
+            if found["payload_digest"] != digest:
                 raise IdempotencyConflict(
                     f"idempotency_key: {key!r} was already used on thread {thread_id}"
                     " for a different payload"
                 )
             return Receipt(
-                submission_id=existing["submission_id"],
+                submission_id=found["submission_id"],
                 thread_id=thread_id,
                 host_id=host,
-                sequence=existing["sequence"],
+                sequence=found["sequence"],
                 created=False,
+                wake=False,
             )
-        sequence = int(thread["next_sequence"])
         submission_id = f"sub_{uuid.uuid4().hex}"
-        await conn.execute(
-            "INSERT INTO threadwarden.submissions (submission_id, thread_id, sequence,"
-            " idempotency_key, payload_digest, agent_id, agent_digest, input, state,"
-            " source_thread_id, source_message_id)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::jsonb, 'null'::jsonb), 'ready',"
-            " $9, $10)",
-            submission_id,
+        written = await conn.fetchrow(
+            _WRITE,
+            host,
             thread_id,
-            sequence,
+            submission_id,
             key,
             digest,
             agent_id,
@@ -175,21 +193,15 @@ class Admissions:
             input,
             source.thread_id if source else None,
             source.message_id if source else None,
+            self._minimum_alarm_delay_ms,
         )
-        await conn.execute(
-            "UPDATE threadwarden.threads SET next_sequence = next_sequence + 1"
-            " WHERE thread_id = $1",
-            thread_id,
-        )
-        await conn.execute(
-            "UPDATE threadwarden.hosts SET nonterminal = nonterminal + 1 WHERE host_id = $1",
-            host,
-        )
-        await mark_dirty(conn, host, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
+        if written is None or written["sequence"] is None:  # created meanwhile, for another host
+            raise HostMismatch(f"host: thread {thread_id} belongs to another host than {host}")
         return Receipt(
             submission_id=submission_id,
             thread_id=thread_id,
             host_id=host,
-            sequence=sequence,
+            sequence=int(written["sequence"]),
             created=True,
+            wake=not written["already_armed"],
         )

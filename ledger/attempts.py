@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from ledger.messages import enqueue, message_id_for
 from ledger.models import STABLE_WAITS, Outcome
 from ledger.pool import Connection
-from ledger.records import HistoryRecord, insert_record, journal, settle_now
+from ledger.records import HistoryRecord, insert_record, record_statement, settle_now
 from threadwarden.errors import (
     AbortRequested,
     BindingDigestMismatch,
@@ -31,6 +31,80 @@ HISTORY_LIMIT = 1_000
 """Most recent canonical records handed to a binding as thread history."""
 CLAIMABLE = ("admitted", "ready", "input-applied", "running")
 """Head states a claim may take (``running`` only once its lease lapsed)."""
+
+
+_LOCK_FOR_CLAIM = """
+SELECT h.pass_epoch, t.producer_epoch,
+       (SELECT json_build_object('submission_id', s.submission_id, 'state', s.state,
+                                 'agent_id', s.agent_id, 'agent_digest', s.agent_digest,
+                                 'input', s.input,
+                                 'leased', s.lease_expires_at > clock_timestamp())
+          FROM threadwarden.submissions s
+         WHERE s.thread_id = t.thread_id AND s.state <> 'settled'
+         ORDER BY s.sequence LIMIT 1) AS head
+  FROM threadwarden.hosts h JOIN threadwarden.threads t ON t.host_id = h.host_id
+ WHERE h.host_id = $1 AND t.thread_id = $2
+   FOR UPDATE OF h, t
+"""
+"""The host and thread rows (locked in that order) and the thread's head."""
+_CLAIM = """
+WITH s AS (
+  UPDATE threadwarden.submissions
+     SET state = 'running', agent_digest = $4, epoch = $3, attempt_id = $5,
+         ownership_token = $6, attempts = attempts + 1,
+         lease_expires_at = clock_timestamp() + make_interval(secs => $7::float8 / 1000)
+   WHERE submission_id = $1 AND state = $8
+     AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())
+  RETURNING submission_id
+), t AS (
+  UPDATE threadwarden.threads SET producer_epoch = $3
+   WHERE thread_id = $2 AND EXISTS (SELECT 1 FROM s)
+)
+SELECT
+  (SELECT json_agg(j ORDER BY j.sequence) FROM (
+     SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records
+      WHERE submission_id = $1 AND step IS NOT NULL) j) AS journal,
+  (SELECT json_agg(n ORDER BY n.sequence) FROM (
+     SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records
+      WHERE thread_id = $2 AND submission_id <> $1 ORDER BY sequence DESC LIMIT $9) n)
+    AS history
+  FROM s
+"""
+"""Take the head (if it is still as read), bump the producer epoch; the journal and history."""
+_FENCE = """
+WITH fence AS (
+  SELECT 1 FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
+   WHERE h.host_id = $1 AND h.pass_epoch = $2
+     AND t.thread_id = $3 AND t.producer_epoch = $4
+     AND s.submission_id = $5 AND s.ownership_token = $6 AND s.state = ANY($7::text[])
+     AND NOT (s.abort_requested AND $8::boolean)
+     FOR SHARE OF h FOR UPDATE OF t, s
+)
+"""
+"""Everything an attempt's write depends on, checked and locked (host, thread, submission) in
+the write's own statement: the pass epoch, the producer epoch, the ownership token and state,
+and (for journal steps) no abort request. FOR SHARE on the host: writes of one pass do not
+serialise on each other, but a new pass's begin waits for them."""
+_APPEND = _FENCE + ", " + record_statement(9, guard="EXISTS (SELECT 1 FROM fence)")
+_SETTLE = (
+    _FENCE
+    + """, fin AS (
+  UPDATE threadwarden.submissions
+     SET state = 'settled', outcome = $12::jsonb ->> 'outcome', reason = $12::jsonb ->> 'reason',
+         settled_at = clock_timestamp(), ownership_token = NULL, lease_expires_at = NULL,
+         reserved_outcome = NULL, reserved_result = NULL, reserved_reason = NULL
+   WHERE submission_id = $5 AND EXISTS (SELECT 1 FROM fence)
+), """
+    + record_statement(9, guard="EXISTS (SELECT 1 FROM fence)")
+)
+_STOP = (
+    _FENCE
+    + """
+UPDATE threadwarden.submissions SET state = $9, ownership_token = NULL, lease_expires_at = NULL
+ WHERE submission_id = $5 AND EXISTS (SELECT 1 FROM fence)
+RETURNING 1
+"""
+)
 
 
 class Claim(BaseModel):
@@ -70,28 +144,40 @@ class Attempts:
         stays pending and nothing is written.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            await _check_pass(conn, host_id, pass_epoch, lock="FOR UPDATE")
-            thread = await conn.fetchrow(
-                "SELECT producer_epoch FROM threadwarden.threads"
-                " WHERE thread_id = $1 AND host_id = $2 FOR UPDATE",
-                thread_id,
-                host_id,
-            )
-            if thread is None:
-                return None
-            head = await conn.fetchrow(
-                "SELECT submission_id, state, agent_id, agent_digest, input,"
-                "       lease_expires_at > clock_timestamp() AS leased"
-                "  FROM threadwarden.submissions WHERE thread_id = $1 AND state <> 'settled'"
-                " ORDER BY sequence LIMIT 1 FOR UPDATE",
-                thread_id,
-            )
+            found = await conn.fetchrow(_LOCK_FOR_CLAIM, host_id, thread_id)
+            if found is None:
+                current = await conn.fetchval(_PASS_EPOCH["FOR SHARE"], host_id)
+                if current != pass_epoch:
+                    raise StalePass(
+                        f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})"
+                    )
+                return None  # the thread is not (or no longer) this host's
+            if found["pass_epoch"] != pass_epoch:
+                raise StalePass(
+                    f"host {host_id}: pass epoch {pass_epoch} is stale"
+                    f" (current {found['pass_epoch']})"
+                )
+            head = found["head"]
             if head is None or head["state"] not in CLAIMABLE or head["leased"]:
                 return None
             digest = _binding_digest(head, bindings)
-            epoch = int(thread["producer_epoch"]) + 1
-            steps = await journal(conn, head["submission_id"])
-            claim = Claim(
+            epoch = int(found["producer_epoch"]) + 1
+            attempt_id, token = f"att_{uuid.uuid4().hex}", secrets.token_hex(16)
+            taken = await conn.fetchrow(
+                _CLAIM,
+                head["submission_id"],
+                thread_id,
+                epoch,
+                digest,
+                attempt_id,
+                token,
+                self._lease_ms,
+                head["state"],
+                HISTORY_LIMIT,
+            )
+            if taken is None:  # the head moved under us: not claimable now
+                return None
+            return Claim(
                 host_id=host_id,
                 pass_epoch=pass_epoch,
                 thread_id=thread_id,
@@ -100,29 +186,11 @@ class Attempts:
                 agent_digest=digest,
                 input=head["input"],
                 epoch=epoch,
-                attempt_id=f"att_{uuid.uuid4().hex}",
-                ownership_token=secrets.token_hex(16),
-                history=await _history(conn, thread_id, head["submission_id"]),
-                journal=steps,
+                attempt_id=attempt_id,
+                ownership_token=token,
+                history=[HistoryRecord(**r) for r in taken["history"] or []],
+                journal=[HistoryRecord(**r) for r in taken["journal"] or []],
             )
-            await conn.execute(
-                "UPDATE threadwarden.threads SET producer_epoch = $2 WHERE thread_id = $1",
-                thread_id,
-                epoch,
-            )
-            await conn.execute(
-                "UPDATE threadwarden.submissions SET state = 'running', agent_digest = $2,"
-                " epoch = $3, attempt_id = $4, ownership_token = $5, attempts = attempts + 1,"
-                " lease_expires_at = clock_timestamp() + make_interval(secs => $6::float8 / 1000)"
-                " WHERE submission_id = $1",
-                claim.submission_id,
-                digest,
-                epoch,
-                claim.attempt_id,
-                claim.ownership_token,
-                self._lease_ms,
-            )
-        return claim
 
     async def renew_lease(self, claim: Claim) -> bool:
         """Extend the lease while the attempt is alive; False once ownership is gone.
@@ -151,17 +219,21 @@ class Attempts:
 
         Raises `AbortRequested` (writing nothing) once an operator asked to abort.
         """
-        async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, states=("running",), honour_abort=True)
-            return await insert_record(
-                conn,
-                thread_id=claim.thread_id,
-                submission_id=claim.submission_id,
-                kind=kind,
-                body=body,
-                epoch=claim.epoch,
-                step=step,
-            )
+        sequence = await self._fenced(
+            claim,
+            _APPEND,
+            [claim.thread_id, claim.submission_id, kind, body, claim.epoch, step],
+            states=("running",),
+            honour_abort=True,
+        )
+        return HistoryRecord(
+            sequence=int(sequence),
+            record_id=f"{claim.thread_id}:{sequence}",
+            submission_id=claim.submission_id,
+            kind=kind,
+            body=body,
+            step=step,
+        )
 
     async def send_message(
         self,
@@ -243,20 +315,54 @@ class Attempts:
     async def settle(
         self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None
     ) -> None:
-        """Reserve, append and finalize the submission's one settlement (two transactions)."""
-        await self.reserve(claim, outcome, result=result, reason=reason)
-        await self.complete_settlement(claim)
+        """Reserve, append and finalize the submission's one settlement, in one statement.
+
+        Atomic, so no reservation is ever left behind; `reserve` and `complete_settlement`
+        remain the staged path recovery and operators finish.
+        """
+        body = {"outcome": outcome, "result": result, "reason": reason}
+        await self._fenced(
+            claim,
+            _SETTLE,
+            [claim.thread_id, claim.submission_id, "settlement", body, claim.epoch, None],
+            states=("running",),
+            honour_abort=False,
+        )
 
     async def stop(self, claim: Claim, state: Literal["ready", "suspended", "unknown"]) -> None:
         """End the attempt without settling: yield (``ready``) or wait for a person."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, states=("running",), honour_abort=False)
-            await conn.execute(
-                "UPDATE threadwarden.submissions SET state = $2, ownership_token = NULL,"
-                " lease_expires_at = NULL WHERE submission_id = $1",
-                claim.submission_id,
-                state,
-            )
+        await self._fenced(claim, _STOP, [state], states=("running",), honour_abort=False)
+
+    async def _fenced(
+        self,
+        claim: Claim,
+        statement: str,
+        args: list[Any],
+        *,
+        states: tuple[str, ...],
+        honour_abort: bool,
+    ) -> Any:
+        """Run ``statement`` (built on `_FENCE`) as one fenced round trip; when the fence does
+        not hold nothing was written, and the check that failed is raised."""
+        fence = [
+            claim.host_id,
+            claim.pass_epoch,
+            claim.thread_id,
+            claim.epoch,
+            claim.submission_id,
+            claim.ownership_token,
+            list(states),
+            honour_abort,
+        ]
+        async with self._pool.acquire() as conn:
+            value = await conn.fetchval(statement, *fence, *args)
+            if value is None:
+                async with conn.transaction():  # explain the refusal; writes nothing
+                    await _fence(conn, claim, states=states, honour_abort=honour_abort)
+                raise StaleAttempt(
+                    f"submission {claim.submission_id}: attempt {claim.attempt_id} was fenced out"
+                )
+        return value
 
     async def release(self, claim: Claim) -> None:
         """Give the head back (ready again) after an attempt was cancelled; best effort."""
@@ -296,18 +402,6 @@ async def _check_pass(conn: Connection, host_id: str, pass_epoch: int, *, lock: 
     current = await conn.fetchval(_PASS_EPOCH[lock], host_id)
     if current != pass_epoch:
         raise StalePass(f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})")
-
-
-async def _history(conn: Connection, thread_id: str, submission_id: str) -> list[HistoryRecord]:
-    rows = await conn.fetch(
-        "SELECT sequence, record_id, submission_id, kind, body, step FROM ("
-        "  SELECT * FROM threadwarden.records WHERE thread_id = $1 AND submission_id <> $3"
-        "  ORDER BY sequence DESC LIMIT $2) newest ORDER BY sequence",
-        thread_id,
-        HISTORY_LIMIT,
-        submission_id,
-    )
-    return [HistoryRecord(**dict(r)) for r in rows]
 
 
 async def _fence(

@@ -29,17 +29,62 @@ from ledger.recovery import Recovery, recover_host
 from threadwarden.errors import StalePass
 from workflows import decisions as d
 
-LOCK_HOST = """
-SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
-       alarm_at
-  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+_HOST_COLUMNS = """
+dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch, alarm_at
+"""
+LOCK_HOST = f"""
+SELECT {_HOST_COLUMNS} FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
 LOCK_HOST_WITH_DEADLINES = f"""
-SELECT dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch,
-       alarm_at, {DEADLINES}
-  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+SELECT {_HOST_COLUMNS}, {DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
 """For the steps that set the alarm (begin, finish, rearm): the host row and its deadlines."""
+_HEADS_JSON = """
+(SELECT json_agg(json_build_object('thread_id', x.thread_id, 'submission_id', x.submission_id,
+                                   'state', x.state) ORDER BY x.thread_id)
+   FROM (SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
+           FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+          WHERE t.host_id = h.host_id AND s.state <> 'settled'
+          ORDER BY s.thread_id, s.sequence) x)
+"""
+"""The host's lane heads, in thread order (byte order: the ids are ``COLLATE "C"``)."""
+BEGIN = f"""
+INSERT INTO threadwarden.hosts AS h (host_id, pass_epoch, alarm_at) VALUES ($1, 1, $2)
+ON CONFLICT (host_id) DO UPDATE
+   SET pass_epoch = h.pass_epoch + 1, alarm_at = LEAST(h.alarm_at, EXCLUDED.alarm_at),
+       updated_at = clock_timestamp()
+RETURNING {_HOST_COLUMNS}, {DEADLINES},
+       CASE WHEN h.dirty > h.processed THEN {_HEADS_JSON} END AS heads
+"""
+"""Begin in one statement: bump the pass epoch, pre-arm, read the host row, its deadlines and
+(only when it has new work) its lane heads. O(1) in the ledger's size when caught up."""
+_LOCK_WITH_REMAINING = f"""
+SELECT {_HOST_COLUMNS}, {DEADLINES},
+       (SELECT json_agg(json_build_object('thread_id', s.thread_id,
+                                          'submission_id', s.submission_id, 'state', s.state)
+                        ORDER BY s.thread_id, s.sequence)
+          FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+         WHERE t.host_id = h.host_id AND s.state <> 'settled') AS remaining
+  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+"""
+"""The finish's read: the locked host row, its deadlines and every nonterminal row."""
+LOCK_WITH_HEADS = f"""
+SELECT {_HOST_COLUMNS}, {_HEADS_JSON} AS heads
+  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+"""
+_SET_FINISH = """
+UPDATE threadwarden.hosts
+   SET processed = $3, retry = $4, nonterminal = $5, binding_retries = $6, alarm_at = $7,
+       last_outcome = 'actionable', last_error = NULL, updated_at = clock_timestamp()
+ WHERE host_id = $1 AND pass_epoch = $2
+"""
+_SET_ALARM = """
+UPDATE threadwarden.hosts
+   SET alarm_at = $3, last_outcome = $4,
+       retry = CASE WHEN $4 = 'failed' THEN $5::jsonb ELSE retry END,
+       last_error = CASE WHEN $4 = 'failed' THEN $6 END, updated_at = clock_timestamp()
+ WHERE host_id = $1 AND pass_epoch = $2
+"""
 OVERDUE = """
 SELECT h.host_id FROM threadwarden.hosts h
  WHERE h.alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)
@@ -50,18 +95,27 @@ SELECT h.host_id FROM threadwarden.hosts h
  ORDER BY h.alarm_at LIMIT $2
 """
 """The sweeper's scan (index ``hosts_alarm_at``)."""
-HEADS = """
-SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
-  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
- WHERE t.host_id = $1 AND s.state <> 'settled'
- ORDER BY s.thread_id, s.sequence
-"""
-_REMAINING = """
-SELECT s.thread_id, s.submission_id, s.state
-  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
- WHERE t.host_id = $1 AND s.state <> 'settled'
- ORDER BY s.thread_id, s.sequence
-"""
+
+
+class Head(BaseModel):
+    """The first nonterminal submission of a thread."""
+
+    thread_id: str
+    submission_id: str
+    state: str
+
+
+class HostView(BaseModel):
+    """What selection needs of the host row, as begin read it."""
+
+    last_served: str | None
+    binding_retries: list[d.BindingRetry]
+    heads: list[Head]
+
+    @property
+    def stalled(self) -> bool:
+        """Some head is running or mid-settlement: recovery has work to classify."""
+        return any(h.state in ("running", "terminalizing") for h in self.heads)
 
 
 class BeginResult(BaseModel):
@@ -72,6 +126,8 @@ class BeginResult(BaseModel):
     nonterminal: int
     due: AuxiliaryDue
     """The auxiliary deadlines read with the host row."""
+    view: HostView | None = None
+    """The lane heads and selection state, read only when the host had new work."""
 
 
 class Selection(BaseModel):
@@ -113,31 +169,28 @@ class Maintenance:
     async def begin(self, host_id: str, now: datetime) -> BeginResult:
         """Bump the pass epoch, observe the generation, pre-arm; O(1) whatever the ledger size."""
         now_ms = to_ms(now)
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO threadwarden.hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING",
-                host_id,
-            )
-            row = await conn.fetchrow(LOCK_HOST_WITH_DEADLINES, host_id)
-            assert row is not None
-            epoch = int(row["pass_epoch"]) + 1
-            await conn.execute(
-                "UPDATE threadwarden.hosts SET pass_epoch = $2, alarm_at = LEAST(alarm_at, $3),"
-                " updated_at = clock_timestamp() WHERE host_id = $1",
-                host_id,
-                epoch,
-                from_ms(now_ms + self._timing.minimum_alarm_delay),
-            )
+        row = await self._pool.fetchrow(
+            BEGIN, host_id, from_ms(now_ms + self._timing.minimum_alarm_delay)
+        )
+        assert row is not None
         dirty, processed = int(row["dirty"]), int(row["processed"])
         retry = retry_from_json(row["retry"])
         live = d.current_retry(retry, dirty)
+        view = None
+        if row["heads"] is not None or dirty > processed:
+            view = HostView(
+                last_served=row["last_served_thread_id"],
+                binding_retries=binding_retries_from_json(row["binding_retries"]),
+                heads=[Head(**h) for h in row["heads"] or []],
+            )
         return BeginResult(
-            epoch=epoch,
+            epoch=int(row["pass_epoch"]),
             generation=dirty,
             caught_up=d.is_caught_up(dirty=dirty, processed=processed, retry=retry, now=now_ms),
             stalls=live.stalls if live else 0,
             nonterminal=int(row["nonterminal"]),
             due=auxiliary_due_of(row),
+            view=view,
         )
 
     async def finish_caught_up(
@@ -165,7 +218,8 @@ class Maintenance:
                 timing=self._timing,
                 generation=generation,
             )
-            alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "caught-up")
+            alarm_at = _alarm_at(plan, row["alarm_at"])
+            await conn.execute(_SET_ALARM, host_id, epoch, alarm_at, "caught-up", None, None)
         return Report(
             outcome="caught-up",
             generation=dirty,
@@ -180,35 +234,46 @@ class Maintenance:
             await _lock_fenced(conn, host_id, epoch)
             return await recover_host(conn, host_id)
 
-    async def select_lane(self, host_id: str, epoch: int, now: datetime) -> Selection:
+    async def select_lane(
+        self, host_id: str, epoch: int, now: datetime, view: HostView | None = None
+    ) -> Selection:
         """Round-robin over eligible heads; the cursor is persisted every time one is picked.
 
         Binding retries of submissions no longer at their thread's head are ignored; threads
-        whose head is in binding backoff are skipped until its ``not_before``.
+        whose head is in binding backoff are skipped until its ``not_before``. ``view`` is what
+        begin read (then only the cursor is written, fenced); without it the host row and the
+        heads are read here.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await _lock_fenced(conn, host_id, epoch)
-            heads = await conn.fetch(HEADS, host_id)
-            eligible = [h["thread_id"] for h in heads if h["state"] not in STABLE_WAITS]
-            head_of = {h["thread_id"]: h["submission_id"] for h in heads}
+            if view is None:
+                row = await _lock_fenced(conn, host_id, epoch, heads=True)
+                view = HostView(
+                    last_served=row["last_served_thread_id"],
+                    binding_retries=binding_retries_from_json(row["binding_retries"]),
+                    heads=[Head(**h) for h in row["heads"] or []],
+                )
+            heads = view.heads
+            eligible = [h.thread_id for h in heads if h.state not in STABLE_WAITS]
+            head_of = {h.thread_id: h.submission_id for h in heads}
             current = [
-                r
-                for r in binding_retries_from_json(row["binding_retries"])
-                if head_of.get(r.thread_id) == r.submission_id
+                r for r in view.binding_retries if head_of.get(r.thread_id) == r.submission_id
             ]
-            blocked = {r.thread_id: r.not_before for r in current}
             picked = d.select_lane(
                 eligible,
-                last_served=row["last_served_thread_id"],
-                blocked_until=blocked,
+                last_served=view.last_served,
+                blocked_until={r.thread_id: r.not_before for r in current},
                 selection_time=to_ms(now),
             )
             if picked is not None:
-                await conn.execute(
-                    "UPDATE threadwarden.hosts SET last_served_thread_id = $2 WHERE host_id = $1",
+                status = await conn.execute(
+                    "UPDATE threadwarden.hosts SET last_served_thread_id = $3"
+                    " WHERE host_id = $1 AND pass_epoch = $2",
                     host_id,
+                    epoch,
                     picked,
                 )
+                if status != "UPDATE 1":
+                    raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")
         if picked is None:
             return Selection(thread_id=None)
         return Selection(
@@ -267,9 +332,9 @@ class Maintenance:
         """Acknowledge only the observed generation; keep the alarm while work remains."""
         now_ms = to_ms(now)
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await _lock_fenced(conn, host_id, epoch, deadlines=True)
-            remaining = await conn.fetch(_REMAINING, host_id)
-            heads: dict[str, asyncpg.Record] = {}
+            row = await _lock_fenced(conn, host_id, epoch, remaining=True)
+            remaining: list[dict[str, Any]] = row["remaining"] or []
+            heads: dict[str, dict[str, Any]] = {}
             for r in remaining:
                 heads.setdefault(r["thread_id"], r)
             retries = [  # pruned: entries of submissions no longer at the head are dropped
@@ -277,7 +342,6 @@ class Maintenance:
                 for r in binding_retries_from_json(row["binding_retries"])
                 if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
             ]
-            binding_delay = _binding_delay(heads, retries, now_ms)
             plan = d.plan_native_finish(
                 generation=generation,
                 stalls=stalls,
@@ -285,22 +349,23 @@ class Maintenance:
                 processed=int(row["processed"]),
                 autonomous=is_autonomous(remaining),
                 progressed=progressed,
-                binding_delay=binding_delay,
+                binding_delay=_binding_delay(heads, retries, now_ms),
                 deadline=auxiliary_due_of(row).earliest(extra_deadline),
                 now=now_ms,
                 jitter=jitter,
                 timing=self._timing,
             )
+            alarm_at = _alarm_at(plan.alarm, row["alarm_at"])
             await conn.execute(
-                "UPDATE threadwarden.hosts SET processed = $2, retry = $3, nonterminal = $4,"
-                " binding_retries = $5 WHERE host_id = $1",
+                _SET_FINISH,
                 host_id,
+                epoch,
                 plan.processed,
                 retry_to_json(plan.retry),
                 len(remaining),
                 binding_retries_to_json(retries),
+                alarm_at,
             )
-            alarm_at = await _apply_alarm(conn, host_id, plan.alarm, row["alarm_at"], "actionable")
         return Report(
             outcome="actionable",
             generation=int(row["dirty"]),
@@ -342,13 +407,10 @@ class Maintenance:
                 now=now_ms,
                 timing=self._timing,
             )
+            alarm_at = _alarm_at(plan, row["alarm_at"])
             await conn.execute(
-                "UPDATE threadwarden.hosts SET retry = $2, last_error = $3 WHERE host_id = $1",
-                host_id,
-                retry_to_json(retry),
-                error,
+                _SET_ALARM, host_id, epoch, alarm_at, "failed", retry_to_json(retry), error
             )
-            alarm_at = await _apply_alarm(conn, host_id, plan, row["alarm_at"], "failed")
         return Report(
             outcome="failed",
             generation=dirty,
@@ -377,35 +439,33 @@ def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms:
 
 
 async def _lock_fenced(
-    conn: Connection, host_id: str, epoch: int, *, deadlines: bool = False
+    conn: Connection,
+    host_id: str,
+    epoch: int,
+    *,
+    deadlines: bool = False,
+    heads: bool = False,
+    remaining: bool = False,
 ) -> asyncpg.Record:
-    row = await conn.fetchrow(LOCK_HOST_WITH_DEADLINES if deadlines else LOCK_HOST, host_id)
+    if remaining:
+        query = _LOCK_WITH_REMAINING
+    elif heads:
+        query = LOCK_WITH_HEADS
+    else:
+        query = LOCK_HOST_WITH_DEADLINES if deadlines else LOCK_HOST
+    row = await conn.fetchrow(query, host_id)
     if row is None or int(row["pass_epoch"]) != epoch:
         found = None if row is None else row["pass_epoch"]
         raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")
     return cast(asyncpg.Record, row)
 
 
-async def _apply_alarm(
-    conn: Connection,
-    host_id: str,
-    plan: d.AlarmPlan,
-    current: datetime | None,
-    outcome: str,
-) -> datetime | None:
+def _alarm_at(plan: d.AlarmPlan, current: datetime | None) -> datetime | None:
+    """The alarm a plan leaves: ``ensure`` keeps an earlier one, ``clear`` removes it."""
     if plan.action == "clear":
-        alarm_at = None
-    else:
-        assert plan.at is not None
-        alarm_at = from_ms(plan.at)
-        if plan.action == "ensure" and current is not None:
-            alarm_at = min(current, alarm_at)
-    await conn.execute(
-        "UPDATE threadwarden.hosts SET alarm_at = $2, last_outcome = $3,"
-        " last_error = CASE WHEN $3 = 'failed' THEN last_error END,"
-        " updated_at = clock_timestamp() WHERE host_id = $1",
-        host_id,
-        alarm_at,
-        outcome,
-    )
+        return None
+    assert plan.at is not None
+    alarm_at = from_ms(plan.at)
+    if plan.action == "ensure" and current is not None:
+        return min(current, alarm_at)
     return alarm_at

@@ -40,6 +40,9 @@ class Receipt(BaseModel):
     host_id: str
     sequence: int
     created: bool
+    wake: bool = True
+    """Whether the host needs a wake: False when an alarm at least as early was already armed
+    (a pass is running or due and will see this admission) or nothing was created."""
 
 
 WaitingFor = Literal["approval", "unknown-resolution", "binding"]

@@ -22,6 +22,39 @@ class HistoryRecord(BaseModel):
     step: int | None = None
 
 
+def record_statement(first: int, *, guard: str = "") -> str:
+    """The CTEs that append one record and its outbox row, ending in ``SELECT sequence``.
+
+    Parameters, from ``$first``: thread id, submission id, kind, body, epoch, step. ``guard``
+    is an SQL condition the append also needs (a fence); when it fails nothing is written and
+    the statement returns no row.
+    """
+    thread, submission, kind, body, epoch, step = (f"${first + n}" for n in range(6))
+    condition = f" AND {guard}" if guard else ""
+    return f"""
+seq AS (
+  UPDATE threadwarden.threads SET next_record = next_record + 1
+   WHERE thread_id = {thread}{condition}
+  RETURNING thread_id, host_id, next_record - 1 AS sequence
+), rec AS (
+  INSERT INTO threadwarden.records (thread_id, sequence, record_id, submission_id, kind, body,
+                                    epoch, step)
+  SELECT thread_id, sequence, thread_id || ':' || sequence, {submission}, {kind},
+         COALESCE({body}::jsonb, 'null'::jsonb), {epoch}, {step}::integer
+    FROM seq
+), pub AS (
+  -- Into the publication outbox, in the same statement: published at least once.
+  INSERT INTO threadwarden.publications (record_id, host_id, thread_id, sequence)
+  SELECT thread_id || ':' || sequence, host_id, thread_id, sequence FROM seq
+)
+SELECT sequence FROM seq
+"""
+
+
+INSERT_RECORD = "WITH " + record_statement(1)
+"""One canonical record and its outbox row; returns the record's sequence."""
+
+
 async def insert_record(
     conn: Connection,
     *,
@@ -32,34 +65,12 @@ async def insert_record(
     epoch: int,
     step: int | None = None,
 ) -> HistoryRecord:
-    """Append at the thread's next sequence. The caller holds the thread row ``FOR UPDATE``."""
-    sequence = await conn.fetchval(
-        "UPDATE threadwarden.threads SET next_record = next_record + 1 WHERE thread_id = $1"
-        " RETURNING next_record - 1",
-        thread_id,
-    )
+    """Append at the thread's next sequence, with its publication outbox row: one statement.
+
+    The caller holds the thread row ``FOR UPDATE`` (or takes it here, through the update).
+    """
+    sequence = await conn.fetchval(INSERT_RECORD, thread_id, submission_id, kind, body, epoch, step)
     record_id = f"{thread_id}:{sequence}"
-    await conn.execute(
-        "INSERT INTO threadwarden.records (thread_id, sequence, record_id, submission_id, kind,"
-        " body, epoch, step) VALUES ($1, $2, $3, $4, $5, COALESCE($6::jsonb, 'null'::jsonb),"
-        " $7, $8)",
-        thread_id,
-        sequence,
-        record_id,
-        submission_id,
-        kind,
-        body,
-        epoch,
-        step,
-    )
-    # Into the publication outbox, in the same transaction: published at least once.
-    await conn.execute(
-        "INSERT INTO threadwarden.publications (record_id, host_id, thread_id, sequence)"
-        " SELECT $1, host_id, thread_id, $2 FROM threadwarden.threads WHERE thread_id = $3",
-        record_id,
-        sequence,
-        thread_id,
-    )
     return HistoryRecord(
         sequence=int(sequence),
         record_id=record_id,

@@ -112,7 +112,8 @@ class ThreadwardenClient:
         await self._failpoints.hit("maintenance:dirty:after")
         if receipt.created:
             await self._failpoints.hit("maintenance:mutation:armed")
-            await self.wake(receipt.host_id)
+            if receipt.wake:  # else an alarm as early was armed: its pass sees this admission
+                await self.wake(receipt.host_id)
             await self._failpoints.hit("maintenance:mutation:finished")
         await self._failpoints.hit("maintenance:mutation:after")
         return receipt

@@ -6,12 +6,13 @@ finding the index in the plan proves the query and the index match, whatever the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
 
-from ledger.maintenance import HEADS, LOCK_HOST_WITH_DEADLINES, OVERDUE
+from ledger.maintenance import BEGIN, LOCK_HOST_WITH_DEADLINES, LOCK_WITH_HEADS, OVERDUE
 from ledger.messages import CLAIM
 
 
@@ -31,7 +32,13 @@ async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
             ("h",),
             ["publications_due", "messages_due"],
         ),
-        ("lane heads", HEADS, ("h",), ["submissions_lane"]),
+        ("lane heads", LOCK_WITH_HEADS, ("h",), ["submissions_lane"]),
+        (
+            "begin: host row, deadlines and heads in one statement",
+            BEGIN,
+            ("h", datetime(2026, 1, 1, tzinfo=UTC)),
+            ["publications_due", "messages_due", "submissions_lane"],
+        ),
         ("sweeper scan", OVERDUE, (2_000, 500), ["hosts_alarm_at"]),
         ("message claim", CLAIM, ("h", 30_000, "token"), ["messages_due"]),
     ],

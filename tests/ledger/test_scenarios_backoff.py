@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from ledger.attempts import Attempts
-from ledger.maintenance import Maintenance, Report
+from ledger.maintenance import BEGIN, Maintenance, Report
 from ledger.models import to_ms
 from ledger.pool import _init_connection, create_pool
 from tests.helpers.scene import BASE, BINDINGS, MIN_DELAY, Scene, alarm_of, at, bound, rel
@@ -65,6 +66,25 @@ async def _forced_caught_up_pass(
     return [" ".join(s.split()) for s in statements if not s.startswith(control)], report
 
 
+async def _heads_executed(pool: asyncpg.Pool[Any], host_id: str, now: datetime) -> bool:
+    """Whether begin's lane-heads subquery ran for ``host_id`` (EXPLAIN ANALYZE, rolled back)."""
+    async with pool.acquire() as conn:
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            rows = await conn.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) {BEGIN}", host_id, now)
+        finally:
+            await transaction.rollback()
+    plan = "\n".join(r[0] for r in rows)
+    heads = [
+        line
+        for line in plan.splitlines()
+        if re.search(r"\bon submissions\b|submissions_lane", line)
+    ]
+    assert heads, plan  # the heads subquery is in the plan...
+    return not all("never executed" in line for line in heads)  # ...and ran, or not
+
+
 async def test_scenario_03_caught_up_pass_runs_constant_sql_and_clears_the_alarm(
     database_url: str, scene: Scene
 ) -> None:
@@ -94,12 +114,16 @@ async def test_scenario_03_caught_up_pass_runs_constant_sql_and_clears_the_alarm
         await counted.close()
 
     assert small == large, (small, large)  # the same statements, whatever the ledger holds
-    assert len(small) <= 6, small  # begin: ensure, lock, pre-arm; finish: lock, set
+    assert len(small) <= 3, small  # begin: one upsert; finish: lock, set
     # Only the host row is locked and written; the outbox deadlines it reads beside it are
     # index minimums (the same statements above, however large the ledger).
     assert all("threadwarden.hosts" in s for s in small), "only the host row is touched"
-    touched = [s for s in small if re.search(r"\b(submissions|threads|records)\b", s)]
-    assert touched == [], "a caught-up pass must not scan the ledger or read history"
+    begin, *finish = small
+    touched = [s for s in finish if re.search(r"\b(submissions|threads|records)\b", s)]
+    assert touched == [], "a caught-up finish must not scan the ledger or read history"
+    # Begin carries the lane heads for a host with new work; for a caught-up host that part of
+    # the statement never runs.
+    assert await _heads_executed(scene.pool, ids, at(3_000)) is False
     assert [r.outcome for r in (small_report, large_report)] == ["caught-up"] * 2
     assert small_report.alarm_at is None and large_report.alarm_at is None
     host = await scene.host()
