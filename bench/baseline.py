@@ -1,38 +1,41 @@
 """The bare-Temporal baseline: one entity workflow per host, one activity per signalled unit.
 
 Each unit is signal-with-started onto its host's entity workflow, which processes the signals in
-order and runs one activity per unit: a single-row insert into the same PostgreSQL database.
+order and runs one activity per unit: a single-row insert into ``bench_units`` in the side's
+database (its ``done_at`` defaults to the server's clock). The worker runs in its own process
+(`bench.baseline_worker`), like threadwarden's.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-import uuid
+import contextlib
+import re
+import sys
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity, workflow
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
     import asyncpg
 
-    from bench.measure import Measurement, wait_until
-    from bench.stack import Stack
+    from bench.procs import WorkerCommand
+    from bench.side import Driver
 
 ENTITY_WORKFLOW = "BenchEntity"
 WORK_SIGNAL = "work"
 RECORD_ACTIVITY = "bench_record"
-POOL_MAX_SIZE = 10
-"""The same database pool size a threadwarden worker uses by default."""
-_CREATE_TABLE = (
+READY = re.compile(r"baseline worker on task queue")
+CREATE_TABLE = (
     "CREATE TABLE IF NOT EXISTS bench_units ("
-    " host_id text NOT NULL, seq integer NOT NULL, PRIMARY KEY (host_id, seq))"
+    " host_id text NOT NULL, seq integer NOT NULL,"
+    " done_at timestamptz NOT NULL DEFAULT clock_timestamp(), PRIMARY KEY (host_id, seq))"
 )
 
 
@@ -88,85 +91,60 @@ class RecordActivities:
         )
 
 
-async def run_baseline(
-    stack: Stack, hosts: int, submissions: int, *, timeout_s: float
-) -> Measurement:
-    """Run the baseline worker on its own task queue; warm up, then measure."""
-    run_id = uuid.uuid4().hex[:8]
-    task_queue = f"bench-base-{run_id}"
-    pool = await asyncpg.create_pool(
-        stack.connections.database_url, min_size=1, max_size=POOL_MAX_SIZE
-    )
-    try:
-        await pool.execute(_CREATE_TABLE)
-        client = await Client.connect(
-            stack.connections.temporal_address, data_converter=pydantic_data_converter
-        )
-        worker = Worker(
-            client,
-            task_queue=task_queue,
-            workflows=[EntityWorkflow],
-            activities=[RecordActivities(pool).record],
-        )
-        async with worker:
-            await _measure(client, pool, task_queue, f"warm-{run_id}", 1, 1, timeout_s)
-            return await _measure(
-                client, pool, task_queue, f"base-{run_id}", hosts, submissions, timeout_s
-            )
-    finally:
-        await pool.close()
+class _BaselineDriver:
+    def __init__(self, client: Client, task_queue: str, expected: int) -> None:
+        self._client = client
+        self._task_queue = task_queue
+        self._expected = expected
 
-
-async def _measure(
-    client: Client,
-    pool: asyncpg.Pool[Any],
-    task_queue: str,
-    prefix: str,
-    hosts: int,
-    submissions: int,
-    timeout_s: float,
-) -> Measurement:
-    host_ids = [f"{prefix}-h{n}" for n in range(hosts)]
-    total = hosts * submissions
-    started = time.perf_counter()
-    handles = await asyncio.gather(
-        *(_signal(client, task_queue, host, submissions) for host in host_ids)
-    )
-
-    async def count() -> int:
-        found = await pool.fetchval(
-            "SELECT count(*) FROM bench_units WHERE host_id = ANY($1::text[])", host_ids
-        )
-        return int(found)
-
-    await wait_until(
-        count,
-        lambda n: n >= total,
-        timeout_s=timeout_s,
-        what=f"{hosts}×{submissions} baseline activities completed",
-    )
-    elapsed = time.perf_counter() - started
-    async with asyncio.timeout(timeout_s):
-        done = await asyncio.gather(*(handle.result() for handle in handles))
-    if sum(done) != total:
-        raise RuntimeError(f"baseline: expected {total} units processed, got {done}")
-    return Measurement("baseline", total, elapsed)
-
-
-async def _signal(
-    client: Client, task_queue: str, host_id: str, submissions: int
-) -> WorkflowHandle[EntityWorkflow, int]:
-    """Signal-with-start the host's entity once per unit, in order; return its handle."""
-    handle: WorkflowHandle[EntityWorkflow, int] | None = None
-    for seq in range(submissions):
-        handle = await client.start_workflow(
+    async def submit(self, host: str, seq: int) -> str:
+        """Signal-with-start the host's entity with unit ``seq``."""
+        await self._client.start_workflow(
             EntityWorkflow.run,
-            EntityInput(host_id=host_id, expected=submissions),
-            id=f"bench-entity/{host_id}",
-            task_queue=task_queue,
+            EntityInput(host_id=host, expected=self._expected),
+            id=entity_workflow_id(host),
+            task_queue=self._task_queue,
             start_signal=WORK_SIGNAL,
-            start_signal_args=[Unit(host_id=host_id, seq=seq)],
+            start_signal_args=[Unit(host_id=host, seq=seq)],
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
-    assert handle is not None
-    return handle
+        return f"{host}/{seq}"
+
+
+def entity_workflow_id(host: str) -> str:
+    return f"bench-entity/{host}"
+
+
+class BaselineSide:
+    name = "baseline"
+    count_sql = "SELECT count(*) FROM bench_units WHERE host_id = ANY($1::text[])"
+    completions_sql = (
+        "SELECT host_id || '/' || seq AS key, done_at, true AS ok"
+        " FROM bench_units WHERE host_id = ANY($1::text[])"
+    )
+
+    async def prepare(self, dsn: str) -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(CREATE_TABLE)
+        finally:
+            await conn.close()
+
+    def worker_command(
+        self, dsn: str, temporal_address: str, task_queue: str, data_dir: Path
+    ) -> WorkerCommand:
+        argv = [sys.executable, "-m", "bench.baseline_worker", dsn, temporal_address, task_queue]
+        return WorkerCommand(argv, {}, READY)
+
+    @contextlib.asynccontextmanager
+    async def driver(
+        self, dsn: str, temporal_address: str, task_queue: str, submissions: int
+    ) -> AsyncIterator[Driver]:
+        client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+        yield _BaselineDriver(client, task_queue, submissions)
+
+    def workflow_id(self, host: str) -> str:
+        return entity_workflow_id(host)
+
+    def sweeper_id(self, task_queue: str) -> str:
+        return ""  # no sweeper

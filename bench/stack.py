@@ -1,4 +1,11 @@
-"""One embedded PostgreSQL and one Temporal dev server, shared by both sides of a bench run."""
+"""The bench's embedded stack: PostgreSQL with ``pg_stat_statements``, and a Temporal dev server.
+
+Every measured side gets a fresh database (see `BenchStack.fresh_database`), so nothing a side
+leaves behind (a host still armed after a timeout, say) reaches the next one, and the server's
+per-database counters belong to that side alone. The bench's own queries (completion polling,
+reading per-unit timestamps) run as the role `OBSERVER`, whose statements are left out of the
+counts.
+"""
 
 from __future__ import annotations
 
@@ -7,42 +14,95 @@ import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from ledger.migrations import migrate
 from worker.embedded import EmbeddedPostgres, TemporalDevServer
-from worker.runtime import Connections
 
-DATABASE = "bench"
+OBSERVER = "bench_observer"
+"""The role of the bench's own queries on a measured database."""
+ADMIN_DATABASE = "postgres"
+"""Where the bench reads server statistics from (its own queries there count for no side)."""
+
+
+def with_user(dsn: str, user: str) -> str:
+    """``dsn`` with its user name replaced (trust authentication: no password)."""
+    parts = urlsplit(dsn)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
 
 
 @dataclass(frozen=True)
-class Stack:
-    """Where the running stack listens, and a scratch folder for settings' ``data_dir``."""
+class BenchStack:
+    """Where the running stack listens, and a scratch folder for worker logs and data dirs."""
 
-    connections: Connections
+    postgres: EmbeddedPostgres
+    temporal_address: str
     scratch: Path
+
+    def dsn(self, database: str) -> str:
+        return self.postgres.dsn(database)
+
+    def observer_dsn(self, database: str) -> str:
+        return with_user(self.dsn(database), OBSERVER)
+
+    async def admin(self) -> asyncpg.Connection[Any]:
+        """A connection to the admin database, for statistics and database creation."""
+        return await asyncpg.connect(self.dsn(ADMIN_DATABASE))
+
+    async def fresh_database(self, name: str) -> str:
+        """Create the (empty) database ``name`` and return its DSN."""
+        conn = await self.admin()
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await conn.close()
+        return self.dsn(name)
+
+
+async def _start_postgres(path: Path) -> EmbeddedPostgres:
+    """Start PostgreSQL with ``pg_stat_statements`` preloaded (one restart on first start)."""
+    postgres = EmbeddedPostgres(path)
+    await postgres.start(ADMIN_DATABASE)
+    conn = await asyncpg.connect(postgres.dsn(ADMIN_DATABASE))
+    try:
+        preloaded = await conn.fetchval("SHOW shared_preload_libraries")
+        if "pg_stat_statements" not in str(preloaded):
+            await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+    finally:
+        await conn.close()
+    if "pg_stat_statements" not in str(preloaded):
+        postgres.stop()  # the setting is read only at server start
+        postgres = EmbeddedPostgres(path)
+        await postgres.start(ADMIN_DATABASE)
+    conn = await asyncpg.connect(postgres.dsn(ADMIN_DATABASE))
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        await conn.execute("SET pg_stat_statements.track_utility = on")  # checks the setting
+        if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", OBSERVER):
+            await conn.execute(f"CREATE ROLE {OBSERVER} LOGIN SUPERUSER")
+    finally:
+        await conn.close()
+    return postgres
 
 
 @contextlib.asynccontextmanager
-async def bench_stack() -> AsyncIterator[Stack]:
-    """Start PostgreSQL (database migrated) and Temporal in a temp dir; stop both on exit."""
+async def bench_stack() -> AsyncIterator[BenchStack]:
+    """Start PostgreSQL and a headless Temporal dev server in a temp dir; stop both on exit."""
     with tempfile.TemporaryDirectory(prefix="threadwarden-bench-") as tmp:
         root = Path(tmp)
-        postgres = EmbeddedPostgres(root / "pg")
+        postgres: EmbeddedPostgres | None = None
         try:
-            dsn = await postgres.start(DATABASE)
-            conn = await asyncpg.connect(dsn)
-            try:
-                await migrate(conn)
-            finally:
-                await conn.close()
+            postgres = await _start_postgres(root / "pg")
             temporal = TemporalDevServer(None, ui=False)
             try:
                 await temporal.start()
-                yield Stack(Connections(dsn, temporal.address), root / "scratch")
+                yield BenchStack(postgres, temporal.address, root / "scratch")
             finally:
                 temporal.stop()
         finally:
-            postgres.stop()
+            if postgres is not None:
+                postgres.stop()

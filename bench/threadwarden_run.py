@@ -1,64 +1,89 @@
-"""The threadwarden side: H hosts (one thread each) × N ``scripted`` submissions, until settled."""
+"""The threadwarden side: ``threadwarden worker`` processes, and the client's admissions here.
+
+Each host serves one thread (thread id = host id); each unit is one submission of the built-in
+``scripted`` agent with input ``[{"say": "hi"}]``, admitted by `ThreadwardenClient.submit`
+(the admission transaction, then the host's wake). A unit is done when its submission is
+``settled``; it counts as completed when its outcome is ``completed``.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import time
-import uuid
+import contextlib
+import re
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
 
-from bench.measure import Measurement, wait_until
-from bench.stack import Stack
-from ledger.models import ThreadStatus
+import asyncpg
+
+from bench.procs import WorkerCommand
+from bench.side import Driver
+from ledger.migrations import migrate
 from worker.client import ThreadwardenClient
-from worker.runtime import running_worker
+from worker.runtime import Connections
 from worker.settings import Settings
+from workflows.contracts import host_workflow_id, sweeper_workflow_id
 
 AGENT = "scripted"
 INPUT = [{"say": "hi"}]
+READY = re.compile(r"worker on task queue")
+"""What ``threadwarden worker`` prints once it polls its task queue and its sweeper runs."""
 
 
-async def run_threadwarden(
-    stack: Stack, hosts: int, submissions: int, *, timeout_s: float
-) -> Measurement:
-    """Run a worker and a client on a fresh task queue; warm up, then measure."""
-    run_id = uuid.uuid4().hex[:8]
-    settings = Settings(task_queue=f"bench-tw-{run_id}", data_dir=stack.scratch / "tw")
-    async with (
-        running_worker(settings, stack.connections),
-        ThreadwardenClient.connect(settings, stack.connections) as client,
-    ):
-        await _measure(client, f"warm-{run_id}", 1, 1, timeout_s=timeout_s)
-        return await _measure(client, f"tw-{run_id}", hosts, submissions, timeout_s=timeout_s)
+class _ThreadwardenDriver:
+    def __init__(self, client: ThreadwardenClient) -> None:
+        self._client = client
+
+    async def submit(self, host: str, seq: int) -> str:
+        receipt = await self._client.submit(host, agent_id=AGENT, input=INPUT, host_id=host)
+        return receipt.submission_id
 
 
-async def _measure(
-    client: ThreadwardenClient, prefix: str, hosts: int, submissions: int, *, timeout_s: float
-) -> Measurement:
-    threads = [f"{prefix}-h{n}" for n in range(hosts)]
-    started = time.perf_counter()
-    await asyncio.gather(*(_submit(client, thread, submissions) for thread in threads))
-    statuses = await wait_until(
-        lambda: _statuses(client, threads),
-        lambda found: all(_settled(s) == submissions for s in found),
-        timeout_s=timeout_s,
-        what=f"{hosts}×{submissions} threadwarden submissions settled",
+class ThreadwardenSide:
+    name = "threadwarden"
+    count_sql = (
+        "SELECT count(*) FROM threadwarden.submissions"
+        " WHERE thread_id = ANY($1::text[]) AND state = 'settled'"
     )
-    elapsed = time.perf_counter() - started
-    outcomes = [s.outcome for status in statuses for s in status.submissions]
-    if outcomes.count("completed") != hosts * submissions:
-        raise RuntimeError(f"threadwarden: expected every submission completed, got {outcomes}")
-    return Measurement("threadwarden", hosts * submissions, elapsed)
+    completions_sql = (
+        "SELECT submission_id AS key, settled_at AS done_at, outcome = 'completed' AS ok"
+        " FROM threadwarden.submissions WHERE thread_id = ANY($1::text[]) AND state = 'settled'"
+    )
 
+    async def prepare(self, dsn: str) -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
 
-async def _submit(client: ThreadwardenClient, thread: str, submissions: int) -> None:
-    """One thread's submissions in order (the thread id is also its host id)."""
-    for _ in range(submissions):
-        await client.submit(thread, agent_id=AGENT, input=INPUT, host_id=thread)
+    def worker_command(
+        self, dsn: str, temporal_address: str, task_queue: str, data_dir: Path
+    ) -> WorkerCommand:
+        script = Path(sys.executable).with_name("threadwarden")
+        found = str(script) if script.exists() else shutil.which("threadwarden")
+        argv = [found, "worker"] if found else [sys.executable, "-m", "worker.cli", "worker"]
+        env = {
+            "THREADWARDEN_DATABASE_URL": dsn,
+            "THREADWARDEN_TEMPORAL_ADDRESS": temporal_address,
+            "THREADWARDEN_TASK_QUEUE": task_queue,
+            "THREADWARDEN_DATA_DIR": str(data_dir),
+        }
+        return WorkerCommand(argv, env, READY)
 
+    @contextlib.asynccontextmanager
+    async def driver(
+        self, dsn: str, temporal_address: str, task_queue: str, submissions: int
+    ) -> AsyncIterator[Driver]:
+        settings = Settings(task_queue=task_queue)
+        async with ThreadwardenClient.connect(
+            settings, Connections(dsn, temporal_address)
+        ) as client:
+            yield _ThreadwardenDriver(client)
 
-async def _statuses(client: ThreadwardenClient, threads: list[str]) -> list[ThreadStatus]:
-    return list(await asyncio.gather(*(client.thread_status(t) for t in threads)))
+    def workflow_id(self, host: str) -> str:
+        return host_workflow_id(host)
 
-
-def _settled(status: ThreadStatus) -> int:
-    return sum(s.state == "settled" for s in status.submissions)
+    def sweeper_id(self, task_queue: str) -> str:
+        return sweeper_workflow_id(task_queue)

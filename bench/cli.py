@@ -1,0 +1,104 @@
+"""``python -m bench``: threadwarden against a bare-Temporal baseline, each worker in its own
+process, on one embedded stack; repeated, alternating which side goes first; medians reported."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from temporalio.client import Client
+
+from bench import report
+from bench.baseline import BaselineSide
+from bench.measure import SideRun
+from bench.side import Shape, Side, run_side
+from bench.stack import BenchStack, bench_stack
+from bench.threadwarden_run import ThreadwardenSide
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    add = parser.add_argument
+    add("--hosts", type=_positive_int, default=4, help="hosts (default 4)")
+    add("--submissions", type=_positive_int, default=25, help="units per host (default 25)")
+    add("--workers", type=_positive_int, default=1, help="worker processes per side (default 1)")
+    add("--repeat", type=_positive_int, default=3, help="repetitions, medians reported (default 3)")
+    add("--timeout", type=_positive_float, default=300.0, help="deadline per side run, s (300)")
+    add("--json", action="store_true", help="print one JSON object")
+    add("--top", type=int, default=0, metavar="N", help="also show each side's N most called SQL")
+    add("--logs", type=Path, help="keep worker stdout/stderr here (default: a temp dir)")
+    return parser.parse_args(argv)
+
+
+async def bench(args: argparse.Namespace, logs: Path) -> dict[str, list[SideRun]]:
+    """Every repetition of both sides; even repetitions start with the baseline."""
+    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, max(args.top, 0))
+    sides: list[Side] = [BaselineSide(), ThreadwardenSide()]
+    runs: dict[str, list[SideRun]] = {side.name: [] for side in sides}
+    async with bench_stack() as stack:
+        temporal = await Client.connect(stack.temporal_address)
+        for rep in range(args.repeat):
+            for side in sides if rep % 2 == 0 else sides[::-1]:
+                runs[side.name].append(await _one(stack, side, shape, rep, temporal, logs))
+    return runs
+
+
+async def _one(
+    stack: BenchStack, side: Side, shape: Shape, rep: int, temporal: Client, logs: Path
+) -> SideRun:
+    try:
+        return await run_side(stack, side, shape, rep=rep, temporal=temporal, logs=logs)
+    except Exception as error:  # a side that cannot run at all is reported, not a traceback
+        run = SideRun(side.name, shape.hosts * shape.submissions)
+        run.error = f"{type(error).__name__}: {error}"
+        print(f"bench: {side.name} repetition {rep}: {run.error}", file=sys.stderr)
+        return run
+
+
+@contextlib.contextmanager
+def _log_dir(chosen: Path | None) -> Iterator[Path]:
+    if chosen is not None:
+        chosen.mkdir(parents=True, exist_ok=True)
+        yield chosen.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="threadwarden-bench-logs-") as tmp:
+        yield Path(tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    with _log_dir(args.logs) as logs:
+        runs = asyncio.run(bench(args, logs))
+    data = report.result(
+        runs, hosts=args.hosts, submissions=args.submissions, workers=args.workers, top=args.top
+    )
+    print(json.dumps(data) if args.json else report.table(data))
+    return 0 if report.complete(data) else 1

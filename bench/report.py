@@ -1,0 +1,97 @@
+"""The bench's output: one JSON object, or a readable table with the same figures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bench.measure import SideRun, summarize
+
+SIDES = ("threadwarden", "baseline")
+
+
+def result(
+    runs: dict[str, list[SideRun]], *, hosts: int, submissions: int, workers: int, top: int
+) -> dict[str, Any]:
+    """The JSON object: medians per side over the repetitions, and their ratio."""
+    sides = {name: summarize(runs[name]) for name in SIDES}
+    if top:
+        for name in SIDES:
+            sides[name]["top_statements"] = [
+                {"calls": calls, "total_ms": ms, "query": query}
+                for calls, ms, query in runs[name][-1].top_statements
+            ]
+    base = sides["baseline"]["units_per_s"]
+    ratio = round(sides["threadwarden"]["units_per_s"] / base, 3) if base else None
+    return {
+        "hosts": hosts,
+        "submissions": submissions,
+        "workers": workers,
+        "repeat": len(runs["threadwarden"]),
+        "ratio": ratio,
+        **sides,
+    }
+
+
+def complete(data: dict[str, Any]) -> bool:
+    """Whether every repetition of both sides completed every unit, without error."""
+    return all(
+        data[name]["completed"] == data[name]["units"] and not data[name]["errors"]
+        for name in SIDES
+    )
+
+
+_ROWS = (
+    ("units/s", lambda s: s["units_per_s"]),
+    ("seconds", lambda s: s["seconds"]),
+    ("latency p50 ms", lambda s: s["latency_ms"]["p50"]),
+    ("latency p95 ms", lambda s: s["latency_ms"]["p95"]),
+    ("SQL statements/unit", lambda s: s["sql_statements_per_unit"]),
+    ("SQL transactions/unit", lambda s: s["sql_transactions_per_unit"]),
+    ("pool resets/unit (4 stmts each)", lambda s: s["sql_pool_resets_per_unit"]),
+    ("history events/unit", lambda s: s["history_events_per_unit"]),
+    ("sweeper history events", lambda s: s["sweeper_history_events"]),
+    ("activity timeouts", lambda s: s["activity_timeouts"]),
+    ("workflow task timeouts", lambda s: s["workflow_task_timeouts"]),
+    ("activity failures", lambda s: s["activity_failures"]),
+    ("failed passes (logs)", lambda s: s["failed_passes"]),
+    ("timeout lines (logs)", lambda s: s["worker_log_timeout_lines"]),
+    ("completed (worst rep)", lambda s: f"{s['completed']}/{s['units']}"),
+)
+
+
+def table(data: dict[str, Any]) -> str:
+    """Every figure, one row each, medians over the repetitions."""
+    lines = [
+        f"hosts={data['hosts']} submissions/host={data['submissions']}"
+        f" units={data['hosts'] * data['submissions']} workers={data['workers']}"
+        f" repeat={data['repeat']} (medians over repetitions)",
+        f"{'':<26}{'threadwarden':>14}{'baseline':>14}",
+    ]
+    for label, pick in _ROWS:
+        lines.append(f"{label:<26}{_cell(pick(data['threadwarden'])):>14}")
+        lines[-1] += f"{_cell(pick(data['baseline'])):>14}"
+    for name in SIDES:
+        rates = ", ".join(_cell(r["units_per_s"]) for r in data[name]["repetitions"])
+        lines.append(f"{name} units/s per repetition: {rates}")
+    lines.append(f"ratio threadwarden/baseline (median units/s): {_cell(data['ratio'])}")
+    for name in SIDES:
+        lines += [f"{name}: error: {e}" for e in data[name]["errors"]]
+        lines += _top(name, data[name].get("top_statements", []))
+    return "\n".join(lines)
+
+
+def _top(name: str, statements: Sequence[dict[str, Any]]) -> list[str]:
+    if not statements:
+        return []
+    lines = [f"{name}: most called statements (last repetition): calls, total ms, query"]
+    lines += [f"  {s['calls']:>7} {s['total_ms']:>9} {s['query']}" for s in statements]
+    return lines
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}" if value < 100 else f"{value:.1f}"
+    return str(value)

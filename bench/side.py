@@ -1,0 +1,255 @@
+"""One measured side of one repetition, the same steps for threadwarden and the baseline.
+
+1. A fresh database and task queue; the side's worker processes start and report ready.
+2. Warm-up: 1 host × 1 unit, until settled and its workflow closed (not measured).
+3. The workers stop; once no session is left on the database its counters are read and
+   ``pg_stat_statements`` is reset. Fresh worker processes start on the same task queue.
+4. Measured: H hosts × N units submitted in order per host, concurrently across hosts, the
+   submit time of each unit taken just before its call. The clock runs from the first submit
+   until one count query (every `POLL_INTERVAL_S`) sees every unit settled.
+5. Quiescence: every measured host's workflow closes (bounded); then the workers stop, the SQL
+   counts are read, and the task queue's histories are fetched and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import asyncpg
+from temporalio.client import Client
+
+from bench import history, sqlstats
+from bench.measure import SideRun, wait_until
+from bench.procs import WorkerCommand, WorkerDied, WorkerGroup, log_counts, worker_group
+from bench.stack import BenchStack
+
+logger = logging.getLogger(__name__)
+
+QUIESCE_DEADLINE_S = 60.0
+
+
+class Driver(Protocol):
+    """The client half of a side, in the bench process."""
+
+    async def submit(self, host: str, seq: int) -> str:
+        """Submit unit ``seq`` of ``host``; return the key its completion row carries."""
+        ...
+
+
+class Side(Protocol):
+    name: str
+    count_sql: str
+    """One count of settled units of the hosts ``$1`` (the completion poll)."""
+    completions_sql: str
+    """Rows (key, done_at, ok) of the settled units of the hosts ``$1``."""
+
+    async def prepare(self, dsn: str) -> None: ...
+
+    def worker_command(
+        self, dsn: str, temporal_address: str, task_queue: str, data_dir: Path
+    ) -> WorkerCommand: ...
+
+    def driver(
+        self, dsn: str, temporal_address: str, task_queue: str, submissions: int
+    ) -> AbstractAsyncContextManager[Driver]:
+        """The client, for hosts of ``submissions`` units each."""
+        ...
+
+    def workflow_id(self, host: str) -> str: ...
+
+    def sweeper_id(self, task_queue: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Shape:
+    hosts: int
+    submissions: int
+    workers: int
+    timeout_s: float
+    top: int = 0
+
+
+async def run_side(
+    stack: BenchStack, side: Side, shape: Shape, *, rep: int, temporal: Client, logs: Path
+) -> SideRun:
+    """Warm up, then measure ``shape`` on ``side`` (see the module docstring)."""
+    tag = f"{side.name}-r{rep}-{uuid.uuid4().hex[:6]}"
+    database = tag.replace("-", "_")
+    runner = _Runner(stack, side, shape, temporal, database, f"bench-{tag}", logs / tag)
+    await stack.fresh_database(database)
+    await side.prepare(runner.dsn)
+    await runner.warm_up(f"w-{tag}")
+    run = SideRun(side.name, shape.hosts * shape.submissions)
+    hosts = [f"{tag}-h{n}" for n in range(shape.hosts)]
+    admin = await stack.admin()
+    try:
+        before = await sqlstats.quiet_counters(admin, database)
+        await sqlstats.reset(admin)
+        await runner.measure(hosts, run)
+        after = await sqlstats.quiet_counters(admin, database)
+        counted = await sqlstats.statements(admin, database, top=shape.top)
+    finally:
+        await admin.close()
+    run.statements = counted.statements
+    run.transactions = sqlstats.transactions(before, after, counted.observer_calls)
+    run.pool_resets = counted.pool_resets
+    run.top_statements = counted.top
+    await runner.histories(hosts, run)
+    return run
+
+
+@dataclass(frozen=True)
+class _Runner:
+    stack: BenchStack
+    side: Side
+    shape: Shape
+    temporal: Client
+    database: str
+    task_queue: str
+    data_dir: Path
+
+    @property
+    def dsn(self) -> str:
+        return self.stack.dsn(self.database)
+
+    @property
+    def command(self) -> WorkerCommand:
+        return self.side.worker_command(
+            self.dsn, self.stack.temporal_address, self.task_queue, self.data_dir
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(
+        self, phase: str, submissions: int
+    ) -> AsyncIterator[tuple[WorkerGroup, Driver, asyncpg.Connection[Any]]]:
+        """Worker processes, the side's client and an observer connection, for one phase."""
+        async with (
+            worker_group(self.command, self.shape.workers, self.data_dir / phase) as group,
+            self.side.driver(
+                self.dsn, self.stack.temporal_address, self.task_queue, submissions
+            ) as driver,
+            _observer(self.stack, self.database) as observer,
+        ):
+            yield group, driver, observer
+
+    async def warm_up(self, host: str) -> None:
+        """1×1, not measured; its workers then stop, so its statistics are flushed."""
+        warm = SideRun(self.side.name, 1)
+        shape = Shape(1, 1, self.shape.workers, self.shape.timeout_s)
+        async with self.running("warmup", 1) as (group, driver, observer):
+            await _drive(self.side, driver, observer, group, [host], shape, warm, {})
+            if warm.error is not None:
+                raise RuntimeError(f"{self.side.name} warm-up failed: {warm.error}")
+            await _quiesce(self.temporal, [self.side.workflow_id(host)])
+
+    async def measure(self, hosts: list[str], run: SideRun) -> None:
+        issued: dict[str, float] = {}
+        async with self.running("run", self.shape.submissions) as (group, driver, observer):
+            await _drive(self.side, driver, observer, group, hosts, self.shape, run, issued)
+            if run.error is None:
+                await _quiesce(self.temporal, [self.side.workflow_id(h) for h in hosts])
+            await _completions(self.side, observer, hosts, issued, run)
+        run.log_timeout_lines, run.failed_passes = log_counts(group.stderr_files)
+
+    async def histories(self, hosts: list[str], run: SideRun) -> None:
+        measured = {self.side.workflow_id(h) for h in hosts}
+        sweeper = self.side.sweeper_id(self.task_queue)
+        expected = measured if run.error is None else set()
+        runs = await history.list_runs(self.temporal, self.task_queue, expected)
+        counts = await history.count(
+            self.temporal, runs, measured=measured.__contains__, sweeper=sweeper
+        )
+        await history.terminate_open(self.temporal, runs)
+        run.history_events = counts.events
+        run.sweeper_events = counts.sweeper_events
+        run.activity_timeouts = counts.activity_timeouts
+        run.workflow_task_timeouts = counts.workflow_task_timeouts
+        run.activity_failures = counts.activity_failures
+
+
+async def _drive(
+    side: Side,
+    driver: Driver,
+    observer: asyncpg.Connection[Any],
+    group: WorkerGroup,
+    hosts: Sequence[str],
+    shape: Shape,
+    run: SideRun,
+    issued: dict[str, float],
+) -> None:
+    """Submit every unit, then poll the one count query until all are settled or time is up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + shape.timeout_s
+    total = len(hosts) * shape.submissions
+
+    async def submit_all(host: str) -> None:
+        for seq in range(shape.submissions):
+            at = time.time()
+            issued[await driver.submit(host, seq)] = at
+
+    async def settled() -> int:
+        group.check()
+        return int(await observer.fetchval(side.count_sql, list(hosts)))
+
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout_at(deadline):
+            await asyncio.gather(*(submit_all(h) for h in hosts))
+        remaining = max(deadline - loop.time(), 0.0)
+        what = f"{len(hosts)}×{shape.submissions} {side.name} units settled"
+        await wait_until(settled, lambda n: n >= total, timeout_s=remaining, what=what)
+    except (TimeoutError, WorkerDied) as error:
+        run.error = f"{type(error).__name__}: {error}" if str(error) else "deadline passed"
+    run.seconds = time.perf_counter() - started
+
+
+async def _quiesce(temporal: Client, workflow_ids: Sequence[str]) -> None:
+    """Wait (bounded) until each workflow's latest run has closed."""
+
+    async def closed(workflow_id: str) -> None:
+        with contextlib.suppress(Exception):  # failed or terminated is closed too
+            await temporal.get_workflow_handle(workflow_id).result()
+
+    try:
+        async with asyncio.timeout(QUIESCE_DEADLINE_S):
+            await asyncio.gather(*(closed(w) for w in workflow_ids))
+    except TimeoutError:
+        print(f"bench: warning: workflows still open after {QUIESCE_DEADLINE_S}s", file=sys.stderr)
+
+
+async def _completions(
+    side: Side,
+    observer: asyncpg.Connection[Any],
+    hosts: list[str],
+    issued: dict[str, float],
+    run: SideRun,
+) -> None:
+    """Per-unit latency (DB completion time − client submit time) and the outcome check."""
+    rows = await observer.fetch(side.completions_sql, hosts)
+    ok = [r for r in rows if r["ok"]]
+    run.completed = len(ok)
+    run.latencies_ms = [
+        (r["done_at"].timestamp() - issued[r["key"]]) * 1000 for r in ok if r["key"] in issued
+    ]
+    if len(ok) < len(rows):
+        bad = f"{len(rows) - len(ok)} unit(s) settled with another outcome than completed"
+        run.error = bad if run.error is None else f"{run.error}; {bad}"
+
+
+@contextlib.asynccontextmanager
+async def _observer(stack: BenchStack, database: str) -> AsyncIterator[asyncpg.Connection[Any]]:
+    conn = await asyncpg.connect(stack.observer_dsn(database))
+    try:
+        yield conn
+    finally:
+        await conn.close()
