@@ -197,19 +197,24 @@ async def _drive(
             at = time.time()
             issued[await driver.submit(host, seq)] = at
 
+    last = [-1]  # settled units at the last poll; -1 while still submitting
+
     async def settled() -> int:
         group.check()
-        return int(await observer.fetchval(side.count_sql, list(hosts)))
+        last[0] = int(await observer.fetchval(side.count_sql, list(hosts)))
+        return last[0]
 
     started = time.perf_counter()
     try:
         async with asyncio.timeout_at(deadline):
             await asyncio.gather(*(submit_all(h) for h in hosts))
         remaining = max(deadline - loop.time(), 0.0)
-        what = f"{len(hosts)}×{shape.submissions} {side.name} units settled"
-        await wait_until(settled, lambda n: n >= total, timeout_s=remaining, what=what)
-    except (TimeoutError, WorkerDied) as error:
-        run.error = f"{type(error).__name__}: {error}" if str(error) else "deadline passed"
+        await wait_until(settled, lambda n: n >= total, timeout_s=remaining, what="all settled")
+    except TimeoutError:
+        done = f"{last[0]}/{total} units settled" if last[0] >= 0 else "still submitting"
+        run.error = f"timeout: {done} after {shape.timeout_s:g}s"
+    except WorkerDied as error:
+        run.error = f"WorkerDied: {error}"
     run.seconds = time.perf_counter() - started
 
 
