@@ -1,37 +1,73 @@
-"""The sweeper's activity: wake hosts whose durable alarm is overdue."""
+"""The sweeper's activity: wake hosts whose durable alarm is overdue, say when to sweep next."""
+
+from typing import Protocol
 
 from temporalio import activity
 from temporalio.client import Client
 
 from activities.wake import wake_host
-from ledger.maintenance import Maintenance
+from ledger.sweep import Sweeps
 from threadwarden.failpoints import Failpoints
 from workflows import contracts as c
 
 
+class OverdueHosts(Protocol):
+    """The one read an older wiring provided (``Maintenance``); `Sweeps` has it too."""
+
+    async def overdue_hosts(self, *, grace_ms: int, limit: int) -> list[str]: ...
+
+
+def next_sweep_ms(
+    *, woken: int, next_due_ms: int | None, interval_ms: int, idle_interval_ms: int
+) -> int:
+    """How long the sweeper sleeps after a sweep.
+
+    ``interval_ms`` while it is busy: it woke hosts (more may be left) or an alarm comes due
+    within that. Otherwise until the next alarm is overdue by the grace (``next_due_ms``), at most
+    ``idle_interval_ms``; with no alarm armed at all, ``idle_interval_ms``.
+    """
+    if woken:
+        return interval_ms
+    if next_due_ms is None:
+        return idle_interval_ms
+    return min(max(next_due_ms, interval_ms), idle_interval_ms)
+
+
 class SweepActivities:
-    """Finds overdue alarms in Postgres and signal-with-starts their hosts."""
+    """Finds overdue alarms in Postgres and signal-with-starts their hosts.
+
+    Run as a local activity by the sweeper (one marker event per sweep). Given `Sweeps` and
+    ``idle_interval_ms`` it also schedules the next sweep from the earliest alarm; given only an
+    `OverdueHosts` reader (the older wiring) it sweeps every ``interval_ms``.
+    """
 
     def __init__(
         self,
-        maintenance: Maintenance,
+        ledger: OverdueHosts,
         client: Client,
         *,
         task_queue: str,
         interval_ms: int,
         grace_ms: int,
         failpoints: Failpoints,
+        idle_interval_ms: int | None = None,
     ) -> None:
         self._failpoints = failpoints
-        self._maintenance = maintenance
+        self._ledger = ledger
         self._client = client
         self._task_queue = task_queue
         self._interval_ms = interval_ms
+        self._idle_interval_ms = interval_ms if idle_interval_ms is None else idle_interval_ms
         self._grace_ms = grace_ms
 
     @activity.defn(name=c.SWEEP)
     async def sweep(self, request: c.SweepInput) -> c.SweepResult:
-        hosts = await self._maintenance.overdue_hosts(grace_ms=self._grace_ms, limit=request.limit)
+        if isinstance(self._ledger, Sweeps):
+            scan = await self._ledger.scan(grace_ms=self._grace_ms, limit=request.limit)
+            hosts, next_due_ms = scan.overdue, scan.next_due_ms
+        else:
+            hosts = await self._ledger.overdue_hosts(grace_ms=self._grace_ms, limit=request.limit)
+            next_due_ms = 0
         for host_id in hosts:
             # The durable re-arm of a host whose wake was lost (the original's ensureAlarm).
             await self._failpoints.hit("maintenance:ensure:before")
@@ -39,4 +75,10 @@ class SweepActivities:
             await self._failpoints.hit("maintenance:ensure:after")
         if hosts:
             activity.logger.info("sweeper woke %d overdue host(s)", len(hosts))
-        return c.SweepResult(woken=len(hosts), interval_ms=self._interval_ms)
+        interval = next_sweep_ms(
+            woken=len(hosts),
+            next_due_ms=next_due_ms,
+            interval_ms=self._interval_ms,
+            idle_interval_ms=self._idle_interval_ms,
+        )
+        return c.SweepResult(woken=len(hosts), interval_ms=interval)

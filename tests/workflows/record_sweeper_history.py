@@ -1,0 +1,84 @@
+"""Record a sweeper-workflow history for the replay tests.
+
+Run ``.venv/bin/python -m tests.workflows.record_sweeper_history`` after an intentional change to
+the sweeper's commands; commit the new file next to the old ones (old histories must keep
+replaying: the sweeper gates its changes with patch markers).
+"""
+
+import asyncio
+import tempfile
+import uuid
+from pathlib import Path
+
+import asyncpg
+
+from ledger.admission import Admissions
+from ledger.migrations import migrate
+from ledger.pool import create_pool
+from tests.helpers.polling import eventually
+from worker.client import ThreadwardenClient
+from worker.embedded import EmbeddedPostgres, TemporalDevServer
+from worker.runtime import Connections, connect_temporal, running_worker
+from worker.settings import Settings
+from workflows.contracts import sweeper_workflow_id
+
+HERE = Path(__file__).parent / "histories"
+VERSION = "v2"
+"""Bump when the sweeper's commands change; keep the older files."""
+
+
+async def record() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        postgres = EmbeddedPostgres(Path(tmp) / "pg")
+        temporal = TemporalDevServer(None, ui=False)
+        try:
+            dsn = await postgres.start("record")
+            conn = await asyncpg.connect(dsn)
+            await migrate(conn)
+            await conn.close()
+            await temporal.start()
+            connections = Connections(dsn, temporal.address)
+            settings = Settings(
+                task_queue=f"rec-{uuid.uuid4().hex[:6]}",
+                data_dir=Path(tmp),
+                sweep_interval_ms=200,
+                sweep_grace_ms=200,
+            )
+            pool = await create_pool(dsn, max_size=2)
+            try:
+                async with (
+                    running_worker(settings, connections),
+                    ThreadwardenClient.connect(settings, connections) as client,
+                ):
+                    # A wake that was never sent: the sweeper must find and wake the host.
+                    receipt = await Admissions(pool, minimum_alarm_delay_ms=50).admit(
+                        thread_id="replay-lost-wake", agent_id="scripted", input=[{"say": "hi"}]
+                    )
+                    await eventually(
+                        lambda: client.thread_status(receipt.thread_id),
+                        lambda s: s.submissions[0].state == "settled",
+                    )
+                    await _save(connections, settings.task_queue)
+            finally:
+                await pool.close()
+        finally:
+            temporal.stop()
+            postgres.stop()
+
+
+async def _save(connections: Connections, task_queue: str) -> None:
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    handle = temporal.get_workflow_handle(sweeper_workflow_id(task_queue))
+
+    async def sweeps() -> int:
+        history = await handle.fetch_history()
+        return sum(1 for e in history.events if e.HasField("timer_fired_event_attributes"))
+
+    await eventually(sweeps, lambda n: n >= 3)  # a few sweeps after the wake (a partial run)
+    name = f"sweeper_{VERSION}.json"
+    (HERE / name).write_text((await handle.fetch_history()).to_json())
+    print(f"recorded {name}")
+
+
+if __name__ == "__main__":
+    asyncio.run(record())
