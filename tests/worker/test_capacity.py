@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +141,11 @@ async def test_a_worker_on_a_small_explicit_pool_runs_fewer_slots_and_says_so(
         "pool_max_size=10 is below the worker's slots (20 activities + 10 local activities"
         " + 4 reserve): running 4 activities and 2 local activities"
     ]
+
+
+def test_every_setting_is_documented() -> None:
+    table = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    missing = [
+        f for f in Settings.model_fields if f"| `{f}` | `THREADWARDEN_{f.upper()}` |" not in table
+    ]
+    assert missing == []
