@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 
 import asyncpg
@@ -48,6 +49,9 @@ def main() -> None:
     parser.add_argument("temporal_address")
     parser.add_argument("task_queue")
     args = parser.parse_args()
+    logging.basicConfig(  # the same format as ``threadwarden worker``
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     asyncio.run(serve(args.dsn, args.temporal_address, args.task_queue))
 
 

@@ -33,6 +33,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -52,14 +56,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--repeat", type=_positive_int, default=3, help="repetitions, medians reported (default 3)")
     add("--timeout", type=_positive_float, default=300.0, help="deadline per side run, s (300)")
     add("--json", action="store_true", help="print one JSON object")
-    add("--top", type=int, default=0, metavar="N", help="also show each side's N most called SQL")
+    add(
+        "--top",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="also show each side's N most called SQL",
+    )
     add("--logs", type=Path, help="keep worker stdout/stderr here (default: a temp dir)")
     return parser.parse_args(argv)
 
 
 async def bench(args: argparse.Namespace, logs: Path) -> dict[str, list[SideRun]]:
     """Every repetition of both sides; even repetitions start with the baseline."""
-    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, max(args.top, 0))
+    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
     sides: list[Side] = [BaselineSide(), ThreadwardenSide()]
     runs: dict[str, list[SideRun]] = {side.name: [] for side in sides}
     async with bench_stack() as stack:

@@ -19,7 +19,10 @@ STOP_DEADLINE_S = 20.0
 READY_DEADLINE_S = 90.0
 ROOT = Path(__file__).resolve().parent.parent
 """The checkout ``bench`` belongs to: workers import its packages first (``PYTHONPATH``)."""
-TIMEOUT_LINE = re.compile(r"timed out|timeout", re.IGNORECASE)
+TIMEOUT_LINE = re.compile(
+    r"^(?![\s\w.]*(Error|Exception)\b|\s|Traceback).*(timed out|timeout)", re.I
+)
+"""A log record mentioning a timeout (not a traceback's frame or exception line)."""
 FAILED_PASS_LINE = "pass failed"
 
 

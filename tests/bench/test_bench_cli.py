@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from bench import report
 from bench.cli import parse_args
 from bench.measure import SideRun, percentile
+from bench.procs import log_counts
 from bench.sqlstats import Counters, is_transaction_control, transactions
 from bench.stack import with_user
 
@@ -112,3 +114,16 @@ def test_percentile() -> None:
 def test_with_user() -> None:
     dsn = "postgresql://postgres:@/bench?host=/tmp/pg"
     assert with_user(dsn, "bench_observer") == "postgresql://bench_observer@/bench?host=/tmp/pg"
+
+
+def test_log_counts_count_records_not_tracebacks(tmp_path: Path) -> None:
+    log = tmp_path / "worker0.stderr"
+    log.write_text(
+        "2026-11-30 23:21:29,682 WARNING temporalio.workflow: pass failed on host h1:"
+        " activity Heartbeat timeout ({'attempt': 1})\n"
+        "Traceback (most recent call last):\n"
+        "    self.connection = await self.pool._acquire(self.timeout)\n"
+        "asyncio.exceptions.TimeoutError\n"
+        "2026-11-30 23:21:30,119 WARNING temporalio.workflow: pass failed on host h2: boom\n"
+    )
+    assert log_counts([log]) == (1, 2)
