@@ -7,7 +7,7 @@ approval (``suspended``) or for an operator's decision on a side effect (``unkno
 
 import asyncio
 import contextlib
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from opentelemetry import trace
@@ -15,6 +15,7 @@ from temporalio import activity
 
 from activities.context import AttemptContext, AttemptStop, Suspend, UnknownEffect, Yield
 from activities.errors import domain_errors
+from activities.pass_steps import PassSteps
 from ledger.attempts import Attempts, Claim
 from ledger.projection import Projection
 from ledger.publication import Publications
@@ -46,6 +47,10 @@ def _checked(outcome: object) -> Outcome:
     return outcome
 
 
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]
+
+
 class AttemptActivities:
     """Runs one attempt on the head of the lane the pass selected."""
 
@@ -58,7 +63,9 @@ class AttemptActivities:
         failpoints: Failpoints,
         projection: Projection,
         publications: Publications,
+        steps: PassSteps,
     ) -> None:
+        self._steps = steps
         self._publications = publications
         self._failpoints = failpoints
         self._projection = projection
@@ -69,6 +76,72 @@ class AttemptActivities:
     @activity.defn(name=c.RUN_HEAD)
     @domain_errors
     async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
+        """The head attempt, its binding-retry record and (when asked) the pass's finish.
+
+        Heartbeats throughout, so a dead worker is noticed within the heartbeat timeout and
+        the pass deadline's cancellation arrives promptly, in every phase.
+        """
+        beating = asyncio.create_task(self._heartbeat())
+        try:
+            left = (step.pass_deadline - datetime.now(UTC)).total_seconds()
+            try:
+                async with asyncio.timeout(max(left, 0.001)):
+                    result = await self._attempt(step)
+            except TimeoutError:  # the attempt released its claim before the timeout ended it
+                activity.logger.warning("attempt on %s hit the pass deadline", step.thread_id)
+                return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
+            return await self._after_attempt(step, result)
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_renew_s)
+            activity.heartbeat()
+
+    async def _after_attempt(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
+        """Brief §3.5 (e): the binding-retry record, then (folded) the native finish. A failure
+        here fails the pass after the attempt (reported, never raised: the attempt's outcome
+        is already committed)."""
+        now = datetime.now(UTC)
+        if head.binding_error is not None or step.binding_retry_pending:
+            try:
+                await self._steps.record_binding_result(
+                    step.host_id,
+                    step.epoch,
+                    thread_id=step.thread_id,
+                    submission_id=head.submission_id or step.submission_id,
+                    error=head.binding_error,
+                    now=now,
+                )
+            except StalePass:
+                raise
+            except Exception as error:
+                head.failure, head.native_failure = _describe(error), True
+                return head
+        if step.finish is None:
+            return head
+        try:
+            head.report = await self._steps.finish(
+                c.FinishPassInput(
+                    host_id=step.host_id,
+                    epoch=step.epoch,
+                    generation=step.finish.generation,
+                    stalls=step.finish.stalls,
+                    progressed=head.outcome is not None or step.repaired > 0,
+                    now=datetime.now(UTC),
+                    jitter=step.finish.jitter,
+                )
+            )
+        except StalePass:
+            raise
+        except Exception as error:
+            head.failure = _describe(error)
+        return head
+
+    async def _attempt(self, step: c.RunHeadInput) -> c.RunHeadResult:
         digests = {
             agent: self._registry.bindings[agent].digest for agent in self._registry.bindings
         }

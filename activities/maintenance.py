@@ -4,11 +4,11 @@ from dataclasses import dataclass
 
 from temporalio import activity
 
-from activities.auxiliary import AuxiliaryActivities, host_deadline
+from activities.auxiliary import host_deadline
 from activities.errors import domain_errors
+from activities.pass_steps import PassSteps
 from ledger.deadlines import AuxiliaryDue
 from ledger.maintenance import Maintenance
-from ledger.models import from_ms
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import (
     ALLOWANCE_ERROR,
@@ -30,35 +30,53 @@ class PassLimits:
 
 
 class MaintenanceActivities:
-    """Begin, recovery, lane selection, binding bookkeeping, finish and failure rearm."""
+    """Begin (with recovery and selection), the finishes and the failure rearm."""
 
     def __init__(
         self,
         maintenance: Maintenance,
         *,
-        auxiliary: AuxiliaryActivities,
+        steps: PassSteps,
         failpoints: Failpoints,
         limits: PassLimits,
+        gating: bool = False,
         host: HostMaintenance | None = None,
     ) -> None:
         self._host = host
         self._maintenance = maintenance
-        self._auxiliary = auxiliary
+        self._steps = steps
         self._failpoints = failpoints
         self._limits = limits
+        self._gating = gating
 
     @activity.defn(name=c.BEGIN_PASS)
     @domain_errors
     async def begin_pass(self, step: c.BeginPassInput) -> c.BeginPassResult:
+        """Begin; when the native path is certain to run, recovery and selection too (one
+        local activity for the common pass). Their failure after begin committed is reported
+        in ``native.error``: the pass then fails and rearms."""
         await self._failpoints.hit("maintenance:begin:before")
         begun = await self._maintenance.begin(step.host_id, step.now)
         await self._failpoints.hit("maintenance:begin:after")
+        native = None
+        # A required sink with unpublished records may hold native work back: then the
+        # workflow drains first and prepares the native work only if nothing is pending.
+        held = self._gating and begun.due.publication_due is not None
+        if not begun.caught_up and not held:
+            try:
+                native = await self._steps.prepare_native(
+                    step.host_id, begun.epoch, step.now, begun.view
+                )
+            except Exception as error:  # begin committed: the pass fails, its retry is recorded
+                activity.logger.warning("pass on %s failed after begin: %r", step.host_id, error)
+                native = c.NativePlan(error=f"{type(error).__name__}: {error}"[:500])
         return c.BeginPassResult(
-            **begun.model_dump(exclude={"due"}),
+            **begun.model_dump(exclude={"due", "view"}),
             yield_after_ms=self._limits.yield_after_ms,
             pass_deadline_ms=self._limits.pass_deadline_ms,
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
             auxiliary=self._auxiliary_plan(begun.due),
+            native=native,
         )
 
     def _auxiliary_plan(self, due: AuxiliaryDue) -> c.AuxiliaryPlan:
@@ -80,11 +98,15 @@ class MaintenanceActivities:
                 plan.host_allowance_error = f"{ALLOWANCE_ERROR}: reading it failed: {error!r}"
         return plan
 
+    @activity.defn(name=c.PREPARE_NATIVE)
+    @domain_errors
+    async def prepare_native(self, step: c.PrepareNativeInput) -> c.NativePlan:
+        """Recovery and selection, when begin left them to after the publication gate."""
+        return await self._steps.prepare_native(step.host_id, step.epoch, step.now)
+
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
-        if not step.auxiliary_done:
-            await self._auxiliary.finish_step_work(step.host_id)
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish_caught_up(
             step.host_id,
@@ -96,67 +118,10 @@ class MaintenanceActivities:
         await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
 
-    @activity.defn(name=c.RECOVER)
-    @domain_errors
-    async def recover(self, step: c.PassStepInput) -> c.RecoverResult:
-        recovery = await self._maintenance.recover(step.host_id, step.epoch)
-        return c.RecoverResult(**recovery.model_dump())
-
-    @activity.defn(name=c.SELECT_LANE)
-    @domain_errors
-    async def select_lane(self, step: c.SelectLaneInput) -> c.SelectLaneResult:
-        await self._failpoints.hit("maintenance:select:before")
-        selection = await self._maintenance.select_lane(step.host_id, step.epoch, step.now)
-        await self._failpoints.hit("maintenance:select:after")
-        return c.SelectLaneResult(**selection.model_dump())
-
-    @activity.defn(name=c.RECORD_BINDING_RESULT)
-    @domain_errors
-    async def record_binding_result(self, step: c.BindingResultInput) -> c.BindingResultResult:
-        await self._failpoints.hit("maintenance:binding-retry:before")
-        entry, report = await self._maintenance.record_binding_result(
-            step.host_id,
-            step.epoch,
-            thread_id=step.thread_id,
-            submission_id=step.submission_id,
-            failed=step.failed,
-            now=step.now,
-        )
-        await self._failpoints.hit("maintenance:binding-retry:after")
-        if entry is not None:
-            log = activity.logger.error if report else activity.logger.debug
-            log(
-                "submission %s awaits a compatible binding; original work remains pending"
-                " (attempt %d, next at %s): %s",
-                step.submission_id,
-                entry.attempts,
-                from_ms(entry.not_before).isoformat(),
-                step.error,
-            )
-        return c.BindingResultResult(
-            attempts=entry.attempts if entry else 0,
-            not_before=from_ms(entry.not_before) if entry else None,
-            reported=report,
-        )
-
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
-        if not step.auxiliary_done:
-            await self._auxiliary.finish_step_work(step.host_id)
-        await self._failpoints.hit("maintenance:finish:before")
-        report = await self._maintenance.finish(
-            step.host_id,
-            step.epoch,
-            generation=step.generation,
-            stalls=step.stalls,
-            progressed=step.progressed,
-            now=step.now,
-            jitter=step.jitter,
-            extra_deadline=await host_deadline(self._host, step.host_id),
-        )
-        await self._failpoints.hit("maintenance:finish:after")
-        return c.PassReport(**report.model_dump())
+        return await self._steps.finish(step)
 
     @activity.defn(name=c.REARM_FAILURE)
     @domain_errors

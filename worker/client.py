@@ -146,8 +146,9 @@ class ThreadwardenClient:
         await self._failpoints.hit("maintenance:mutation:before")
         result = await mutation
         await self._failpoints.hit("maintenance:mutation:armed")
-        await self.wake(result.host_id, reason="operator")
-        await self._publications.publish_committed(result.host_id)
+        if result.changed:  # a repeated decision wrote nothing: there is nothing to wake for
+            await self.wake(result.host_id, reason="operator")
+            await self._publications.publish_committed(result.host_id)
         await self._failpoints.hit("maintenance:mutation:after")
         return result
 

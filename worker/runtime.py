@@ -20,6 +20,7 @@ from temporalio.worker import Worker
 from activities.attempt import AttemptActivities
 from activities.auxiliary import AuxiliaryActivities
 from activities.maintenance import MaintenanceActivities, PassLimits
+from activities.pass_steps import PassSteps
 from activities.sweep import SweepActivities
 from ledger.admission import Admissions
 from ledger.attempts import Attempts
@@ -162,9 +163,11 @@ def build_worker(
         claim_timeout_ms=settings.message_claim_timeout_ms,
         projection_timeout_ms=settings.projection_dispatch_timeout_ms,
     )
+    pass_steps = PassSteps(maintenance, failpoints=failpoints, host=host)
     steps = MaintenanceActivities(
         maintenance,
-        auxiliary=auxiliary,
+        steps=pass_steps,
+        gating=publications.gating,
         host=host,
         failpoints=failpoints,
         limits=PassLimits(
@@ -181,6 +184,7 @@ def build_worker(
         failpoints=failpoints,
         projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
         publications=publications,
+        steps=pass_steps,
     )
     sweep = SweepActivities(
         maintenance,
@@ -203,12 +207,10 @@ def build_worker(
         max_concurrent_local_activities=settings.capacity.local_activities,
         activities=[
             steps.begin_pass,
+            steps.prepare_native,
             steps.finish_caught_up,
-            steps.recover,
-            steps.select_lane,
             steps.finish_pass,
             steps.rearm_failure,
-            steps.record_binding_result,
             attempts.run_head,
             auxiliary.drain_publications,
             auxiliary.deliver_messages,

@@ -46,6 +46,11 @@ class AuxiliaryScope:
         self._others: list[asyncio.Task[None]] = []
         self.host_timed_out = False
 
+    @staticmethod
+    def none_due(plan: c.AuxiliaryPlan) -> bool:
+        """Nothing would be started beside the native work."""
+        return not (plan.host_waves or plan.messages_due or plan.projection_due)
+
     def start(self) -> None:
         """Fork the due work; nothing here can fail the pass before its native opportunity."""
         if self._plan.host_waves:
@@ -54,6 +59,11 @@ class AuxiliaryScope:
             self._others.append(self._fork(self._deliver()))
         if self._plan.projection_due:
             self._others.append(self._fork(self._backfill()))
+
+    @property
+    def idle(self) -> bool:
+        """Nothing was started beside the native work."""
+        return self._host is None and not self._others
 
     async def finish(self) -> None:
         """Close wave admission, join the host bounded, join the rest; the first failure

@@ -15,13 +15,11 @@ WAKE_SIGNAL = "wake"
 STATUS_QUERY = "status"
 
 BEGIN_PASS = "begin_pass"
-RECOVER = "recover"
-SELECT_LANE = "select_lane"
+PREPARE_NATIVE = "prepare_native"
 RUN_HEAD = "run_head"
 FINISH_PASS = "finish_pass"
 FINISH_CAUGHT_UP = "finish_caught_up"
 REARM_FAILURE = "rearm_failure"
-RECORD_BINDING_RESULT = "record_binding_result"
 SWEEP = "sweep"
 DRAIN_PUBLICATIONS = "drain_publications"
 DELIVER_MESSAGES = "deliver_messages"
@@ -29,6 +27,8 @@ HOST_WAVE = "host_wave"
 BACKFILL_PROJECTION = "backfill_projection"
 
 PassOutcome = Literal["caught-up", "actionable", "failed"]
+PASS_DEADLINE_ERROR = "maintenance pass deadline"
+"""The error a pass that ran past its deadline records."""
 
 
 def host_workflow_id(host_id: str) -> str:
@@ -64,6 +64,8 @@ class HostStatus(BaseModel):
     wake_pending: bool
     last_outcome: PassOutcome | None
     next_alarm: datetime | None
+    last_pass: "PassReport | None" = None
+    """The last pass's report (the memo is not written per pass: history is a cost)."""
 
 
 class BeginPassInput(BaseModel):
@@ -76,9 +78,8 @@ class AuxiliaryPlan(BaseModel):
 
     publication_due: datetime | None = None
     """The earliest unpublished record's next attempt."""
-    publication_drain_due: bool | None = None
-    """That attempt has come, on the database's clock (None from workers that predate it: the
-    workflow then compares ``publication_due`` with its own clock)."""
+    publication_drain_due: bool = False
+    """That attempt has come, on the database's clock."""
     messages_due: bool = False
     """A message of this host is due for delivery."""
     projection_due: bool = False
@@ -105,8 +106,11 @@ class BeginPassResult(BaseModel):
     head_heartbeat_ms: int = 30_000
     """Heartbeat timeout of the head attempt: the attempt lease, so a dead worker is noticed
     when its lease lapses."""
-    auxiliary: AuxiliaryPlan | None = None
-    """What auxiliary work is due (None from workers that predate the auxiliary scope)."""
+    auxiliary: AuxiliaryPlan
+    """What auxiliary work is due."""
+    native: "NativePlan | None" = None
+    """Recovery and lane selection, done by begin when the native path is certain to run
+    (not caught up, no required publication pending)."""
 
 
 class PassStepInput(BaseModel):
@@ -116,27 +120,46 @@ class PassStepInput(BaseModel):
     epoch: int
 
 
-class RecoverResult(BaseModel):
-    repaired: int = 0
-    deferred: int = 0
-    unknown: int = 0
-
-
-class SelectLaneInput(PassStepInput):
+class PrepareNativeInput(PassStepInput):
     now: datetime
 
 
-class SelectLaneResult(BaseModel):
-    thread_id: str | None
+class NativePlan(BaseModel):
+    """Recovery and lane selection: the native work's preparation."""
+
+    repaired: int = 0
+    """Stalled heads recovery repaired (progress, even when no lane is runnable)."""
+    thread_id: str | None = None
+    """The selected lane (None: nothing runnable)."""
     submission_id: str | None = None
     """The selected thread's head."""
     binding_retry_pending: bool = False
     """The head has a binding-retry record (a success must remove it)."""
+    error: str | None = None
+    """Recovery or selection failed after begin committed: the pass fails (native)."""
+
+
+class FinishPlan(BaseModel):
+    """What the finish needs from begin, when the head activity finishes the pass itself."""
+
+    generation: int
+    stalls: int
+    jitter: float = Field(ge=0, lt=1)
 
 
 class RunHeadInput(PassStepInput):
     thread_id: str
+    submission_id: str
+    """The head selection picked (the binding retry is recorded against it)."""
+    binding_retry_pending: bool = False
+    repaired: int = 0
+    """What recovery repaired in this pass (counts as progress for the finish)."""
     yield_after: datetime
+    pass_deadline: datetime
+    """Past this the attempt is cancelled (it releases its claim first) and the pass fails."""
+    finish: FinishPlan | None = None
+    """Set when nothing else of the pass is running: the activity finishes the pass too, so a
+    unit costs one activity instead of an activity and a step."""
 
 
 class RunHeadResult(BaseModel):
@@ -145,25 +168,15 @@ class RunHeadResult(BaseModel):
     binding_error: str | None = None
     stopped: Literal["ready", "suspended", "unknown"] | None = None
     """The attempt ended without settling: it yielded, or waits for a person."""
-
-
-class BindingResultInput(PassStepInput):
-    thread_id: str
-    submission_id: str
-    failed: bool
-    error: str | None = None
-    now: datetime
-
-
-class BindingResultResult(BaseModel):
-    attempts: int
-    not_before: datetime | None
-    reported: bool
+    report: "PassReport | None" = None
+    """The finish's report, when the activity finished the pass."""
+    failure: str | None = None
+    """A later step of the pass failed after the attempt (binding-retry record or finish)."""
+    native_failure: bool = False
+    """That failure belongs to the native work (the binding-retry record)."""
 
 
 class FinishPassInput(PassStepInput):
-    auxiliary_done: bool = False
-    """The workflow already ran the auxiliary work (else the step does, as older runs expect)."""
     generation: int
     stalls: int
     progressed: bool
@@ -173,10 +186,8 @@ class FinishPassInput(PassStepInput):
 
 class FinishCaughtUpInput(PassStepInput):
     now: datetime
-    auxiliary_done: bool = False
-    """The workflow already ran the auxiliary work (else the step does, as older runs expect)."""
-    generation: int | None = None
-    """The generation begin observed (None in histories recorded before it was passed)."""
+    generation: int
+    """The generation begin observed."""
 
 
 class RearmFailureInput(PassStepInput):
@@ -245,3 +256,8 @@ class SweepInput(BaseModel):
 class SweepResult(BaseModel):
     woken: int
     interval_ms: int
+
+
+HostStatus.model_rebuild()
+BeginPassResult.model_rebuild()
+RunHeadResult.model_rebuild()

@@ -5,6 +5,10 @@ activity with an explicit timeout and a single attempt); then the run waits for 
 on a workflow timer (or starts the next pass at once when the last one made progress). After
 100 passes, or when Temporal suggests it, the run continues as new. When a pass cleared the alarm
 and no wake is pending the run completes: an idle host holds no open workflow.
+
+History is a cost: search attributes are upserted only when a value changed, at most once per
+pass, and the phase is written only when it can be seen (a pass that goes straight on to the
+next one stays in ``pass``).
 """
 
 import contextlib
@@ -17,13 +21,6 @@ from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 from workflows import contracts as c
 from workflows.passes import MaintenancePass
 
-SEVERAL_PASSES_PER_RUN = "several-passes-per-run"
-"""Patch marker: a run loops passes instead of continuing as new after each one."""
-PASS_DEADLINE_AND_BINDING_RETRIES = "pass-deadline-and-binding-retries"
-"""Patch marker: passes are bounded by the pass deadline and record binding retries."""
-AUXILIARY_SCOPE = "auxiliary-scope"
-"""Patch marker: auxiliary work runs as concurrent activities beside the native work, and a
-required publication gates it."""
 MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""
 FAILURE_FALLBACK = timedelta(seconds=5)
@@ -47,6 +44,8 @@ class HostWorkflow:
         self._phase = "starting"
         self._passes = 0
         self._last: c.PassReport | None = None
+        self._shown: dict[str, Any] = {}
+        """The search attribute values as last upserted (carried over by continue-as-new)."""
 
     @workflow.signal(name=c.WAKE_SIGNAL)
     def wake(self, _: c.WakeInput) -> None:
@@ -62,43 +61,40 @@ class HostWorkflow:
             wake_pending=self._wake_pending,
             last_outcome=self._last.outcome if self._last else None,
             next_alarm=self._last.alarm_at if self._last else None,
+            last_pass=self._last,
         )
 
     @workflow.run  # noqa: RET503 - the last statement is continue-as-new, which never returns
     async def run(self, host: c.HostInput) -> c.HostResult:
         self._host_id = host.host_id
         self._passes = host.passes
-        # Runs recorded before this marker did exactly one pass each; they must keep replaying.
-        several_passes = workflow.patched(SEVERAL_PASSES_PER_RUN)
-        bounded = workflow.patched(PASS_DEADLINE_AND_BINDING_RETRIES)
-        auxiliary = bounded and workflow.patched(AUXILIARY_SCOPE)
+        self._shown = {
+            key.name: workflow.info().typed_search_attributes.get(key) for key in SEARCH_ATTRIBUTES
+        }
         for passes_in_run in range(1, MAX_PASSES_PER_RUN + 1):
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
-            self._set_phase("pass")
-            report = await MaintenancePass(
-                self._host_id, bounded=bounded, auxiliary=auxiliary
-            ).run()
+            self._phase = "pass"
+            report = await MaintenancePass(self._host_id).run()
             self._passes += 1
             self._last = report
-            self._publish(report)
             if report is not None and report.alarm_at is None and not self._wake_pending:
-                self._set_phase("idle")
+                self._publish(report, "idle")
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return c.HostResult(
                     host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
                 )
-            self._set_phase("waiting")
-            if not (several_passes and report is not None and report.progressed):
+            goes_on = report is not None and report.progressed
+            self._publish(report, "pass" if goes_on else "waiting")
+            if not goes_on:
                 await self._wait_for_alarm(report)
-            if not several_passes or self._run_is_long(passes_in_run):
+            if (
+                passes_in_run >= MAX_PASSES_PER_RUN
+                or workflow.info().is_continue_as_new_suggested()
+            ):
                 break
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(c.HostInput(host_id=host.host_id, passes=self._passes))
-
-    @staticmethod
-    def _run_is_long(passes_in_run: int) -> bool:
-        return passes_in_run >= MAX_PASSES_PER_RUN or workflow.info().is_continue_as_new_suggested()
 
     async def _wait_for_alarm(self, report: c.PassReport | None) -> None:
         if self._wake_pending:
@@ -112,20 +108,26 @@ class HostWorkflow:
         with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
             await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
 
-    def _set_phase(self, phase: str) -> None:
+    def _publish(self, report: c.PassReport | None, phase: str) -> None:
+        """One upsert of the search attributes that changed, if any."""
         self._phase = phase
-        workflow.upsert_search_attributes([PHASE.value_set(phase)])
-
-    def _publish(self, report: c.PassReport | None) -> None:
-        outcome = report.outcome if report else "failed"
-        updates: list[SearchAttributeUpdate[Any]] = [LAST_OUTCOME.value_set(outcome)]
+        values: dict[str, Any] = {PHASE.name: phase}
+        values[LAST_OUTCOME.name] = report.outcome if report else "failed"
         if report is not None:
-            updates += [
-                GENERATION.value_set(report.generation),
-                NONTERMINAL.value_set(report.nonterminal),
-                NEXT_ALARM.value_set(report.alarm_at)
-                if report.alarm_at
-                else NEXT_ALARM.value_unset(),
-            ]
-        workflow.upsert_search_attributes(updates)
-        workflow.upsert_memo({"last_pass": report.model_dump(mode="json") if report else None})
+            values[GENERATION.name] = report.generation
+            values[NONTERMINAL.name] = report.nonterminal
+            values[NEXT_ALARM.name] = report.alarm_at
+        keys = {key.name: key for key in SEARCH_ATTRIBUTES}
+        updates: list[SearchAttributeUpdate[Any]] = []
+        for name, value in values.items():
+            if self._shown.get(name) == value:
+                continue
+            self._shown[name] = value
+            key = keys[name]
+            updates.append(key.value_unset() if value is None else key.value_set(value))
+        if updates:
+            workflow.upsert_search_attributes(updates)
+
+
+def _continue_as_new_suggested() -> bool:
+    return workflow.info().is_continue_as_new_suggested()

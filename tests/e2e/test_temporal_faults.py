@@ -27,7 +27,7 @@ from tests.helpers.checks import (
     submission_rows,
 )
 from tests.helpers.polling import eventually
-from threadwarden import AttemptContext, Binding, Completed, Outcome, StalePass
+from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, connect_temporal, default_registry, running_worker
@@ -48,14 +48,14 @@ async def host_runs(temporal: Client, host: str) -> list[WorkflowExecutionStatus
 
 
 def refused_as_stale(caplog: pytest.LogCaptureFixture, activity_type: str) -> bool:
-    """Whether an ``activity_type`` step completed by raising `StalePass` (the worker logs it)."""
-    for record in caplog.records:
-        error = record.exc_info[1] if record.exc_info else None
-        if error is None or f"'activity_type': '{activity_type}'" not in record.getMessage():
-            continue
-        if isinstance(error.__cause__, StalePass) or getattr(error, "type", None) == "StalePass":
-            return True
-    return False
+    """Whether an ``activity_type`` step ended by raising `StalePass` (logged in one line,
+    without a traceback: expected fencing is benign)."""
+    return any(
+        record.getMessage().startswith(f"{activity_type} superseded: host ")
+        and "pass epoch" in record.getMessage()
+        and record.exc_info is None
+        for record in caplog.records
+    )
 
 
 async def test_terminated_host_run_leaves_a_zombie_finish_that_writes_nothing(
@@ -83,7 +83,8 @@ async def test_terminated_host_run_leaves_a_zombie_finish_that_writes_nothing(
     records_before = await client.records(ids)
 
     async def zombie_refused() -> bool:
-        return refused_as_stale(caplog, "finish_pass")
+        # No auxiliary work ran beside the attempt, so its activity finishes the pass itself.
+        return refused_as_stale(caplog, "run_head")
 
     failpoints.release("maintenance:finish:before")  # the terminated run's finish runs on
     await eventually(zombie_refused, bool, what="the zombie finish refused with StalePass")

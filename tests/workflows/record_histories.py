@@ -1,8 +1,8 @@
 """Record host-workflow histories for the replay tests.
 
-Run ``.venv/bin/python -m tests.workflows.record_histories`` after an intentional change to the
-workflow's commands, commit the new files next to the old ones (old histories must keep
-replaying, or the change needs a patch/version marker).
+Run ``.venv/bin/python -m tests.workflows.record_histories`` after every change to the
+workflow's commands and commit the new files in place of the old ones. Nothing has been
+released, so no history outside this repository needs to keep replaying: no patch markers.
 """
 
 import asyncio
@@ -22,8 +22,8 @@ from worker.settings import Settings
 from workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v4"
-"""Bump when the workflow's commands change; keep the older files."""
+VERSION = "v5"
+"""Bump when the workflow's commands change (and delete the older host histories)."""
 
 
 async def record() -> None:
@@ -38,12 +38,18 @@ async def record() -> None:
             await temporal.start()
             connections = Connections(dsn, temporal.address)
             settings = Settings(task_queue=f"rec-{uuid.uuid4().hex[:6]}", data_dir=Path(tmp))
-            async with (
-                running_worker(settings, connections, host=QuietHost()),
+            async with (  # no host plug-in: the head activity finishes each pass itself
+                running_worker(settings, connections),
                 ThreadwardenClient.connect(settings, connections) as client,
             ):
-                await _record_settled(client, connections)
+                await _record_settled(client, connections, "replay-settled", "settled")
                 await _record_stalled(client, connections)
+            waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
+            async with (  # host waves beside the native work: the finish is its own step
+                running_worker(waves, connections, host=QuietHost()),
+                ThreadwardenClient.connect(waves, connections) as client,
+            ):
+                await _record_settled(client, connections, "replay-waves", "settled_with_waves")
                 await _record_message(client, connections)
             hung = settings.model_copy(update={"task_queue": f"{settings.task_queue}-hung"})
             async with (
@@ -56,14 +62,16 @@ async def record() -> None:
             postgres.stop()
 
 
-async def _record_settled(client: ThreadwardenClient, connections: Connections) -> None:
+async def _record_settled(
+    client: ThreadwardenClient, connections: Connections, thread: str, name: str
+) -> None:
     for n in range(3):  # several passes in one run, the later ones started by progress
-        await client.submit("replay-settled", agent_id="scripted", input=[{"say": f"hi {n}"}])
+        await client.submit(thread, agent_id="scripted", input=[{"say": f"hi {n}"}])
     await eventually(
-        lambda: client.thread_status("replay-settled"),
+        lambda: client.thread_status(thread),
         lambda s: all(x.state == "settled" for x in s.submissions),
     )
-    await _save(connections, "replay-settled", f"host_pass_settled_{VERSION}.json")
+    await _save(connections, thread, f"host_pass_{name}_{VERSION}.json")
 
 
 async def _record_stalled(client: ThreadwardenClient, connections: Connections) -> None:

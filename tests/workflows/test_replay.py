@@ -1,8 +1,9 @@
 """Stored host-workflow histories must keep replaying against the current workflow code.
 
-A failure here means a change altered the workflow's commands: keep old histories replaying
-(patch/version markers) or say so in the commit and record new ones with
-``python -m tests.workflows.record_histories``.
+A failure here means a change altered the workflow's commands. Nothing has been released, so
+there are no patch markers: record fresh histories with
+``python -m tests.workflows.record_histories`` (and delete the older host histories) in the
+same commit as the change.
 """
 
 from pathlib import Path
