@@ -1,5 +1,18 @@
 """The publication outbox: drain due records through the sinks, persist retries, report when
-the next attempt is due."""
+the next attempt is due.
+
+A drain never holds one pooled connection while it waits for another, and never calls an
+application sink while it holds a connection or a row lock:
+
+- The built-in NOTIFY goes out in the statement that acknowledges (deletes) the outbox rows, on
+  that statement's own connection, so it is delivered exactly when the acknowledgement commits.
+  With only the built-in sink (the default) a drain is that one autocommit statement.
+- External sinks: one short statement claims the due batch (pushes its ``not_before`` forward by
+  ``CLAIM_LEASE_MS`` and returns it; an abandoned claim comes due again), the connection goes
+  back to the pool, the sinks are called, then one statement acknowledges the rows the claim
+  still holds (delete + NOTIFY) or backs them off. The claimed ``not_before`` is the claim's
+  token: a row that came due again and was claimed by another drain is that drain's to settle.
+"""
 
 from __future__ import annotations
 
@@ -22,44 +35,117 @@ kind; bodies stay in the ledger)."""
 BATCH = 100
 RETRY_BASE_MS, RETRY_CAP_MS = 1_000, 60_000
 """Backoff of a failed publication batch or message delivery: 1 s doubling, at most 60 s."""
+CLAIM_LEASE_MS = 30_000
+"""How long a batch claimed for external sinks stays with its drain; then it comes due again."""
 
 _DUE = """
-SELECT p.record_id, r.thread_id, r.sequence, r.submission_id, r.kind, r.body, p.attempts
-  FROM threadwarden.publications p JOIN threadwarden.records r USING (record_id)
- WHERE p.host_id = $1 AND p.not_before <= clock_timestamp()
- ORDER BY r.thread_id, r.sequence
+SELECT record_id FROM threadwarden.publications
+ WHERE host_id = $1 AND not_before <= clock_timestamp()
+ ORDER BY thread_id, sequence
  LIMIT $2
- FOR UPDATE OF p SKIP LOCKED
+ FOR UPDATE SKIP LOCKED
+"""
+
+# The acknowledged rows (``gone``), with the built-in NOTIFY: volatile output expressions are
+# evaluated after the ORDER BY, so the notifications follow thread/sequence order.
+_NOTIFY_GONE = """
+SELECT pg_notify($3, json_build_object('thread_id', g.thread_id, 'sequence', g.sequence,
+                                       'record_id', g.record_id, 'kind', r.kind)::text)
+  FROM gone g JOIN threadwarden.records r USING (thread_id, sequence)
+ ORDER BY g.thread_id, g.sequence
+"""
+_COUNT_GONE = "SELECT g.record_id FROM gone g"
+
+_DRAIN = f"""
+WITH due AS ({_DUE}),
+gone AS (
+    DELETE FROM threadwarden.publications p USING due WHERE p.record_id = due.record_id
+    RETURNING p.thread_id, p.sequence, p.record_id
+)
+"""
+"""Publish-and-acknowledge in one statement: $1 host, $2 batch (, $3 channel)."""
+
+CLAIM = f"""
+WITH due AS ({_DUE}),
+claimed AS (
+    UPDATE threadwarden.publications p
+       SET not_before = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+      FROM due WHERE p.record_id = due.record_id
+    RETURNING p.record_id, p.thread_id, p.sequence, p.not_before
+)
+SELECT c.record_id, c.thread_id, c.sequence, c.not_before, r.submission_id, r.kind, r.body
+  FROM claimed c JOIN threadwarden.records r USING (thread_id, sequence)
+ ORDER BY c.thread_id, c.sequence
+"""
+"""Claim a batch for the external sinks: $1 host, $2 batch, $3 lease (ms)."""
+
+_ACK = """
+WITH gone AS (
+    DELETE FROM threadwarden.publications p
+     USING unnest($1::text[], $2::timestamptz[]) AS c(record_id, not_before)
+     WHERE p.record_id = c.record_id AND p.not_before = c.not_before
+    RETURNING p.thread_id, p.sequence, p.record_id
+)
+"""
+"""Acknowledge the rows this claim still holds: $1 record ids, $2 their claimed not_before."""
+
+_BACK_OFF = """
+UPDATE threadwarden.publications p
+   SET attempts = p.attempts + 1, last_error = $3,
+       not_before = clock_timestamp() + make_interval(secs =>
+           LEAST($4::float8, $5::float8 * 2 ^ p.attempts) / 1000)
+  FROM unnest($1::text[], $2::timestamptz[]) AS c(record_id, not_before)
+ WHERE p.record_id = c.record_id AND p.not_before = c.not_before
 """
 
 
 class NotifySink:
-    """The built-in sink: one Postgres NOTIFY per record on `NOTIFY_CHANNEL`."""
+    """The built-in sink: one Postgres NOTIFY per record on `NOTIFY_CHANNEL`.
+
+    `Publications` does not call `publish`: it sends these notifications in the statement that
+    acknowledges the records, on that statement's connection. `publish` serves a caller outside
+    a drain; it takes one connection of ``pool`` (so never call it while holding another
+    connection of the same pool).
+    """
 
     name = "postgres-notify"
 
-    def __init__(self, pool: asyncpg.Pool[Any]) -> None:
+    def __init__(self, pool: asyncpg.Pool[Any] | None = None) -> None:
         self._pool = pool
 
     async def publish(self, records: Sequence[PublishedRecord]) -> None:
-        async with self._pool.acquire() as conn, conn.transaction():
-            for record in records:
-                payload = {
-                    "thread_id": record.thread_id,
-                    "sequence": record.sequence,
-                    "record_id": record.record_id,
-                    "kind": record.kind,
+        if self._pool is None:
+            raise RuntimeError("NotifySink.publish needs a pool (Publications never calls it)")
+        payloads = [
+            json.dumps(
+                {
+                    "thread_id": r.thread_id,
+                    "sequence": r.sequence,
+                    "record_id": r.record_id,
+                    "kind": r.kind,
                 }
-                await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, json.dumps(payload))
+            )
+            for r in records
+        ]
+        await self._pool.execute(
+            "SELECT pg_notify($1, u.payload)"
+            " FROM unnest($2::text[]) WITH ORDINALITY AS u(payload, n) ORDER BY u.n",
+            NOTIFY_CHANNEL,
+            payloads,
+        )
 
 
 class Publications:
-    """Drains a host's outbox through its sinks."""
+    """Drains a host's outbox through its sinks (see the module docstring)."""
 
     def __init__(self, pool: asyncpg.Pool[Any], sinks: Sequence[PublicationSink]) -> None:
         self._pool = pool
-        self._sinks = list(sinks)
-        self._required = [s.name for s in self._sinks if getattr(s, "required", False)]
+        self._notify = any(isinstance(s, NotifySink) for s in sinks)
+        self._external = [s for s in sinks if not isinstance(s, NotifySink)]
+        self._required = [s.name for s in sinks if getattr(s, "required", False)]
+        finish = _NOTIFY_GONE if self._notify else _COUNT_GONE
+        self._drain_sql = _DRAIN + finish
+        self._ack_sql = _ACK + finish
 
     @property
     def gating(self) -> bool:
@@ -87,44 +173,42 @@ class Publications:
     async def drain(self, host_id: str) -> int:
         """Publish one batch of due records; on a sink failure back them off. Returns how many
         were published. Never raises for a sink failure (it is logged and persisted)."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(_DUE, host_id, BATCH)
-            if not rows:
-                return 0
-            records = [
-                PublishedRecord(
-                    thread_id=r["thread_id"],
-                    sequence=int(r["sequence"]),
-                    record_id=r["record_id"],
-                    submission_id=r["submission_id"],
-                    kind=r["kind"],
-                    body=r["body"],
-                )
-                for r in rows
-            ]
-            ids = [r["record_id"] for r in rows]
-            try:
-                for sink in self._sinks:
-                    await sink.publish(records)
-            except Exception as error:  # a sink failure is persisted and retried, never raised
-                logger.warning(
-                    "publication to host %s failed (%d records): %r", host_id, len(ids), error
-                )
-                await conn.execute(
-                    "UPDATE threadwarden.publications SET attempts = attempts + 1,"
-                    " last_error = $2, not_before = clock_timestamp() + make_interval(secs =>"
-                    " LEAST($3::float8, $4::float8 * 2 ^ attempts) / 1000)"
-                    " WHERE record_id = ANY($1::text[])",
-                    ids,
-                    repr(error)[:500],
-                    RETRY_CAP_MS,
-                    RETRY_BASE_MS,
-                )
-                return 0
-            await conn.execute(
-                "DELETE FROM threadwarden.publications WHERE record_id = ANY($1::text[])", ids
+        if not self._external:  # one autocommit statement: NOTIFY and delete commit together
+            rows = await self._pool.fetch(self._drain_sql, *self._args(host_id, BATCH))
+            return len(rows)
+        claimed = await self._pool.fetch(CLAIM, host_id, BATCH, CLAIM_LEASE_MS)
+        if not claimed:
+            return 0
+        # No connection is held from here until the acknowledgement.
+        records = [
+            PublishedRecord(
+                thread_id=r["thread_id"],
+                sequence=int(r["sequence"]),
+                record_id=r["record_id"],
+                submission_id=r["submission_id"],
+                kind=r["kind"],
+                body=r["body"],
             )
-            return len(ids)
+            for r in claimed
+        ]
+        ids = [r["record_id"] for r in claimed]
+        tokens = [r["not_before"] for r in claimed]
+        try:
+            for sink in self._external:
+                await sink.publish(records)
+        except Exception as error:  # a sink failure is persisted and retried, never raised
+            logger.warning(
+                "publication to host %s failed (%d records): %r", host_id, len(ids), error
+            )
+            await self._pool.execute(
+                _BACK_OFF, ids, tokens, repr(error)[:500], RETRY_CAP_MS, RETRY_BASE_MS
+            )
+            return 0
+        acknowledged = await self._pool.fetch(self._ack_sql, *self._args(ids, tokens))
+        return len(acknowledged)
+
+    def _args(self, *args: object) -> tuple[object, ...]:
+        return (*args, NOTIFY_CHANNEL) if self._notify else args
 
 
 async def pending_deadline(conn: Connection, host_id: str) -> datetime | None:
