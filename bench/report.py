@@ -66,10 +66,10 @@ def table(data: dict[str, Any]) -> str:
         f"hosts={data['hosts']} submissions/host={data['submissions']}"
         f" units={data['hosts'] * data['submissions']} workers={data['workers']}"
         f" repeat={data['repeat']} (medians over repetitions)",
-        f"{'':<26}{'threadwarden':>14}{'baseline':>14}",
+        f"{'':<32}{'threadwarden':>14}{'baseline':>14}",
     ]
     for label, pick in _ROWS:
-        lines.append(f"{label:<26}{_cell(pick(data['threadwarden'])):>14}")
+        lines.append(f"{label:<32}{_cell(pick(data['threadwarden'])):>14}")
         lines[-1] += f"{_cell(pick(data['baseline'])):>14}"
     for name in SIDES:
         rates = ", ".join(_cell(r["units_per_s"]) for r in data[name]["repetitions"])
