@@ -1,7 +1,5 @@
 """The sweeper's activity: wake hosts whose durable alarm is overdue, say when to sweep next."""
 
-from typing import Protocol
-
 from temporalio import activity
 from temporalio.client import Client
 
@@ -9,12 +7,6 @@ from activities.wake import wake_host
 from ledger.sweep import Sweeps
 from threadwarden.failpoints import Failpoints
 from workflows import contracts as c
-
-
-class OverdueHosts(Protocol):
-    """The one read an older wiring provided (``Maintenance``); `Sweeps` has it too."""
-
-    async def overdue_hosts(self, *, grace_ms: int, limit: int) -> list[str]: ...
 
 
 def next_sweep_ms(
@@ -36,38 +28,33 @@ def next_sweep_ms(
 class SweepActivities:
     """Finds overdue alarms in Postgres and signal-with-starts their hosts.
 
-    Run as a local activity by the sweeper (one marker event per sweep). Given `Sweeps` and
-    ``idle_interval_ms`` it also schedules the next sweep from the earliest alarm; given only an
-    `OverdueHosts` reader (the older wiring) it sweeps every ``interval_ms``.
+    Run as a local activity by the sweeper (one marker event per sweep); it also schedules the
+    next sweep from the earliest alarm (see `next_sweep_ms`).
     """
 
     def __init__(
         self,
-        ledger: OverdueHosts,
+        ledger: Sweeps,
         client: Client,
         *,
         task_queue: str,
         interval_ms: int,
         grace_ms: int,
         failpoints: Failpoints,
-        idle_interval_ms: int | None = None,
+        idle_interval_ms: int,
     ) -> None:
         self._failpoints = failpoints
         self._ledger = ledger
         self._client = client
         self._task_queue = task_queue
         self._interval_ms = interval_ms
-        self._idle_interval_ms = interval_ms if idle_interval_ms is None else idle_interval_ms
+        self._idle_interval_ms = idle_interval_ms
         self._grace_ms = grace_ms
 
     @activity.defn(name=c.SWEEP)
     async def sweep(self, request: c.SweepInput) -> c.SweepResult:
-        if isinstance(self._ledger, Sweeps):
-            scan = await self._ledger.scan(grace_ms=self._grace_ms, limit=request.limit)
-            hosts, next_due_ms = scan.overdue, scan.next_due_ms
-        else:
-            hosts = await self._ledger.overdue_hosts(grace_ms=self._grace_ms, limit=request.limit)
-            next_due_ms = 0
+        scan = await self._ledger.scan(grace_ms=self._grace_ms, limit=request.limit)
+        hosts, next_due_ms = scan.overdue, scan.next_due_ms
         for host_id in hosts:
             # The durable re-arm of a host whose wake was lost (the original's ensureAlarm).
             await self._failpoints.hit("maintenance:ensure:before")

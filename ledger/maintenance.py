@@ -85,16 +85,6 @@ UPDATE threadwarden.hosts
        last_error = CASE WHEN $4 = 'failed' THEN $6 END, updated_at = clock_timestamp()
  WHERE host_id = $1 AND pass_epoch = $2
 """
-OVERDUE = """
-SELECT h.host_id FROM threadwarden.hosts h
- WHERE h.alarm_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000)
-   AND NOT EXISTS (
-     SELECT 1 FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
-      WHERE t.host_id = h.host_id AND s.state = 'running'
-        AND s.lease_expires_at > clock_timestamp())
- ORDER BY h.alarm_at LIMIT $2
-"""
-"""The sweeper's scan (index ``hosts_alarm_at``)."""
 
 
 class Head(BaseModel):
@@ -418,15 +408,6 @@ class Maintenance:
             nonterminal=int(row["nonterminal"]),
             alarm_at=alarm_at,
         )
-
-    async def overdue_hosts(self, *, grace_ms: int, limit: int) -> list[str]:
-        """Hosts whose alarm is overdue by more than ``grace_ms``: the sweeper wakes them.
-
-        A host with a live attempt lease is being served right now (its pass pre-armed the
-        alarm before the attempt began); it is skipped until the lease lapses.
-        """
-        rows = await self._pool.fetch(OVERDUE, grace_ms, limit)
-        return [r["host_id"] for r in rows]
 
 
 def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms: int) -> int:

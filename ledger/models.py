@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from workflows.decisions import BindingRetry, Retry
 
@@ -40,9 +40,10 @@ class Receipt(BaseModel):
     host_id: str
     sequence: int
     created: bool
-    wake: bool = True
+    wake: bool = Field(default=True, exclude=True)
     """Whether the host needs a wake: False when an alarm at least as early was already armed
-    (a pass is running or due and will see this admission) or nothing was created."""
+    (a pass is running or due and will see this admission) or nothing was created. Not part
+    of the receipt's serialised form."""
 
 
 WaitingFor = Literal["approval", "unknown-resolution", "binding"]

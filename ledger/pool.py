@@ -30,6 +30,14 @@ async def _init_connection(conn: asyncpg.Connection[Any]) -> None:
         await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
+async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
+    """Release a connection without asyncpg's default reset query (advisory unlock, CLOSE ALL,
+    UNLISTEN, RESET ALL): one round trip per release, on the hot path. asyncpg still rolls back
+    an open transaction and drops listeners first; threadwarden keeps no other session state on
+    pooled connections (LISTEN runs on connections of its own, the migration lock is released
+    in a ``finally``, nothing is ``SET`` for a session)."""
+
+
 class BoundedPool(_Pool):
     """An asyncpg pool whose every acquisition waits at most ``acquire_timeout_ms``.
 
@@ -103,6 +111,7 @@ async def create_pool(
         max_queries=50_000,
         max_inactive_connection_lifetime=300.0,
         init=_init_connection,
+        reset=_keep_session,
         loop=None,
         connection_class=asyncpg.Connection,
         record_class=asyncpg.Record,

@@ -92,6 +92,7 @@ def settings(tmp_path: Path) -> Settings:
         task_queue=f"tq-{uuid.uuid4().hex[:12]}",
         data_dir=tmp_path / "tw",
         sweep_interval_ms=200,
+        sweep_idle_interval_ms=200,
         sweep_grace_ms=200,
         lease_ms=3_000,
         lease_renew_ms=500,

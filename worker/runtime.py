@@ -16,6 +16,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.attempt import AttemptActivities
 from activities.auxiliary import AuxiliaryActivities
@@ -30,6 +31,7 @@ from ledger.migrations import verify
 from ledger.pool import create_pool
 from ledger.projection import Projection
 from ledger.publication import NotifySink, Publications
+from ledger.sweep import Sweeps
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound, ThreadwardenError
 from threadwarden.failpoints import Failpoints
@@ -139,6 +141,18 @@ def default_registry() -> BindingRegistry:
     return registry
 
 
+PASSTHROUGH_MODULES = ("pydantic", "pydantic_core", "annotated_types", "workflows.contracts")
+"""Imported once, outside the workflow sandbox: every new workflow run would otherwise
+re-import them (building the pydantic models again costs more CPU than the run's pass)."""
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox, with the deterministic model modules passed through."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
 def build_worker(
     client: Client,
     pool: asyncpg.Pool[Any],
@@ -187,10 +201,11 @@ def build_worker(
         steps=pass_steps,
     )
     sweep = SweepActivities(
-        maintenance,
+        Sweeps(pool),
         client,
         task_queue=settings.task_queue,
         interval_ms=settings.sweep_interval_ms,
+        idle_interval_ms=settings.sweep_idle_interval_ms,
         grace_ms=settings.sweep_grace_ms,
         failpoints=failpoints,
     )
@@ -198,6 +213,7 @@ def build_worker(
         client,
         task_queue=settings.task_queue,
         workflows=[HostWorkflow, SweeperWorkflow],
+        workflow_runner=workflow_runner(),
         # Heartbeats carry cancellation to a running attempt (the pass deadline); the SDK's
         # default throttle (80% of the 30 s heartbeat timeout) would delay it by ~24 s.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,

@@ -24,12 +24,8 @@ ITERATIONS_PER_RUN = 200
 SWEEP_TIMEOUT = timedelta(seconds=30)
 FAILED_SWEEP_PAUSE = timedelta(seconds=2)
 """After a failed sweep (its interval is unknown), try again soon: the sweeper is the safety net."""
-LOCAL_SWEEP_PATCH = "sweep-as-local-activity"
-"""Runs begun before this change swept with a regular activity (3 events) and keep doing so
-until they continue as new."""
 SWEEP_FAILURES = (ActivityError, ApplicationError, TemporalTimeoutError)
-"""A regular activity fails with ActivityError; a local one raises its ApplicationError or
-TimeoutError itself."""
+"""How a failed local activity surfaces: its ApplicationError or TimeoutError itself."""
 
 
 @workflow.defn(name=c.SWEEPER_WORKFLOW)
@@ -38,10 +34,9 @@ class SweeperWorkflow:
 
     @workflow.run
     async def run(self, state: c.SweeperInput) -> None:
-        local = workflow.patched(LOCAL_SWEEP_PATCH)
         for _ in range(ITERATIONS_PER_RUN):
             try:
-                result = await _sweep(local=local)
+                result = await _sweep()
                 interval = timedelta(milliseconds=result.interval_ms)
             except SWEEP_FAILURES as error:  # a failed sweep must not end the safety net
                 workflow.logger.warning("sweep failed: %s", error)
@@ -50,22 +45,13 @@ class SweeperWorkflow:
         workflow.continue_as_new(c.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN))
 
 
-async def _sweep(*, local: bool) -> c.SweepResult:
-    if local:
-        result = await workflow.execute_local_activity(
-            c.SWEEP,
-            c.SweepInput(),
-            result_type=c.SweepResult,
-            start_to_close_timeout=SWEEP_TIMEOUT,
-            retry_policy=ONE_ATTEMPT,
-        )
-    else:
-        result = await workflow.execute_activity(
-            c.SWEEP,
-            c.SweepInput(),
-            result_type=c.SweepResult,
-            start_to_close_timeout=SWEEP_TIMEOUT,
-            retry_policy=ONE_ATTEMPT,
-        )
+async def _sweep() -> c.SweepResult:
+    result = await workflow.execute_local_activity(
+        c.SWEEP,
+        c.SweepInput(),
+        result_type=c.SweepResult,
+        start_to_close_timeout=SWEEP_TIMEOUT,
+        retry_policy=ONE_ATTEMPT,
+    )
     assert isinstance(result, c.SweepResult)
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import asyncpg
@@ -28,7 +29,7 @@ async def test_submissions_settle_in_fifo_order_with_one_settlement_each(
             )
     for thread in threads:
         status = await eventually(
-            lambda t=thread: client.thread_status(t), _all_settled, what=f"{thread} settled"
+            functools.partial(client.thread_status, thread), _all_settled, what=f"{thread} settled"
         )
         assert [s.outcome for s in status.submissions] == ["completed"] * 3
         records = await client.records(thread)

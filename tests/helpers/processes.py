@@ -38,6 +38,7 @@ async def worker_process(
         "THREADWARDEN_LEASE_MS": str(settings.lease_ms),
         "THREADWARDEN_LEASE_RENEW_MS": str(settings.lease_renew_ms),
         "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
+        "THREADWARDEN_SWEEP_IDLE_INTERVAL_MS": str(settings.sweep_idle_interval_ms),
         "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
         "THREADWARDEN_MESSAGE_CLAIM_TIMEOUT_MS": str(settings.message_claim_timeout_ms),
         "THREADWARDEN_DATA_DIR": str(folder / "tw"),

@@ -10,6 +10,7 @@ import asyncpg
 from ledger.admission import Admissions
 from ledger.attempts import Attempts
 from ledger.maintenance import Maintenance
+from ledger.sweep import Sweeps
 from workflows.decisions import Timing
 
 
@@ -36,7 +37,7 @@ async def test_sweep_finds_overdue_hosts_but_not_future_or_disarmed_ones(
     await pool.execute(
         "UPDATE threadwarden.hosts SET alarm_at = NULL WHERE host_id = $1", f"{ids}-disarmed"
     )
-    found = await Maintenance(pool, Timing()).overdue_hosts(grace_ms=1_000, limit=10)
+    found = await Sweeps(pool).overdue_hosts(grace_ms=1_000, limit=10)
     assert found == [f"{ids}-overdue"]
 
 
@@ -54,10 +55,10 @@ async def test_sweep_skips_a_host_while_its_attempt_lease_is_live(
     )
     assert claim is not None
     await _make_overdue(pool, host)
-    assert await maintenance.overdue_hosts(grace_ms=0, limit=10) == []
+    assert await Sweeps(pool).overdue_hosts(grace_ms=0, limit=10) == []
     await pool.execute(
         "UPDATE threadwarden.submissions SET lease_expires_at = clock_timestamp()"
         " - interval '1 second' WHERE submission_id = $1",
         claim.submission_id,
     )
-    assert await maintenance.overdue_hosts(grace_ms=0, limit=10) == [host]
+    assert await Sweeps(pool).overdue_hosts(grace_ms=0, limit=10) == [host]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ledger.pool import BoundedPool
+from ledger.pool import BoundedPool, create_pool
 from worker import runtime
 from worker.runtime import Connections, running_worker
 from worker.settings import POOL_RESERVE, Capacity, Settings
@@ -75,7 +75,7 @@ def test_a_smaller_explicit_pool_cuts_the_slots_to_fit(
 )
 def test_capacity_settings_are_bounded(field: str, value: int) -> None:
     with pytest.raises(ValidationError, match=field):
-        Settings(**{field: value})
+        Settings.model_validate({field: value})
 
 
 def test_the_idle_sweep_interval_is_at_least_the_busy_one() -> None:
@@ -87,7 +87,7 @@ def test_the_idle_sweep_interval_is_at_least_the_busy_one() -> None:
 def created_pools(monkeypatch: pytest.MonkeyPatch) -> list[BoundedPool]:
     """The pools `running_worker` creates (the real `create_pool`, observed)."""
     pools: list[BoundedPool] = []
-    real: Callable[..., Awaitable[Any]] = runtime.create_pool
+    real: Callable[..., Awaitable[Any]] = create_pool
 
     async def observed(*args: Any, **kwargs: Any) -> Any:
         pool = await real(*args, **kwargs)

@@ -1,8 +1,8 @@
 """Record a sweeper-workflow history for the replay tests.
 
 Run ``.venv/bin/python -m tests.workflows.record_sweeper_history`` after an intentional change to
-the sweeper's commands; commit the new file next to the old ones (old histories must keep
-replaying: the sweeper gates its changes with patch markers).
+the sweeper's commands and commit the new file in place of the old one (nothing is released:
+no patch markers).
 """
 
 import asyncio
@@ -23,8 +23,8 @@ from worker.settings import Settings
 from workflows.contracts import sweeper_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v2"
-"""Bump when the sweeper's commands change; keep the older files."""
+VERSION = "v3"
+"""Bump when the sweeper's commands change (and delete the older sweeper history)."""
 
 
 async def record() -> None:
@@ -42,6 +42,7 @@ async def record() -> None:
                 task_queue=f"rec-{uuid.uuid4().hex[:6]}",
                 data_dir=Path(tmp),
                 sweep_interval_ms=200,
+                sweep_idle_interval_ms=1_000,
                 sweep_grace_ms=200,
             )
             pool = await create_pool(dsn, max_size=2)
