@@ -160,12 +160,6 @@ class AuxiliaryActivities:
             return c.BackfillResult(timed_out=True)
         return c.BackfillResult(refreshed=refreshed)
 
-    async def finish_step_work(self, host_id: str) -> None:
-        """What the finish steps of runs recorded before the auxiliary scope still do
-        themselves: drain the publication outbox, then one bounded projection batch."""
-        await self._publications.drain(host_id)
-        await self.bounded_backfill(host_id)
-
     async def _backfill(self, host_id: str) -> int:
         await self._failpoints.hit("projection")  # inside the bound: a pause here times out
         return await self._projection.backfill(host_id)

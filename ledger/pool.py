@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
+from asyncpg.connection import LoggedQuery
 from asyncpg.pool import PoolAcquireContext, PoolConnectionProxy
 
 from threadwarden.errors import PoolExhausted
@@ -97,11 +98,21 @@ async def create_pool(
     min_size: int = 1,
     max_size: int = 10,
     acquire_timeout_ms: int = DEFAULT_ACQUIRE_TIMEOUT_MS,
+    on_query: Callable[[LoggedQuery], None] | None = None,
 ) -> asyncpg.Pool[Any]:
     """A pool whose connections read and write json/jsonb as Python values and whose
-    acquisitions give up after ``acquire_timeout_ms`` with `PoolExhausted` (never hang)."""
+    acquisitions give up after ``acquire_timeout_ms`` with `PoolExhausted` (never hang).
+
+    ``on_query`` sees every statement the pool's connections run (tests count them with it).
+    """
     if acquire_timeout_ms < 1:
         raise ValueError("acquire_timeout_ms: expected at least 1")
+
+    async def init(conn: asyncpg.Connection[Any]) -> None:
+        await _init_connection(conn)
+        if on_query is not None:
+            conn.add_query_logger(on_query)
+
     # Constructed as asyncpg.create_pool does, with its defaults.
     pool = BoundedPool(
         dsn,
@@ -110,7 +121,7 @@ async def create_pool(
         max_size=max_size,
         max_queries=50_000,
         max_inactive_connection_lifetime=300.0,
-        init=_init_connection,
+        init=init,
         reset=_keep_session,
         loop=None,
         connection_class=asyncpg.Connection,

@@ -230,3 +230,28 @@ async def test_admit_concurrent_same_key_creates_one_submission(
     )
     assert stored == 1
     assert (await _host(pool, ids))["nonterminal"] == 1
+
+
+async def test_admission_asks_for_a_wake_only_when_it_moved_the_alarm_earlier(
+    admissions: Admissions, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    first = await admissions.admit(thread_id=ids, agent_id="echo", input=1)
+    assert first.wake  # a new host: nothing was armed
+    second = await admissions.admit(thread_id=ids, agent_id="echo", input=2)
+    assert not second.wake  # the first admission's alarm is as early: its pass sees this one
+    replay = await admissions.admit(thread_id=ids, agent_id="echo", input=3, idempotency_key="k")
+    again = await admissions.admit(thread_id=ids, agent_id="echo", input=3, idempotency_key="k")
+    assert not again.created and not again.wake  # nothing written, nothing to wake for
+    assert replay.submission_id == again.submission_id
+
+    # A later alarm (a backoff, a binding retry) or none at all: the admission must wake.
+    await pool.execute(
+        "UPDATE threadwarden.hosts SET alarm_at = clock_timestamp() + interval '1 minute'"
+        " WHERE host_id = $1",
+        ids,
+    )
+    assert (await admissions.admit(thread_id=ids, agent_id="echo", input=4)).wake
+    await pool.execute("UPDATE threadwarden.hosts SET alarm_at = NULL WHERE host_id = $1", ids)
+    assert (await admissions.admit(thread_id=ids, agent_id="echo", input=5)).wake
+    host = await _host(pool, ids)
+    assert host["nonterminal"] == 5
