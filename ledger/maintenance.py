@@ -7,6 +7,7 @@ functions of `workflows.decisions`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -58,16 +59,18 @@ RETURNING {_HOST_COLUMNS}, {DEADLINES},
 """
 """Begin in one statement: bump the pass epoch, pre-arm, read the host row, its deadlines and
 (only when it has new work) its lane heads. O(1) in the ledger's size when caught up."""
-_LOCK_WITH_REMAINING = f"""
-SELECT {_HOST_COLUMNS}, {DEADLINES},
+_READ_WITH_REMAINING = f"""
+SELECT {_HOST_COLUMNS}, updated_at, {DEADLINES},
        (SELECT json_agg(json_build_object('thread_id', s.thread_id,
                                           'submission_id', s.submission_id, 'state', s.state)
                         ORDER BY s.thread_id, s.sequence)
           FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
          WHERE t.host_id = h.host_id AND s.state <> 'settled') AS remaining
-  FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
+  FROM threadwarden.hosts h WHERE host_id = $1
 """
-"""The finish's read: the locked host row, its deadlines and every nonterminal row."""
+"""The finish's read: the host row (with its version, ``updated_at``), its deadlines and every
+nonterminal row."""
+_LOCK_WITH_REMAINING = _READ_WITH_REMAINING + " FOR UPDATE"
 LOCK_WITH_HEADS = f"""
 SELECT {_HOST_COLUMNS}, {_HEADS_JSON} AS heads
   FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
@@ -106,6 +109,10 @@ class HostView(BaseModel):
     def stalled(self) -> bool:
         """Some head is running or mid-settlement: recovery has work to classify."""
         return any(h.state in ("running", "terminalizing") for h in self.heads)
+
+
+FINISH_TRIES = 3
+"""Optimistic finishes before the finish locks the host row instead."""
 
 
 class BeginResult(BaseModel):
@@ -234,36 +241,36 @@ class Maintenance:
         begin read (then only the cursor is written, fenced); without it the host row and the
         heads are read here.
         """
-        async with self._pool.acquire() as conn, conn.transaction():
-            if view is None:
+        # No transaction: selection is advisory (the claim re-checks the head) and the one
+        # write, the cursor, is fenced by the pass epoch in its own statement.
+        if view is None:
+            async with self._pool.acquire() as conn:
                 row = await _lock_fenced(conn, host_id, epoch, heads=True)
-                view = HostView(
-                    last_served=row["last_served_thread_id"],
-                    binding_retries=binding_retries_from_json(row["binding_retries"]),
-                    heads=[Head(**h) for h in row["heads"] or []],
-                )
-            heads = view.heads
-            eligible = [h.thread_id for h in heads if h.state not in STABLE_WAITS]
-            head_of = {h.thread_id: h.submission_id for h in heads}
-            current = [
-                r for r in view.binding_retries if head_of.get(r.thread_id) == r.submission_id
-            ]
-            picked = d.select_lane(
-                eligible,
-                last_served=view.last_served,
-                blocked_until={r.thread_id: r.not_before for r in current},
-                selection_time=to_ms(now),
+            view = HostView(
+                last_served=row["last_served_thread_id"],
+                binding_retries=binding_retries_from_json(row["binding_retries"]),
+                heads=[Head(**h) for h in row["heads"] or []],
             )
-            if picked is not None:
-                status = await conn.execute(
-                    "UPDATE threadwarden.hosts SET last_served_thread_id = $3"
-                    " WHERE host_id = $1 AND pass_epoch = $2",
-                    host_id,
-                    epoch,
-                    picked,
-                )
-                if status != "UPDATE 1":
-                    raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")
+        heads = view.heads
+        eligible = [h.thread_id for h in heads if h.state not in STABLE_WAITS]
+        head_of = {h.thread_id: h.submission_id for h in heads}
+        current = [r for r in view.binding_retries if head_of.get(r.thread_id) == r.submission_id]
+        picked = d.select_lane(
+            eligible,
+            last_served=view.last_served,
+            blocked_until={r.thread_id: r.not_before for r in current},
+            selection_time=to_ms(now),
+        )
+        if picked is not None:
+            status = await self._pool.execute(
+                "UPDATE threadwarden.hosts SET last_served_thread_id = $3"
+                " WHERE host_id = $1 AND pass_epoch = $2",
+                host_id,
+                epoch,
+                picked,
+            )
+            if status != "UPDATE 1":
+                raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")
         if picked is None:
             return Selection(thread_id=None)
         return Selection(
@@ -319,44 +326,72 @@ class Maintenance:
         jitter: float,
         extra_deadline: datetime | None = None,
     ) -> Report:
-        """Acknowledge only the observed generation; keep the alarm while work remains."""
-        now_ms = to_ms(now)
+        """Acknowledge only the observed generation; keep the alarm while work remains.
+
+        Optimistic: read, decide, then write only if the host row is as read (its epoch and
+        ``updated_at``, which every mutation of the host moves), in two autocommit statements;
+        when something wrote in between, decide again, and after `FINISH_TRIES` lock the row.
+        """
+        decide = functools.partial(
+            self._plan_finish,
+            generation=generation,
+            stalls=stalls,
+            progressed=progressed,
+            now_ms=to_ms(now),
+            jitter=jitter,
+            extra_deadline=extra_deadline,
+        )
+        for _ in range(FINISH_TRIES):
+            async with self._pool.acquire() as conn:
+                row = await _read_fenced(conn, host_id, epoch, _READ_WITH_REMAINING)
+                report, args = decide(row)
+                status = await conn.execute(
+                    _SET_FINISH + " AND updated_at = $8", host_id, epoch, *args, row["updated_at"]
+                )
+            if status == "UPDATE 1":
+                return report
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch, remaining=True)
-            remaining: list[dict[str, Any]] = row["remaining"] or []
-            heads: dict[str, dict[str, Any]] = {}
-            for r in remaining:
-                heads.setdefault(r["thread_id"], r)
-            retries = [  # pruned: entries of submissions no longer at the head are dropped
-                r
-                for r in binding_retries_from_json(row["binding_retries"])
-                if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
-            ]
-            plan = d.plan_native_finish(
-                generation=generation,
-                stalls=stalls,
-                dirty=int(row["dirty"]),
-                processed=int(row["processed"]),
-                autonomous=is_autonomous(remaining),
-                progressed=progressed,
-                binding_delay=_binding_delay(heads, retries, now_ms),
-                deadline=auxiliary_due_of(row).earliest(extra_deadline),
-                now=now_ms,
-                jitter=jitter,
-                timing=self._timing,
-            )
-            alarm_at = _alarm_at(plan.alarm, row["alarm_at"])
-            await conn.execute(
-                _SET_FINISH,
-                host_id,
-                epoch,
-                plan.processed,
-                retry_to_json(plan.retry),
-                len(remaining),
-                binding_retries_to_json(retries),
-                alarm_at,
-            )
-        return Report(
+            report, args = decide(row)
+            await conn.execute(_SET_FINISH, host_id, epoch, *args)
+        return report
+
+    def _plan_finish(
+        self,
+        row: asyncpg.Record,
+        *,
+        generation: int,
+        stalls: int,
+        progressed: bool,
+        now_ms: int,
+        jitter: float,
+        extra_deadline: datetime | None,
+    ) -> tuple[Report, list[Any]]:
+        """The finish's decision on the host row as read: its report and `_SET_FINISH`'s values."""
+        remaining: list[dict[str, Any]] = row["remaining"] or []
+        heads: dict[str, dict[str, Any]] = {}
+        for r in remaining:
+            heads.setdefault(r["thread_id"], r)
+        retries = [  # pruned: entries of submissions no longer at the head are dropped
+            r
+            for r in binding_retries_from_json(row["binding_retries"])
+            if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
+        ]
+        plan = d.plan_native_finish(
+            generation=generation,
+            stalls=stalls,
+            dirty=int(row["dirty"]),
+            processed=int(row["processed"]),
+            autonomous=is_autonomous(remaining),
+            progressed=progressed,
+            binding_delay=_binding_delay(heads, retries, now_ms),
+            deadline=auxiliary_due_of(row).earliest(extra_deadline),
+            now=now_ms,
+            jitter=jitter,
+            timing=self._timing,
+        )
+        alarm_at = _alarm_at(plan.alarm, row["alarm_at"])
+        report = Report(
             outcome="actionable",
             generation=int(row["dirty"]),
             processed=plan.processed,
@@ -364,6 +399,14 @@ class Maintenance:
             alarm_at=alarm_at,
             progressed=progressed,
         )
+        args = [
+            plan.processed,
+            retry_to_json(plan.retry),
+            len(remaining),
+            binding_retries_to_json(retries),
+            alarm_at,
+        ]
+        return report, args
 
     async def rearm_failure(
         self,
@@ -419,6 +462,14 @@ def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms:
     return max(0, min(not_before.get(t, now_ms) for t in eligible) - now_ms)
 
 
+async def _read_fenced(conn: Connection, host_id: str, epoch: int, query: str) -> asyncpg.Record:
+    row = await conn.fetchrow(query, host_id)
+    if row is None or int(row["pass_epoch"]) != epoch:
+        found = None if row is None else row["pass_epoch"]
+        raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")
+    return cast(asyncpg.Record, row)
+
+
 async def _lock_fenced(
     conn: Connection,
     host_id: str,
@@ -434,11 +485,7 @@ async def _lock_fenced(
         query = LOCK_WITH_HEADS
     else:
         query = LOCK_HOST_WITH_DEADLINES if deadlines else LOCK_HOST
-    row = await conn.fetchrow(query, host_id)
-    if row is None or int(row["pass_epoch"]) != epoch:
-        found = None if row is None else row["pass_epoch"]
-        raise StalePass(f"host {host_id}: pass epoch {epoch} is stale (current {found})")
-    return cast(asyncpg.Record, row)
+    return await _read_fenced(conn, host_id, epoch, query)
 
 
 def _alarm_at(plan: d.AlarmPlan, current: datetime | None) -> datetime | None:

@@ -15,8 +15,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.attempt import AttemptActivities
 from activities.auxiliary import AuxiliaryActivities
@@ -141,18 +140,6 @@ def default_registry() -> BindingRegistry:
     return registry
 
 
-PASSTHROUGH_MODULES = ("pydantic", "pydantic_core", "annotated_types", "workflows.contracts")
-"""Imported once, outside the workflow sandbox: every new workflow run would otherwise
-re-import them (building the pydantic models again costs more CPU than the run's pass)."""
-
-
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox, with the deterministic model modules passed through."""
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-    )
-
-
 def build_worker(
     client: Client,
     pool: asyncpg.Pool[Any],
@@ -213,7 +200,11 @@ def build_worker(
         client,
         task_queue=settings.task_queue,
         workflows=[HostWorkflow, SweeperWorkflow],
-        workflow_runner=workflow_runner(),
+        # No sandbox at run time: it re-imports the workflow modules for every new run and
+        # checks every payload's context, more CPU than a pass itself. Determinism is guarded
+        # where it can be proven: the replay tests run every workflow path under the sandbox,
+        # and the import contracts keep I/O out of `workflows/`.
+        workflow_runner=UnsandboxedWorkflowRunner(),
         # Heartbeats carry cancellation to a running attempt (the pass deadline); the SDK's
         # default throttle (80% of the 30 s heartbeat timeout) would delay it by ~24 s.
         max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
