@@ -12,7 +12,7 @@ next one stays in ``pass``).
 """
 
 import contextlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -25,6 +25,10 @@ MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""
 FAILURE_FALLBACK = timedelta(seconds=5)
 """How long to wait when even the failure rearm could not run (e.g. the database is down)."""
+BUSY_UPSERT_INTERVAL = timedelta(seconds=1)
+"""While passes run back to back, search attributes are upserted at most this often (each
+upsert is a history event and a visibility write); a run that waits or goes idle always
+upserts what changed."""
 
 PHASE = SearchAttributeKey.for_keyword("ThreadwardenPhase")
 LAST_OUTCOME = SearchAttributeKey.for_keyword("ThreadwardenLastOutcome")
@@ -46,6 +50,7 @@ class HostWorkflow:
         self._last: c.PassReport | None = None
         self._shown: dict[str, Any] = {}
         """The search attribute values as last upserted (carried over by continue-as-new)."""
+        self._upserted_at: datetime | None = None
 
     @workflow.signal(name=c.WAKE_SIGNAL)
     def wake(self, _: c.WakeInput) -> None:
@@ -84,10 +89,11 @@ class HostWorkflow:
                 return c.HostResult(
                     host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
                 )
-            goes_on = report is not None and report.progressed
-            self._publish(report, "pass" if goes_on else "waiting")
-            if not goes_on:
-                await self._wait_for_alarm(report)
+            wait = self._wait(report)
+            self._publish(report, "waiting" if wait else "pass")
+            if wait:
+                with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
+                    await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
             if (
                 passes_in_run >= MAX_PASSES_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
@@ -96,21 +102,24 @@ class HostWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(c.HostInput(host_id=host.host_id, passes=self._passes))
 
-    async def _wait_for_alarm(self, report: c.PassReport | None) -> None:
-        if self._wake_pending:
-            return
+    def _wait(self, report: c.PassReport | None) -> timedelta | None:
+        """How long the run waits before the next pass: None to go straight on (the pass made
+        progress, a wake is pending, or the alarm is already due)."""
+        if (report is not None and report.progressed) or self._wake_pending:
+            return None
         if report is None or report.alarm_at is None:
-            wait = FAILURE_FALLBACK
-        else:
-            wait = max(report.alarm_at - workflow.now(), timedelta(0))
-        if wait <= timedelta(0):
-            return
-        with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
-            await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
+            return FAILURE_FALLBACK
+        wait = report.alarm_at - workflow.now()
+        return wait if wait > timedelta(0) else None
 
     def _publish(self, report: c.PassReport | None, phase: str) -> None:
-        """One upsert of the search attributes that changed, if any."""
+        """One upsert of the search attributes that changed, if any; while passes run back to
+        back, at most one per `BUSY_UPSERT_INTERVAL`."""
         self._phase = phase
+        now = workflow.now()
+        busy = phase == "pass" and self._shown.get(PHASE.name) == "pass"
+        if busy and self._upserted_at and now - self._upserted_at < BUSY_UPSERT_INTERVAL:
+            return
         values: dict[str, Any] = {PHASE.name: phase}
         values[LAST_OUTCOME.name] = report.outcome if report else "failed"
         if report is not None:
@@ -127,6 +136,7 @@ class HostWorkflow:
             updates.append(key.value_unset() if value is None else key.value_set(value))
         if updates:
             workflow.upsert_search_attributes(updates)
+            self._upserted_at = now
 
 
 def _continue_as_new_suggested() -> bool:
