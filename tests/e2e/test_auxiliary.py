@@ -20,6 +20,16 @@ from worker.runtime import Connections, running_worker
 from worker.settings import Settings
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The tests' settings with a sweeper grace longer than any pass here. Passes with a hung or
+    stubborn host wave last up to the wave's bound (or the 5 s a wave may ignore its
+    cancellation); with the 200 ms grace the sweeper would find each pass's pre-armed alarm
+    overdue and wake the host into one more such pass (docs/operations.md, "A pass longer than
+    the grace")."""
+    return settings.model_copy(update={"sweep_grace_ms": 30_000})
+
+
 class FakeHost:
     """A host plug-in that counts its waves; ``hang`` makes a wave ignore the end of native
     work (it only stops when cancelled)."""

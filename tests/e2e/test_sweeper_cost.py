@@ -160,4 +160,6 @@ async def test_an_idle_sweeper_repairs_a_lost_wake_and_then_idles_again(
     # Idle, then busy from the sweep that found the overdue host, then idle again.
     repaired = sleeps.index(BUSY_MS)
     assert repaired > 0
-    assert set(sleeps[:repaired]) == {IDLE_MS}
+    # Before it: the idle interval, or less when an alarm was about to come due (the
+    # admission armed one before the test moved it into the past).
+    assert sleeps[0] == IDLE_MS and all(s <= IDLE_MS for s in sleeps[:repaired])
