@@ -146,17 +146,9 @@ class Attempts:
         async with self._pool.acquire() as conn, conn.transaction():
             found = await conn.fetchrow(_LOCK_FOR_CLAIM, host_id, thread_id)
             if found is None:
-                current = await conn.fetchval(_PASS_EPOCH["FOR SHARE"], host_id)
-                if current != pass_epoch:
-                    raise StalePass(
-                        f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})"
-                    )
+                await _check_pass(conn, host_id, pass_epoch)
                 return None  # the thread is not (or no longer) this host's
-            if found["pass_epoch"] != pass_epoch:
-                raise StalePass(
-                    f"host {host_id}: pass epoch {pass_epoch} is stale"
-                    f" (current {found['pass_epoch']})"
-                )
+            _raise_if_stale(host_id, pass_epoch, found["pass_epoch"])
             head = found["head"]
             if head is None or head["state"] not in CLAIMABLE or head["leased"]:
                 return None
@@ -392,16 +384,16 @@ def _binding_digest(head: asyncpg.Record, bindings: dict[str, str]) -> str:
     return digest
 
 
-_PASS_EPOCH = {
-    "FOR UPDATE": "SELECT pass_epoch FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE",
-    "FOR SHARE": "SELECT pass_epoch FROM threadwarden.hosts WHERE host_id = $1 FOR SHARE",
-}
+_PASS_EPOCH = "SELECT pass_epoch FROM threadwarden.hosts WHERE host_id = $1 FOR SHARE"
 
 
-async def _check_pass(conn: Connection, host_id: str, pass_epoch: int, *, lock: str) -> None:
-    current = await conn.fetchval(_PASS_EPOCH[lock], host_id)
+def _raise_if_stale(host_id: str, pass_epoch: int, current: object) -> None:
     if current != pass_epoch:
         raise StalePass(f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})")
+
+
+async def _check_pass(conn: Connection, host_id: str, pass_epoch: int) -> None:
+    _raise_if_stale(host_id, pass_epoch, await conn.fetchval(_PASS_EPOCH, host_id))
 
 
 async def _fence(
@@ -410,7 +402,7 @@ async def _fence(
     """Lock and check everything an attempt's write depends on; return the submission row."""
     # FOR SHARE: writes of one pass do not serialise on each other, but a new pass's begin
     # (FOR UPDATE) waits for them and every write after it sees the new epoch.
-    await _check_pass(conn, claim.host_id, claim.pass_epoch, lock="FOR SHARE")
+    await _check_pass(conn, claim.host_id, claim.pass_epoch)
     row = await conn.fetchrow(
         "SELECT ownership_token, state, abort_requested, reserved_outcome, reserved_result,"
         "       reserved_reason FROM threadwarden.submissions WHERE submission_id = $1 FOR UPDATE",
