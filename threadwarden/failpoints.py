@@ -11,10 +11,14 @@ dict lookup. A test arms a location to raise, or to pause until released::
     failpoints.release("maintenance:finish:before")
 
 Application authors pass the same object to the worker (``running_worker(..., failpoints=fp)``)
-to test their own bindings against faults.
+to test their own bindings against faults. A worker process can also be armed from a spec string
+(setting ``THREADWARDEN_FAILPOINTS``, see `Failpoints.from_spec`), which the chaos run uses::
+
+    attempt:append=0.02,claim=0.01:seed=7
 """
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 
 from threadwarden.errors import InvalidInput
@@ -24,12 +28,14 @@ LOCATIONS: frozenset[str] = frozenset(
     {f"maintenance:{phase}:{edge}" for phase in PASS_PHASES for edge in ("before", "after")}
     | {"maintenance:mutation:armed", "maintenance:mutation:finished", "claim", "settle"}
     | {"projection", "delivery:accept"}
+    | {"attempt:append", "attempt:tool", "attempt:send_message", "attempt:renew"}
 )
 """Every location threadwarden hits; arming anything else is an error (a typo would never fire)."""
 
 
 class FailpointError(RuntimeError):
-    """The default error an armed failpoint raises."""
+    """The default error an armed failpoint raises (an infrastructure fault, never the
+    binding's own failure)."""
 
 
 @dataclass
@@ -37,6 +43,7 @@ class _Armed:
     error: BaseException | None
     pause: bool
     times: int | None
+    probability: float = 1.0
     released: asyncio.Event = field(default_factory=asyncio.Event)
     hits: int = 0
     reached: asyncio.Event = field(default_factory=asyncio.Event)
@@ -45,7 +52,8 @@ class _Armed:
 class Failpoints:
     """A set of armed failpoints; one instance is shared by a worker's activities and client."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, seed: int | None = None) -> None:
+        self._random = random.Random(seed)
         self._armed: dict[str, _Armed] = {}
         self._paused: dict[str, _Armed] = {}
         self.hits: dict[str, int] = {}
@@ -59,17 +67,50 @@ class Failpoints:
         pause: bool = False,
         times: int | None = None,
         observe: bool = False,
+        probability: float = 1.0,
     ) -> None:
         """Arm ``location``: raise (``FailpointError`` unless ``raise_error``), or pause, or
         (``observe``) only count its hits in `hits`.
 
-        ``times`` limits how often it fires (None: until disarmed).
+        ``times`` limits how often it fires (None: until disarmed); ``probability`` makes each
+        hit fire with that chance (drawn from the instance's seeded generator).
         """
         if location not in LOCATIONS:
             raise InvalidInput("location", f"one of {sorted(LOCATIONS)}", location)
+        if not 0 < probability <= 1:
+            raise InvalidInput("probability", "a number in (0, 1]", probability)
         fails = raise_error is None and not pause and not observe
         error = FailpointError(location) if fails else raise_error
-        self._armed[location] = _Armed(error=error, pause=pause, times=times)
+        self._armed[location] = _Armed(
+            error=error, pause=pause, times=times, probability=probability
+        )
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "Failpoints":
+        """Failpoints armed from ``location=probability`` pairs separated by commas, with an
+        optional ``:seed=N`` suffix; each armed location raises `FailpointError`.
+
+        An empty spec arms nothing. A malformed spec raises `InvalidInput` naming
+        ``failpoints``.
+        """
+        body, _, seed_part = spec.strip().partition(":seed=")
+        try:
+            seed = int(seed_part) if seed_part else None
+        except ValueError:
+            raise InvalidInput("failpoints", "':seed=' followed by an integer", spec) from None
+        failpoints = cls(seed=seed)
+        for item in filter(None, (part.strip() for part in body.split(","))):
+            location, sep, chance = item.rpartition("=")
+            try:
+                probability = float(chance)
+            except ValueError:
+                probability = -1.0
+            if not sep or location not in LOCATIONS or not 0 < probability <= 1:
+                raise InvalidInput(
+                    "failpoints", "location=probability pairs (a known location, 0 < p <= 1)", item
+                )
+            failpoints.arm(location, probability=probability)
+        return failpoints
 
     def disarm(self, location: str) -> None:
         """Stop firing at ``location`` (a paused hit is released first)."""
@@ -102,6 +143,8 @@ class Failpoints:
             return
         armed = self._armed.get(location)
         if armed is None:
+            return
+        if armed.probability < 1 and self._random.random() >= armed.probability:
             return
         armed.hits += 1
         self.hits[location] = self.hits.get(location, 0) + 1

@@ -64,3 +64,31 @@ async def test_failpoints_a_one_shot_pause_can_still_be_released() -> None:
     await failpoints.reached("claim")
     failpoints.release("claim")
     await asyncio.wait_for(paused, 5)
+
+
+async def test_failpoints_from_a_spec_fire_with_their_probability_reproducibly() -> None:
+    async def fired(spec: str) -> list[bool]:
+        failpoints = Failpoints.from_spec(spec)
+        results = []
+        for _ in range(200):
+            try:
+                await failpoints.hit("attempt:append")
+            except FailpointError:
+                results.append(True)
+            else:
+                results.append(False)
+            await failpoints.hit("claim")  # not armed: never fires
+        return results
+
+    first = await fired("attempt:append=0.25:seed=11")
+    assert 20 < sum(first) < 80  # about a quarter of 200 hits
+    assert first == await fired("attempt:append=0.25:seed=11")  # the seed reproduces it
+    assert sum(await fired("attempt:append=1")) == 200
+
+
+@pytest.mark.parametrize(
+    "spec", ["attempt:append", "attempt:append=0", "attempt:append=2", "nowhere=0.5", "a=1:seed=x"]
+)
+def test_failpoints_refuse_a_malformed_spec_naming_the_setting(spec: str) -> None:
+    with pytest.raises(InvalidInput, match="^failpoints: expected"):
+        Failpoints.from_spec(spec)
