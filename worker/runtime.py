@@ -251,7 +251,8 @@ async def running_worker(
 ) -> AsyncIterator[Worker]:
     """Verify schema and attributes, then run a worker (and the sweeper) until the block exits.
 
-    ``failpoints`` lets tests (threadwarden's and applications') inject faults into passes;
+    ``failpoints`` lets tests (threadwarden's and applications') inject faults into passes
+    (unset: those the ``failpoints`` setting arms, usually none);
     ``sinks`` are publication sinks besides the built-in Postgres NOTIFY one; ``host`` is the
     application's host-wave plug-in (see `threadwarden.hosts`).
     """
@@ -271,7 +272,7 @@ async def running_worker(
             pool,
             settings,
             registry or default_registry(),
-            failpoints or Failpoints(),
+            failpoints or Failpoints.from_spec(settings.failpoints),
             sinks,
             host,
         )

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     """Longest wait for a pooled connection before `PoolExhausted` (below the 30 s local steps)."""
     otel_console: bool = False
     """Print OpenTelemetry spans to stderr (for local debugging)."""
+    failpoints: str = ""
+    """Failpoints armed in a worker process (``location=probability,…[:seed=N]``, see
+    `Failpoints.from_spec`); empty arms none. For chaos runs, never production."""
 
     @field_validator("temporal_tls_cert_path", "temporal_tls_key_path", "temporal_tls_ca_path")
     @classmethod
