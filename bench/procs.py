@@ -82,17 +82,22 @@ class WorkerGroup:
 
     async def stop(self) -> None:
         """SIGTERM each worker, then SIGKILL whichever is still running after the deadline."""
-        running = [p.proc for p in self._processes if p.proc.returncode is None]
-        for proc in running:
+        await stop_processes([p.proc for p in self._processes])
+
+
+async def stop_processes(processes: Sequence[asyncio.subprocess.Process]) -> None:
+    """SIGTERM each running process, then SIGKILL whichever outlives `STOP_DEADLINE_S`."""
+    running = [proc for proc in processes if proc.returncode is None]
+    for proc in running:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    for proc in running:
+        try:
+            await asyncio.wait_for(proc.wait(), STOP_DEADLINE_S)
+        except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        for proc in running:
-            try:
-                await asyncio.wait_for(proc.wait(), STOP_DEADLINE_S)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
+                proc.kill()
+            await proc.wait()
 
 
 def log_counts(files: Sequence[Path]) -> tuple[int, int]:

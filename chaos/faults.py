@@ -1,0 +1,72 @@
+"""The faults of a chaos run: a seeded order of process faults, and the failpoints' log trail.
+
+Process faults are injected one at a time by `inject`: a worker SIGKILLed (and a new one
+started in its slot), PostgreSQL stopped with ``pg_ctl stop -m immediate`` and started again on
+its data dir after an outage, the Temporal server SIGKILLed and started again on its database
+file and port after an outage. Failpoints fire inside the workers (``THREADWARDEN_FAILPOINTS``);
+each one that fired failed a pass, which the workflow logs in one line naming the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from chaos.stack import ChaosStack
+from chaos.workers import ChaosWorkers
+
+Fault = Literal["worker_kill", "postgres_stop", "temporal_kill"]
+DEFAULT_FAILPOINTS = (
+    "attempt:append=0.01,attempt:tool=0.01,attempt:renew=0.01,claim=0.005,settle=0.005,"
+    "maintenance:begin:after=0.002,maintenance:finish:before=0.002"
+)
+"""Failpoints armed in every worker (each incarnation with a seed of its own)."""
+FIRED_LINE = re.compile(r"pass failed on host \S+: .*?FailpointError: ([\w:-]+)")
+"""The workflow's log line for a pass that a failpoint failed (once per failure, not on replay)."""
+
+
+def plan_faults(
+    *, worker_kills: int, postgres_stops: int, temporal_kills: int, seed: int
+) -> list[Fault]:
+    """The process faults in a seeded order."""
+    counts: dict[Fault, int] = {
+        "worker_kill": worker_kills,
+        "postgres_stop": postgres_stops,
+        "temporal_kill": temporal_kills,
+    }
+    faults = [fault for fault, count in counts.items() for _ in range(count)]
+    random.Random(seed).shuffle(faults)
+    return faults
+
+
+async def inject(
+    fault: Fault, stack: ChaosStack, workers: ChaosWorkers, *, victim: int, outage_s: float
+) -> None:
+    """Inject one fault and restore the service it broke; ``victim`` picks the worker."""
+    if fault == "worker_kill":
+        await workers.kill(victim)
+    elif fault == "postgres_stop":
+        await stack.postgres.stop_immediately()
+        await asyncio.sleep(outage_s)  # the outage itself, not a wait for anything
+        await stack.postgres.restart()
+    else:
+        await stack.temporal.kill()
+        await asyncio.sleep(outage_s)
+        await stack.temporal.restart()
+
+
+def failpoints_fired(stderr_files: Sequence[Path]) -> dict[str, int]:
+    """How often each failpoint failed a pass, from the workers' logs."""
+    fired: Counter[str] = Counter()
+    for path in stderr_files:
+        if path.exists():
+            for line in path.read_text(errors="replace").splitlines():
+                match = FIRED_LINE.search(line)
+                if match:
+                    fired[match.group(1)] += 1
+    return dict(sorted(fired.items()))

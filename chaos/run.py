@@ -1,0 +1,325 @@
+"""One chaos run: the stack, the workers, the admissions, the faults, convergence, the check.
+
+Admissions go through `ThreadwardenClient.submit`, in order per thread and concurrently across
+threads, at most ``in_flight`` unsettled at a time (so they keep coming while faults strike).
+A submit that fails is retried with the same idempotency key until it is admitted. Fault ``i``
+of ``k`` strikes once ``(i + 1) / (k + 1)`` of the submissions have settled; between faults, a
+worker that exited on its own is started again. Then the run waits (bounded) until every
+submission settled and every host is quiet, and checks the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from bench.measure import wait_until
+from bench.procs import WorkerCommand
+from bench.threadwarden_run import ThreadwardenSide
+from chaos import ledger
+from chaos.checks import Counts, check
+from chaos.faults import DEFAULT_FAILPOINTS, Fault, failpoints_fired, inject, plan_faults
+from chaos.stack import ChaosStack, chaos_stack
+from chaos.workers import ChaosWorkers
+from chaos.workload import AGENT, Planned, plan_workload
+from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
+from worker.client import ThreadwardenClient
+from worker.runtime import Connections
+from worker.settings import Settings
+
+TASK_QUEUE = "chaos"
+POLL_S = 0.2
+"""Granularity of the progress poll and of a retried submit."""
+SUBMIT_TIMEOUT_S = 20.0
+"""One submit attempt's bound (a hung one is retried under the same key)."""
+QUIET_AFTER_S = 60.0
+"""Once all settled, how long the hosts may take to acknowledge and clear their alarms."""
+WORKER_ENV = {
+    # Quick reclaims after a SIGKILL (the lease is also the head's heartbeat timeout) and a
+    # busy sweeper; slots sized so that every worker's pool fits Postgres' 100 connections.
+    "THREADWARDEN_LEASE_MS": "5000",
+    "THREADWARDEN_LEASE_RENEW_MS": "1000",
+    "THREADWARDEN_SWEEP_INTERVAL_MS": "500",
+    "THREADWARDEN_SWEEP_IDLE_INTERVAL_MS": "5000",
+    "THREADWARDEN_SWEEP_GRACE_MS": "1000",
+    "THREADWARDEN_MAX_CONCURRENT_ACTIVITIES": "8",
+    "THREADWARDEN_MAX_CONCURRENT_LOCAL_ACTIVITIES": "4",
+}
+MAX_WORKERS = 5
+WORKLOAD_ERRORS = (InvalidInput, IdempotencyConflict, HostMismatch)
+"""Submit errors no fault explains: the workload is wrong, retrying would not help."""
+
+
+@dataclass(frozen=True)
+class Options:
+    submissions: int = 1000
+    threads: int = 50
+    workers: int = 3
+    seed: int = 1
+    worker_kills: int = 3
+    postgres_stops: int = 2
+    temporal_kills: int = 1
+    failpoints: str = DEFAULT_FAILPOINTS
+    in_flight: int = 150
+    outage_ms: int = 2000
+    timeout_s: float = 900.0
+    logs: Path | None = None
+    """Keep the stack's data dirs and the worker logs here (default: a temp dir, deleted)."""
+    quiet: bool = False
+
+
+@dataclass
+class Outcome:
+    """What the run observed besides the ledger check."""
+
+    faults: Counter[str] = field(default_factory=Counter)
+    submit_retries: int = 0
+    admitted: int = 0
+    error: str | None = None
+
+
+class Progress:
+    """Settled submissions, polled from the ledger; waiters wake on every poll."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self.settled = 0
+        self._polled = asyncio.Condition()
+
+    async def poll(self) -> None:
+        conn: asyncpg.Connection[Any] | None = None
+        try:
+            while True:
+                try:
+                    if conn is None or conn.is_closed():
+                        conn = await asyncpg.connect(self._dsn, timeout=5)
+                    self.settled, _ = await ledger.progress(conn)
+                except Exception:  # Postgres is down or restarting: keep the last count
+                    conn = None
+                async with self._polled:
+                    self._polled.notify_all()
+                await asyncio.sleep(POLL_S)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        async with self._polled:
+            await self._polled.wait_for(condition)
+
+
+async def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run the chaos and return the report (see `report`)."""
+    started = time.monotonic()
+    planned = plan_workload(options.submissions, options.threads, options.seed)
+    outcome = Outcome()
+    async with chaos_stack(options.logs) as stack:
+        workers = ChaosWorkers(_command(stack, options), options.workers, stack.scratch)
+        say(f"stack up; starting {options.workers} workers")
+        await workers.start()
+        try:
+            try:
+                async with asyncio.timeout(options.timeout_s):
+                    await _drive(stack, workers, planned, options, outcome, say)
+            except TimeoutError:
+                outcome.error = f"not converged within {options.timeout_s:g}s"
+        finally:
+            await workers.stop()
+        conn = await stack.connect()
+        try:
+            counts = check(planned, *await ledger.read_ledger(conn))
+            unquiet = await ledger.unquiet_hosts(conn)
+        finally:
+            await conn.close()
+        fired = failpoints_fired(workers.stderr_files)
+        exits = workers.unplanned_exits
+    return report(options, counts, outcome, fired, unquiet, exits, time.monotonic() - started)
+
+
+async def _drive(
+    stack: ChaosStack,
+    workers: ChaosWorkers,
+    planned: Sequence[Planned],
+    options: Options,
+    outcome: Outcome,
+    say: Callable[[str], None],
+) -> None:
+    progress = Progress(stack.database_url)
+    polling = asyncio.create_task(progress.poll())
+    settings = Settings(task_queue=TASK_QUEUE)
+    connections = Connections(stack.database_url, stack.temporal.address)
+    try:
+        async with ThreadwardenClient.connect(settings, connections) as client:
+            lanes: dict[str, list[Planned]] = {}
+            for plan in planned:
+                lanes.setdefault(plan.thread, []).append(plan)
+            window = _Window(progress, options.in_flight)
+            admitting = [
+                asyncio.create_task(_admit_lane(client, lane, window, outcome))
+                for lane in lanes.values()
+            ]
+            await _conduct(stack, workers, progress, options, outcome, say)
+            await asyncio.gather(*admitting)
+            say(f"all {len(planned)} admitted; waiting for convergence")
+            await progress.until(lambda: progress.settled >= len(planned))
+            await _quiet(stack)
+    finally:
+        polling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await polling
+
+
+class _Window:
+    """Admissions stay at most ``size`` ahead of settlements."""
+
+    def __init__(self, progress: Progress, size: int) -> None:
+        self._progress = progress
+        self._size = size
+        self.admitted = 0
+
+    async def enter(self) -> None:
+        await self._progress.until(lambda: self.admitted - self._progress.settled < self._size)
+        self.admitted += 1
+
+
+async def _admit_lane(
+    client: ThreadwardenClient, lane: Sequence[Planned], window: _Window, outcome: Outcome
+) -> None:
+    for plan in lane:
+        await window.enter()
+        while True:
+            try:
+                async with asyncio.timeout(SUBMIT_TIMEOUT_S):
+                    await client.submit(
+                        plan.thread,
+                        agent_id=AGENT,
+                        input=plan.steps,
+                        idempotency_key=plan.key,
+                        host_id=plan.host,
+                    )
+                break
+            except WORKLOAD_ERRORS:
+                raise
+            except Exception:  # a fault: the same key again, until it is admitted
+                outcome.submit_retries += 1
+                await asyncio.sleep(POLL_S)
+        outcome.admitted += 1
+
+
+async def _conduct(
+    stack: ChaosStack,
+    workers: ChaosWorkers,
+    progress: Progress,
+    options: Options,
+    outcome: Outcome,
+    say: Callable[[str], None],
+) -> None:
+    faults: list[Fault] = plan_faults(
+        worker_kills=options.worker_kills,
+        postgres_stops=options.postgres_stops,
+        temporal_kills=options.temporal_kills,
+        seed=options.seed,
+    )
+    victims = random.Random(options.seed + 1)
+    for index, fault in enumerate(faults):
+        await progress.until(_settled_share(progress, options.submissions, index + 1, len(faults)))
+        say(f"fault {index + 1}/{len(faults)}: {fault} at {progress.settled} settled")
+        await inject(
+            fault,
+            stack,
+            workers,
+            victim=victims.randrange(options.workers),
+            outage_s=options.outage_ms / 1000,
+        )
+        outcome.faults[fault] += 1
+        await workers.revive()
+
+
+def _settled_share(progress: Progress, total: int, nth: int, of: int) -> Callable[[], bool]:
+    """Whether ``nth / (of + 1)`` of the ``total`` submissions have settled."""
+    threshold = total * nth // (of + 1)
+    return lambda: progress.settled >= threshold
+
+
+async def _quiet(stack: ChaosStack) -> None:
+    """Wait until every host acknowledged its work and cleared its alarm (bounded)."""
+    conn = await stack.connect()
+    try:
+        await wait_until(
+            lambda: ledger.unquiet_hosts(conn),
+            lambda n: n == 0,
+            timeout_s=QUIET_AFTER_S,
+            what="every host quiet",
+        )
+    except TimeoutError:
+        pass  # reported as unquiet_hosts
+    finally:
+        await conn.close()
+
+
+def _command(stack: ChaosStack, options: Options) -> Callable[[int, int], WorkerCommand]:
+    side = ThreadwardenSide()
+
+    def command(slot: int, incarnation: int) -> WorkerCommand:
+        base = side.worker_command(
+            stack.database_url, stack.temporal.address, TASK_QUEUE, stack.scratch / f"w{slot}"
+        )
+        env = {**base.env, **WORKER_ENV}
+        if options.failpoints:
+            seed = options.seed * 10_000 + slot * 1_000 + incarnation
+            env["THREADWARDEN_FAILPOINTS"] = f"{options.failpoints}:seed={seed}"
+        return WorkerCommand(base.argv, env, base.ready)
+
+    return command
+
+
+def report(
+    options: Options,
+    counts: Counts,
+    outcome: Outcome,
+    fired: dict[str, int],
+    unquiet: int,
+    exits: int,
+    seconds: float,
+) -> dict[str, Any]:
+    """The run's one JSON object: the check's counts first, then what was done to get them."""
+    return {
+        "submissions": counts.submissions,
+        "settled": counts.settled,
+        "lost": counts.lost,
+        "duplicate_admissions": counts.duplicate_admissions,
+        "duplicate_settlements": counts.duplicate_settlements,
+        "fifo_violations": counts.fifo_violations,
+        "wrong_outcomes": counts.wrong_outcomes,
+        "wrong_histories": counts.wrong_histories,
+        "stale_writes": counts.stale_writes,
+        "unexpected_submissions": counts.unexpected_submissions,
+        "unquiet_hosts": unquiet,
+        "failed_on_purpose": counts.failed_on_purpose,
+        "unsettled_states": counts.unsettled_states,
+        "faults": {
+            "worker_kill": outcome.faults["worker_kill"],
+            "postgres_stop": outcome.faults["postgres_stop"],
+            "temporal_kill": outcome.faults["temporal_kill"],
+            "failpoint": sum(fired.values()),
+            "failpoints": fired,
+        },
+        "submit_retries": outcome.submit_retries,
+        "worker_unplanned_exits": exits,
+        "threads": options.threads,
+        "workers": options.workers,
+        "seed": options.seed,
+        "seconds": round(seconds, 1),
+        "error": outcome.error,
+        "ok": counts.clean and unquiet == 0 and outcome.error is None,
+    }

@@ -1,0 +1,54 @@
+"""A reduced ``make chaos``: 200 submissions over 20 threads on 2 worker processes, one fault of
+each kind (a worker SIGKILLed, PostgreSQL stopped hard, Temporal SIGKILLed, failpoints inside
+attempts), run as ``python -m chaos`` in a subprocess with its own stack.
+
+It must exit 0 with every violation count at 0: nothing lost, admitted twice, settled twice, out
+of FIFO order, settled with another outcome than its script dictates, or written under a stale
+epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.checks import VIOLATIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+SUBMISSIONS = 200
+FAILPOINTS = "attempt:append=0.02,attempt:tool=0.02,claim=0.02,settle=0.02"
+"""Likelier than the full run's, so that 200 submissions see some fire."""
+RUN_DEADLINE_S = 420
+
+
+@pytest.mark.timeout(RUN_DEADLINE_S + 60)
+def test_chaos_run_reduced_converges_with_no_violation(tmp_path: Path) -> None:
+    argv = [
+        *(sys.executable, "-m", "chaos", "--json", "--seed", "3"),
+        *("--submissions", str(SUBMISSIONS), "--threads", "20", "--workers", "2"),
+        *("--worker-kills", "1", "--postgres-stops", "1", "--temporal-kills", "1"),
+        *("--in-flight", "40", "--failpoints", FAILPOINTS),
+        *("--timeout", str(RUN_DEADLINE_S), "--keep", str(tmp_path / "run")),
+    ]
+    done = subprocess.run(
+        argv, cwd=ROOT, capture_output=True, text=True, timeout=RUN_DEADLINE_S + 30
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"no output; stderr: {done.stderr[-3000:]}"
+    result = json.loads(lines[-1])
+    logs = f"{result}\nlogs in {tmp_path / 'run' / 'logs'}; stderr: {done.stderr[-2000:]}"
+    assert {name: result[name] for name in VIOLATIONS if result[name]} == {}, logs
+    assert (result["submissions"], result["settled"], result["unquiet_hosts"]) == (
+        SUBMISSIONS,
+        SUBMISSIONS,
+        0,
+    ), logs
+    faults = result["faults"]
+    assert (faults["worker_kill"], faults["postgres_stop"], faults["temporal_kill"]) == (1, 1, 1)
+    assert faults["failpoint"] > 0, logs  # THREADWARDEN_FAILPOINTS reached the workers
+    assert result["failed_on_purpose"] > 0  # the scripts that fail on purpose did
+    assert (result["error"], result["ok"], done.returncode) == (None, True, 0), logs
