@@ -208,7 +208,9 @@ class AttemptActivities:
             if isinstance(stop, UnknownEffect)
             else "ready"
         )
-        activity.logger.info("attempt %s stops (%s): %s", claim.attempt_id, state, stop)
+        activity.logger.info(  # not the stop's text: an approval reason is payload
+            "attempt %s stops (%s: %s)", claim.attempt_id, state, type(stop).__name__
+        )
         await self._attempts.stop(claim, state)
         await self._apply_committed(claim)
         return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
@@ -234,7 +236,12 @@ class AttemptActivities:
             await asyncio.shield(self._attempts.release(claim))
             raise
         except Exception as error:  # the binding's own failure settles the submission failed
-            activity.logger.warning("binding %s raised: %r", claim.agent_id, error)
+            activity.logger.warning(  # the text (it may quote payload) is the recorded reason
+                "binding %s raised %s on %s",
+                claim.agent_id,
+                type(error).__name__,
+                claim.submission_id,
+            )
             return Failed(f"binding raised {type(error).__name__}: {error}")
         finally:
             renewer.cancel()

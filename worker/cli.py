@@ -7,7 +7,9 @@ Exit codes: 0 success, 1 operational failure (no stack, not found, service error
 import argparse
 import asyncio
 import logging
+import re
 import sys
+import traceback
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn
@@ -23,34 +25,57 @@ from threadwarden.errors import (
     ThreadwardenError,
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
-from threadwarden.validation import parse_json_input, validate_id
+from threadwarden.validation import parse_json_input, validate_id, validate_text
 from worker import commands
+from worker.cli_output import print_error
 from worker.settings import Settings
 
 BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting)
+FIELD_OF = {IdempotencyConflict: "idempotency_key", HostMismatch: "host", NotWaiting: "submission"}
+"""The field a bad-input error other than `InvalidInput` (which names its own) is about."""
 
 
+# Argument types raise `InvalidInput`, which argparse lets through (it only catches its own
+# errors, TypeError and ValueError), so the field reaches `_run` by name, not as text.
 def _id(field: str) -> Callable[[str], str]:
-    def check(value: str) -> str:
-        try:
-            return validate_id(field, value)
-        except InvalidInput as error:
-            raise argparse.ArgumentTypeError(str(error)) from error
+    return lambda value: validate_id(field, value)
+
+
+def _text(field: str) -> Callable[[str], str]:
+    return lambda value: validate_text(field, value)
+
+
+def _path(field: str) -> Callable[[str], Path]:
+    def check(value: str) -> Path:
+        if "\x00" in value:
+            raise InvalidInput(field, "a path without NUL characters", value)
+        return Path(value)
 
     return check
+
+
+class UsageError(Exception):
+    """A command line argparse refused; ``prog`` is the (sub)command it was refused for."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+        found = re.match(r"argument (?:-+)?([\w-]+)|.*required: (?:-+)?([\w-]+)", message)
+        name = next((g for g in found.groups() if g), None) if found else None
+        self.field = name.replace("-", "_") if name else None
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (no usage dump) and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        raise UsageError(self.prog, message)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="threadwarden", description="Durable AI-agent threads on Temporal.")
     parser.add_argument(
-        "--data-dir", type=Path, help="embedded stack folder (default .threadwarden)"
+        "--data-dir", type=_path("data_dir"), help="embedded stack folder (default .threadwarden)"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(
@@ -83,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument("--json", action="store_true")
     deny = sub.add_parser("deny", help="refuse a pending approval (the submission fails)")
     deny.add_argument("submission", type=_id("submission"))
-    deny.add_argument("--reason", help="why (recorded with the decision)")
+    deny.add_argument("--reason", type=_text("reason"), help="why (one line, recorded)")
     deny.add_argument("--json", action="store_true")
     resolve = sub.add_parser("resolve", help="decide an unknown side effect")
     resolve.add_argument("submission", type=_id("submission"))
@@ -152,10 +177,18 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadwarden`` console script."""
     parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    as_json = "--json" in words  # until parsed: an error may come before the flag is read
     try:
         args = parser.parse_args(argv)
-    except SystemExit as stop:  # usage errors and --help: report the code instead of exiting
+    except SystemExit as stop:  # --help: report the code instead of exiting
         return stop.code if isinstance(stop.code, int) else 2
+    except UsageError as error:
+        return print_error(str(error), code=2, field=error.field, as_json=as_json, prog=error.prog)
+    except InvalidInput as error:
+        return _fail(str(error), code=2, field=error.field, as_json=as_json)
+    as_json = bool(getattr(args, "json", False))
+    settings: Settings | None = None
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -168,21 +201,33 @@ def main(argv: list[str] | None = None) -> int:
         field = ".".join(str(p) for p in first["loc"])
         message = str(first["msg"]).removeprefix("Value error, ")
         where = f"THREADWARDEN_{field.upper()}: " if field else ""
-        print(f"threadwarden: error: settings: {where}{message}", file=sys.stderr)
-        return 2
+        return _fail(f"settings: {where}{message}", code=2, field=field or None, as_json=as_json)
     except BAD_INPUT as error:
-        print(f"threadwarden: error: {error}", file=sys.stderr)
-        return 2
+        named = error.field if isinstance(error, InvalidInput) else FIELD_OF[type(error)]
+        return _fail(str(error), code=2, field=named, as_json=as_json, settings=settings)
     except (StackNotFound, ThreadwardenError) as error:
-        print(f"threadwarden: error: {error}", file=sys.stderr)
-        return 1
+        return _fail(str(error), code=1, as_json=as_json, settings=settings)
     except KeyboardInterrupt:
         return 130
-    except Exception as error:  # one line for operators; -v shows the traceback
-        if args.verbose:
-            raise
-        print(f"threadwarden: error: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
+    except Exception as error:  # one line for operators; -v shows the traceback first
+        if args.verbose:  # masked like every other line: a driver's frame may hold the DSN
+            shown = "".join(traceback.format_exception(error))
+            print(settings.redact(shown) if settings else shown, end="", file=sys.stderr)
+        message = f"{type(error).__name__}: {error}"
+        return _fail(message, code=1, as_json=as_json, settings=settings)
+
+
+def _fail(
+    message: str,
+    *,
+    code: int,
+    as_json: bool,
+    field: str | None = None,
+    settings: Settings | None = None,
+) -> int:
+    """Print the error (secrets masked: a driver's message may echo its DSN); return ``code``."""
+    shown = settings.redact(message) if settings is not None else message
+    return print_error(shown, code=code, field=field, as_json=as_json, prog="threadwarden")
 
 
 if __name__ == "__main__":

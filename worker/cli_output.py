@@ -1,6 +1,7 @@
 """Printing helpers for the CLI."""
 
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,3 +24,26 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     print(format_table(headers, rows))
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line, printable whatever its source (non-UTF-8 argv arrives as lone
+    surrogates, which a strict stream refuses): line breaks become spaces, unencodable
+    characters backslash escapes."""
+    flat = " ".join(text.split("\n")).replace("\r", " ")
+    return flat.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def print_error(
+    message: str, *, code: int, field: str | None = None, as_json: bool = False, prog: str
+) -> int:
+    """Report a failed command on stderr: ``PROG: error: MESSAGE``, or under ``--json`` one
+    object ``{"error": MESSAGE, "field": FIELD or null, "exit_code": CODE}``. Returns ``code``."""
+    if as_json:
+        print(
+            json.dumps({"error": one_line(message), "field": field, "exit_code": code}),
+            file=sys.stderr,
+        )
+    else:
+        print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
+    return code

@@ -19,14 +19,18 @@ from ledger.pool import create_pool
 from ledger.projection import Projection, ThreadSummary
 from ledger.publication import NotifySink, Publications
 from ledger.status import StatusReader
+from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
-from threadwarden.validation import validate_id, validate_input
+from threadwarden.validation import validate_id, validate_input, validate_text
 from worker.runtime import Connections, connect_configured
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+RESOLUTIONS: tuple[Resolution, ...] = ("ran", "not-run", "fail")
+"""The decisions `ThreadwardenClient.resolve` accepts for an unknown side effect."""
 
 
 class ThreadwardenClient:
@@ -124,8 +128,13 @@ class ThreadwardenClient:
         return await self._operate(self._operator.approve(submission_id))
 
     async def deny(self, submission_id: str, reason: str | None = None) -> OperatorResult:
-        """Refuse a pending approval; the submission settles failed."""
+        """Refuse a pending approval; the submission settles failed.
+
+        ``reason`` is one line of at most `MAX_TEXT_CHARS` characters.
+        """
         validate_id("submission", submission_id)
+        if reason is not None:
+            validate_text("reason", reason)
         return await self._operate(self._operator.deny(submission_id, reason))
 
     async def resolve(
@@ -133,8 +142,12 @@ class ThreadwardenClient:
     ) -> OperatorResult:
         """Decide an unknown side effect: ``ran`` (with its result), ``not-run``, or ``fail``."""
         validate_id("submission", submission_id)
+        if outcome not in RESOLUTIONS:
+            raise InvalidInput("outcome", f"one of {', '.join(RESOLUTIONS)}", outcome)
         if outcome == "ran":
             validate_input("result", result, max_bytes=self._settings.max_input_bytes)
+        elif result is not None:
+            raise InvalidInput("result", "no result unless the outcome is ran")
         return await self._operate(self._operator.resolve(submission_id, outcome, result))
 
     async def abort(self, submission_id: str) -> OperatorResult:
@@ -154,6 +167,7 @@ class ThreadwardenClient:
 
     async def wake(self, host_id: str, reason: str = "mutation") -> None:
         """Signal-with-start the host; failures are logged, never raised (the sweeper covers)."""
+        validate_id("host", host_id)
         try:
             await wake_host(
                 self._temporal, host_id, task_queue=self._settings.task_queue, reason=reason

@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
+from threadwarden.errors import InvalidInput
 from workflows.host import SEARCH_ATTRIBUTES
 
 logger = logging.getLogger(__name__)
@@ -180,7 +181,14 @@ def read_endpoints(data_dir: Path) -> Endpoints | None:
     path = data_dir / STACK_FILE
     if not path.exists():
         return None
-    endpoints = Endpoints(**json.loads(path.read_text()))
+    try:  # a file another program wrote or damaged: refused by name, not as a traceback
+        endpoints = Endpoints(**json.loads(path.read_text()))
+        if not isinstance(endpoints.pid, int) or not 0 < endpoints.pid < 2**31:
+            raise TypeError("pid")
+    except (ValueError, TypeError, RecursionError) as error:  # also non-UTF-8 bytes
+        raise InvalidInput(
+            "data_dir", f"{path} as `threadwarden dev` writes it (remove it if no stack runs)"
+        ) from error
     try:
         os.kill(endpoints.pid, 0)
     except OSError:

@@ -7,6 +7,8 @@ from threadwarden.bindings import Binding, BindingRegistry
 from threadwarden.errors import InvalidInput
 from worker.runtime import default_registry
 
+MAX_SPEC_CHARS = 500
+
 
 def load_registry(spec: str | None) -> BindingRegistry:
     """The built-in bindings plus those named by ``spec`` (a registry, a binding or a list)."""
@@ -14,8 +16,9 @@ def load_registry(spec: str | None) -> BindingRegistry:
     if spec is None:
         return registry
     module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidInput("bindings", "module:attribute", spec)
+    names = [*module_name.split("."), attribute]
+    if len(spec) > MAX_SPEC_CHARS or not all(name.isidentifier() for name in names):
+        raise InvalidInput("bindings", "module:attribute (dotted Python names)", spec)
     try:
         value = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:

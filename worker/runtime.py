@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -53,7 +53,7 @@ HEARTBEAT_THROTTLE = timedelta(seconds=2)
 class Connections:
     """Where the ledger and Temporal are, resolved from settings or the running dev stack."""
 
-    database_url: str
+    database_url: str = field(repr=False)  # may hold a password
     temporal_address: str
     ui_url: str | None = None
 
@@ -61,7 +61,8 @@ class Connections:
 def resolve(settings: Settings) -> Connections:
     """Settings win; otherwise the stack ``threadwarden dev`` recorded in the data dir."""
     stack = read_endpoints(settings.data_dir)
-    database_url = settings.database_url or (stack.database_url if stack else None)
+    configured = settings.database_url.get_secret_value() if settings.database_url else None
+    database_url = configured or (stack.database_url if stack else None)
     temporal_address = settings.temporal_address or (stack.temporal_address if stack else None)
     if database_url is None or temporal_address is None:
         raise StackNotFound(
@@ -116,7 +117,7 @@ async def connect_configured(settings: Settings, connections: Connections) -> Cl
         connections.temporal_address,
         settings.temporal_namespace,
         tls=tls_config(settings),
-        api_key=settings.temporal_api_key,
+        api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
     )
 
 

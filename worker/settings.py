@@ -1,15 +1,27 @@
 """Settings from the environment (prefix ``THREADWARDEN_``); the one place env vars are read."""
 
+import difflib
 import logging
+import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workflows.decisions import Timing
 
 logger = logging.getLogger(__name__)
+
+ENV_PREFIX = "THREADWARDEN_"
+MASK = "***"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters and lone surrogates (non-UTF-8 bytes of the environment arrive as these)."""
+_reported: set[str] = set()
+"""Unknown variables already warned about by this process (each is reported once)."""
 
 POOL_RESERVE = 4
 """Connections a worker's pool holds beyond one per activity and local-activity slot: a running
@@ -31,17 +43,21 @@ class Capacity:
 class Settings(BaseSettings):
     """Every tunable of threadwarden, bounded and documented in docs/configuration.md."""
 
-    model_config = SettingsConfigDict(env_prefix="THREADWARDEN_", extra="ignore")
+    # Errors never quote the value: it may be the DSN or the API key.
+    model_config = SettingsConfigDict(
+        env_prefix="THREADWARDEN_", extra="ignore", hide_input_in_errors=True
+    )
 
-    database_url: str | None = None
-    """Postgres DSN; unset means the embedded PostgreSQL of ``data_dir``."""
+    database_url: SecretStr | None = None
+    """Postgres DSN; unset means the embedded PostgreSQL of ``data_dir``. Secret: its repr and
+    every message threadwarden prints mask it (`redact`)."""
     temporal_address: str | None = None
     """host:port of the Temporal frontend; unset means the embedded dev server."""
-    temporal_namespace: str = "default"
+    temporal_namespace: str = Field(default="default", min_length=1, max_length=255)
     temporal_tls: bool = False
     """Connect to Temporal over TLS (Temporal Cloud and TLS-only clusters)."""
-    temporal_api_key: str | None = None
-    """API key for Temporal Cloud; implies TLS."""
+    temporal_api_key: SecretStr | None = None
+    """API key for Temporal Cloud; implies TLS. Secret, like ``database_url``."""
     temporal_tls_cert_path: Path | None = None
     """Client certificate (PEM) for mutual TLS; needs ``temporal_tls_key_path``; implies TLS."""
     temporal_tls_key_path: Path | None = None
@@ -93,9 +109,39 @@ class Settings(BaseSettings):
     @field_validator("temporal_tls_cert_path", "temporal_tls_key_path", "temporal_tls_ca_path")
     @classmethod
     def _readable_file(cls, path: Path | None) -> Path | None:
-        if path is not None and not path.is_file():
+        if path is None:
+            return path
+        try:
+            pem = path.read_bytes() if path.is_file() else None
+        except (OSError, ValueError):  # unreadable, or a NUL in the path
+            pem = None
+        if pem is None or b"-----BEGIN " not in pem:  # never echo the content: it may be a key
             raise ValueError(f"expected a readable PEM file, got {str(path)!r}")
         return path
+
+    @field_validator(
+        "database_url",
+        "temporal_address",
+        "temporal_namespace",
+        "temporal_api_key",
+        "temporal_tls_server_name",
+        "task_queue",
+    )
+    @classmethod
+    def _one_line(cls, value: str | SecretStr | None) -> str | SecretStr | None:
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if text is not None and _CONTROL.search(text) is not None:  # the value is not shown
+            raise ValueError("expected UTF-8 text without control characters")
+        return value
+
+    @model_validator(mode="after")
+    def _report_unknown_variables(self) -> "Settings":
+        for name, meant in unknown_variables(os.environ):
+            if name not in _reported:
+                _reported.add(name)
+                hint = f" (did you mean {meant}?)" if meant else ""
+                logger.warning("%s is not a threadwarden setting and is ignored%s", name, hint)
+        return self
 
     @model_validator(mode="after")
     def _check_relations(self) -> "Settings":
@@ -140,6 +186,28 @@ class Settings(BaseSettings):
             shrunk=True,
         )
 
+    def redact(self, text: str) -> str:
+        """``text`` with the database password, the DSN and the API key masked (for error
+        messages that may quote a connection string)."""
+        found: list[tuple[str, str]] = []
+        if self.database_url is not None:
+            dsn = self.database_url.get_secret_value()
+            try:
+                password = urlsplit(dsn).password
+            except ValueError:  # not a URL: mask it whole
+                password = None
+            if password:
+                masked = dsn.replace(f":{password}@", f":{MASK}@", 1)
+                found += [(dsn, masked), (password, MASK), (unquote(password), MASK)]
+            else:
+                found.append((dsn, MASK))
+        if self.temporal_api_key is not None:
+            found.append((self.temporal_api_key.get_secret_value(), MASK))
+        for secret, shown in found:
+            if len(secret) >= 4:  # shorter "secrets" would mask ordinary words
+                text = text.replace(secret, shown)
+        return text
+
     @property
     def temporal_tls_enabled(self) -> bool:
         """TLS is on when asked for, or implied by an API key, a client certificate or a CA."""
@@ -157,6 +225,20 @@ class Settings(BaseSettings):
             alarm_backoff_cap=self.alarm_backoff_cap_ms,
             wake_scan_interval=self.wake_scan_interval_ms,
         )
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """The ``THREADWARDEN_*`` variables of ``environ`` that name no setting, each with the
+    variable of the closest setting when one is close (a likely typo), else None."""
+    known = {name.upper(): f"{ENV_PREFIX}{name.upper()}" for name in Settings.model_fields}
+    unknown: list[tuple[str, str | None]] = []
+    for name in sorted(environ):
+        upper = name.upper()  # pydantic-settings matches names case-insensitively
+        if not upper.startswith(ENV_PREFIX) or upper[len(ENV_PREFIX) :] in known:
+            continue
+        close = difflib.get_close_matches(upper[len(ENV_PREFIX) :], known, n=1, cutoff=0.75)
+        unknown.append((name, known[close[0]] if close else None))
+    return unknown
 
 
 def worker_capacity(settings: Settings) -> Capacity:
