@@ -133,6 +133,8 @@ class AttemptActivities:
                     progressed=head.outcome is not None or step.repaired > 0,
                     now=datetime.now(UTC),
                     jitter=step.finish.jitter,
+                    selected_submission_id=step.submission_id,
+                    other_lanes_at=step.finish.other_lanes_at,
                 )
             )
         except StalePass:

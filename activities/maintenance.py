@@ -53,23 +53,29 @@ class MaintenanceActivities:
     @domain_errors
     async def begin_pass(self, step: c.BeginPassInput) -> c.BeginPassResult:
         """Begin; when the native path is certain to run, recovery and selection too (one
-        local activity for the common pass). Their failure after begin committed is reported
-        in ``native.error``: the pass then fails and rearms."""
+        local activity for the common pass). A failure after begin committed is reported, not
+        raised, so that the workflow still rearms with the generation begin observed: in
+        ``error`` (before the native work: ``native_only`` false) or in ``native.error``."""
         await self._failpoints.hit("maintenance:begin:before")
         begun = await self._maintenance.begin(step.host_id, step.now)
-        await self._failpoints.hit("maintenance:begin:after")
+        error = None
+        try:
+            await self._failpoints.hit("maintenance:begin:after")
+        except Exception as failure:  # begin committed: the generation is observed (§3.6)
+            activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
+            error = _describe(failure)
         native = None
         # A required sink with unpublished records may hold native work back: then the
         # workflow drains first and prepares the native work only if nothing is pending.
         held = self._gating and begun.due.publication_due is not None
-        if not begun.caught_up and not held:
+        if error is None and not begun.caught_up and not held:
             try:
                 native = await self._steps.prepare_native(
                     step.host_id, begun.epoch, step.now, begun.view
                 )
-            except Exception as error:  # begin committed: the pass fails, its retry is recorded
-                activity.logger.warning("pass on %s failed after begin: %r", step.host_id, error)
-                native = c.NativePlan(error=f"{type(error).__name__}: {error}"[:500])
+            except Exception as failure:  # begin committed: the pass fails, its retry is recorded
+                activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
+                native = c.NativePlan(error=_describe(failure))
         return c.BeginPassResult(
             **begun.model_dump(exclude={"due", "view"}),
             yield_after_ms=self._limits.yield_after_ms,
@@ -77,6 +83,7 @@ class MaintenanceActivities:
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
             auxiliary=self._auxiliary_plan(begun.due),
             native=native,
+            error=error,
         )
 
     def _auxiliary_plan(self, due: AuxiliaryDue) -> c.AuxiliaryPlan:
@@ -139,3 +146,7 @@ class MaintenanceActivities:
         )
         await self._failpoints.hit("maintenance:retry:after")
         return c.PassReport(**report.model_dump())
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]

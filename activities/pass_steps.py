@@ -85,6 +85,8 @@ class PassSteps:
             now=step.now,
             jitter=step.jitter,
             extra_deadline=await host_deadline(self._host, step.host_id),
+            selected=step.selected_submission_id,
+            other_lanes_at=step.other_lanes_at,
         )
         await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())

@@ -131,6 +131,10 @@ class Selection(BaseModel):
     thread_id: str | None
     submission_id: str | None = None
     binding_retry_pending: bool = False
+    other_lanes_at: datetime | None = None
+    """When the earliest eligible lane besides the selected one may run (the selection time,
+    or the binding-retry ``not_before`` of its head); None when no other lane is eligible.
+    The finish's binding delay is taken over this pre-attempt eligible set (brief §3.5 (e) 8)."""
 
 
 class Report(BaseModel):
@@ -255,12 +259,15 @@ class Maintenance:
         eligible = [h.thread_id for h in heads if h.state not in STABLE_WAITS]
         head_of = {h.thread_id: h.submission_id for h in heads}
         current = [r for r in view.binding_retries if head_of.get(r.thread_id) == r.submission_id]
+        blocked_until = {r.thread_id: r.not_before for r in current}
         picked = d.select_lane(
             eligible,
             last_served=view.last_served,
-            blocked_until={r.thread_id: r.not_before for r in current},
+            blocked_until=blocked_until,
             selection_time=to_ms(now),
         )
+        others = [blocked_until.get(t, to_ms(now)) for t in eligible if t != picked]
+        other_lanes_at = from_ms(min(others)) if others else None
         if picked is not None:
             status = await self._pool.execute(
                 "UPDATE threadwarden.hosts SET last_served_thread_id = $3"
@@ -272,11 +279,12 @@ class Maintenance:
             if status != "UPDATE 1":
                 raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")
         if picked is None:
-            return Selection(thread_id=None)
+            return Selection(thread_id=None, other_lanes_at=other_lanes_at)
         return Selection(
             thread_id=picked,
             submission_id=head_of[picked],
             binding_retry_pending=any(r.thread_id == picked for r in current),
+            other_lanes_at=other_lanes_at,
         )
 
     async def record_binding_result(
@@ -325,8 +333,14 @@ class Maintenance:
         now: datetime,
         jitter: float,
         extra_deadline: datetime | None = None,
+        selected: str | None = None,
+        other_lanes_at: datetime | None = None,
     ) -> Report:
         """Acknowledge only the observed generation; keep the alarm while work remains.
+
+        The binding delay is taken over the lanes eligible before the attempt: ``selected``
+        (the head the pass selected, whose binding-retry entry is read as the attempt left
+        it) and ``other_lanes_at`` (`Selection.other_lanes_at`); neither: no lane was eligible.
 
         Optimistic: read, decide, then write only if the host row is as read (its epoch and
         ``updated_at``, which every mutation of the host moves), in two autocommit statements;
@@ -340,6 +354,8 @@ class Maintenance:
             now_ms=to_ms(now),
             jitter=jitter,
             extra_deadline=extra_deadline,
+            selected=selected,
+            other_lanes_at=other_lanes_at,
         )
         for _ in range(FINISH_TRIES):
             async with self._pool.acquire() as conn:
@@ -366,17 +382,24 @@ class Maintenance:
         now_ms: int,
         jitter: float,
         extra_deadline: datetime | None,
+        selected: str | None,
+        other_lanes_at: datetime | None,
     ) -> tuple[Report, list[Any]]:
         """The finish's decision on the host row as read: its report and `_SET_FINISH`'s values."""
         remaining: list[dict[str, Any]] = row["remaining"] or []
         heads: dict[str, dict[str, Any]] = {}
         for r in remaining:
             heads.setdefault(r["thread_id"], r)
+        stored = binding_retries_from_json(row["binding_retries"])
         retries = [  # pruned: entries of submissions no longer at the head are dropped
             r
-            for r in binding_retries_from_json(row["binding_retries"])
+            for r in stored
             if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
         ]
+        next_eligible = [] if other_lanes_at is None else [to_ms(other_lanes_at)]
+        if selected is not None:
+            entry = next((r for r in stored if r.submission_id == selected), None)
+            next_eligible.append(now_ms if entry is None else entry.not_before)
         plan = d.plan_native_finish(
             generation=generation,
             stalls=stalls,
@@ -384,7 +407,7 @@ class Maintenance:
             processed=int(row["processed"]),
             autonomous=is_autonomous(remaining),
             progressed=progressed,
-            binding_delay=_binding_delay(heads, retries, now_ms),
+            binding_delay=d.binding_delay(next_eligible, now_ms),
             deadline=auxiliary_due_of(row).earliest(extra_deadline),
             now=now_ms,
             jitter=jitter,
@@ -451,15 +474,6 @@ class Maintenance:
             nonterminal=int(row["nonterminal"]),
             alarm_at=alarm_at,
         )
-
-
-def _binding_delay(heads: dict[str, Any], retries: list[d.BindingRetry], now_ms: int) -> int:
-    """How long until the earliest eligible head may run, given its binding backoff."""
-    not_before = {r.thread_id: r.not_before for r in retries}
-    eligible = [t for t, head in heads.items() if head["state"] not in STABLE_WAITS]
-    if not eligible:
-        return 0
-    return max(0, min(not_before.get(t, now_ms) for t in eligible) - now_ms)
 
 
 async def _read_fenced(conn: Connection, host_id: str, epoch: int, query: str) -> asyncpg.Record:

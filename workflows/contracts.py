@@ -111,6 +111,10 @@ class BeginPassResult(BaseModel):
     native: "NativePlan | None" = None
     """Recovery and lane selection, done by begin when the native path is certain to run
     (not caught up, no required publication pending)."""
+    error: str | None = None
+    """Begin committed, then its step failed (e.g. at ``maintenance:begin:after``): the
+    generation is observed, so the pass fails and records its retry (``native_only`` false,
+    as no native work had started)."""
 
 
 class PassStepInput(BaseModel):
@@ -135,6 +139,9 @@ class NativePlan(BaseModel):
     """The selected thread's head."""
     binding_retry_pending: bool = False
     """The head has a binding-retry record (a success must remove it)."""
+    other_lanes_at: datetime | None = None
+    """When the earliest eligible lane besides the selected one may run; None when no other
+    lane is eligible (the finish's binding delay is taken over the pre-attempt set)."""
     error: str | None = None
     """Recovery or selection failed after begin committed: the pass fails (native)."""
 
@@ -145,6 +152,8 @@ class FinishPlan(BaseModel):
     generation: int
     stalls: int
     jitter: float = Field(ge=0, lt=1)
+    other_lanes_at: datetime | None = None
+    """`NativePlan.other_lanes_at`."""
 
 
 class RunHeadInput(PassStepInput):
@@ -182,6 +191,10 @@ class FinishPassInput(PassStepInput):
     progressed: bool
     now: datetime
     jitter: float = Field(ge=0, lt=1)
+    selected_submission_id: str | None = None
+    """The head selection picked (None: no lane was runnable)."""
+    other_lanes_at: datetime | None = None
+    """`NativePlan.other_lanes_at`."""
 
 
 class FinishCaughtUpInput(PassStepInput):

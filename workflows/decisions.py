@@ -96,6 +96,13 @@ def plan_binding_retry(
     return entry, report
 
 
+def binding_delay(next_eligible: Iterable[int], now: int) -> int:
+    """How long until the earliest lane eligible before the attempt may run again, given the
+    binding backoff of its head; 0 when no lane was eligible (brief §3.5 (e) 8)."""
+    earliest = min(next_eligible, default=None)
+    return 0 if earliest is None else max(0, earliest - now)
+
+
 def current_retry(retry: Retry | None, dirty: int) -> Retry | None:
     """The retry record if it still applies: a newer mutation makes it obsolete."""
     return retry if retry is not None and retry.generation == dirty else None

@@ -71,11 +71,14 @@ class MaintenancePass:
                 c.BeginPassResult,
             )
         except STEP_FAILURES as error:
-            # No generation was observed, so there is nothing to rearm: begin's own pre-arm
-            # (or the mutation's) and the sweeper converge the host.
+            # Begin did not commit (a failure after its commit is reported in its result), so
+            # no generation was observed and there is nothing to rearm: the mutation's
+            # pre-arm and the sweeper converge the host.
             workflow.logger.warning("begin failed on host %s: %s", self._host_id, _cause(error))
             return None
         step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
+        if begin.error is not None:  # after begin's commit: the observed generation rearms
+            return await self._rearm(step, begin, begin.error)
         try:
             return await self._within_deadline(step, begin, started)
         except STEP_FAILURES as error:
@@ -188,6 +191,8 @@ class MaintenancePass:
                 progressed=progressed,
                 now=workflow.now(),
                 jitter=workflow.random().random(),
+                selected_submission_id=native.submission_id,
+                other_lanes_at=native.other_lanes_at,
             ),
             c.PassReport,
         )
@@ -208,6 +213,7 @@ class MaintenancePass:
                 generation=begin.generation,
                 stalls=begin.stalls,
                 jitter=workflow.random().random(),
+                other_lanes_at=native.other_lanes_at,
             )
         result = await workflow.execute_activity(
             c.RUN_HEAD,

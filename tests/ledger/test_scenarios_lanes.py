@@ -156,6 +156,8 @@ async def _pass(
         progressed=run.settled is not None or repaired > 0,
         now=now,
         jitter=jitter,
+        selected=selected.submission_id,
+        other_lanes_at=selected.other_lanes_at,
     )
     return run
 
@@ -281,11 +283,57 @@ async def test_scenario_24_binding_unavailable_releases_the_claim_and_keeps_othe
         assert run.selection is not None and run.settled is not None
         served.append(run.selection.thread_id)
         await _assert_invariants(pool, ids)
-        last, now = run, _next(run)
+        assert _next(run) == now + BASE  # progress; the served lane was eligible before it
+        now = _next(run)
     assert served == [other, other]
-    assert now == 5_000  # only the blocked head remains: the alarm waits for its notBefore
+    # Only the blocked head remains: the next pass selects nothing and waits for its notBefore.
+    last = await _pass(maintenance, attempts, ids, _at(now))
+    assert last.selection is not None and last.selection.thread_id is None
+    assert last.selection.other_lanes_at == _at(5_000)
+    assert _next(last) == 5_000
     assert (await _host(pool, ids))["binding_retries"][0]["attempts"] == 1
     assert last.report is not None and last.report.nonterminal == 1
+    await _assert_invariants(pool, ids)
+
+
+async def test_next_eligible_is_taken_over_the_lanes_eligible_before_the_attempt(
+    maintenance: Maintenance,
+    attempts: Attempts,
+    admissions: Admissions,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    """Brief §3.5 (e) 8: nextEligible[t] is computed for the eligible set of step 2, before the
+    attempt. A lane served and emptied by this pass counts as eligible now, so the alarm is the
+    ordinary delay (base, after progress), not a blocked lane's far notBefore."""
+    blocked, served = f"{ids}-A", f"{ids}-B"
+    await admissions.admit(thread_id=blocked, agent_id=UNBOUND, input={}, host_id=ids)
+    first = await _pass(maintenance, attempts, ids, _at(0))  # A fails closed: +5 s
+    assert first.binding is not None and first.binding[0] is not None
+    assert first.binding[0].not_before == to_ms(_at(5_000))
+    assert _next(first) == 5_000  # A was the only eligible lane
+    await admissions.admit(thread_id=served, agent_id="echo", input={}, host_id=ids)
+
+    now = 1_000  # inside A's binding window; B's admission woke the host
+    run = await _pass(maintenance, attempts, ids, _at(now), jitter=0.99)
+
+    assert run.selection is not None and run.selection.thread_id == served
+    assert run.selection.other_lanes_at == _at(5_000)  # A, blocked, eligible before the attempt
+    assert run.settled is not None and await _heads(pool, served) == []  # B emptied
+    # eligible = [A, B]; nextEligible = [5000 (A's notBefore), now (B: no entry)]:
+    # bindingDelay = 0, delay = max(base (progress), 0). Over the heads left after the attempt
+    # ([A] only) it would have been 5000 - now.
+    assert run.report is not None and run.report.alarm_at == _at(now + BASE)
+    host = await _host(pool, ids)
+    assert _alarm(host) == now + BASE and host["retry"] is None
+    await _assert_invariants(pool, ids)
+
+    # The next pass finds only A, blocked: now it waits for A's notBefore exactly.
+    now += BASE
+    after = await _pass(maintenance, attempts, ids, _at(now), jitter=0.99)
+    assert after.selection is not None and after.selection.thread_id is None
+    assert after.report is not None and after.report.alarm_at == _at(5_000)
+    await _assert_invariants(pool, ids)
 
 
 async def test_scenario_25_persistent_binding_failure_backs_off_5_10_20_40_60_60(
@@ -446,6 +494,8 @@ async def test_scenario_28_stale_binding_retry_is_ignored_and_pruned_after_head_
         progressed=True,
         now=_at(1_000),
         jitter=0.0,
+        selected=selected.submission_id,
+        other_lanes_at=selected.other_lanes_at,
     )
 
     host = await _host(pool, ids)

@@ -1,4 +1,5 @@
-"""plan_binding_retry: the per-submission binding backoff, its caps and its log limit."""
+"""plan_binding_retry: the per-submission binding backoff, its caps and its log limit; the
+binding delay the finish takes over the lanes eligible before the attempt."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from workflows.decisions import (
     BINDING_REPORT_INTERVAL_MS,
     MAX_BINDING_ATTEMPTS,
     BindingRetry,
+    binding_delay,
     plan_binding_retry,
 )
 
@@ -68,3 +70,11 @@ def test_binding_retry_attempts_capped_delay_bounded_and_report_times_monotonic(
         if previous is not None:
             assert entry.attempts == min(MAX_BINDING_ATTEMPTS, previous.attempts + 1)
             assert entry.reported_at >= previous.reported_at
+
+
+def test_binding_delay_waits_for_the_earliest_eligible_lane_and_never_goes_negative() -> None:
+    assert binding_delay([], NOW) == 0  # no lane was eligible
+    assert binding_delay([NOW + 5_000], NOW) == 5_000  # the only lane is blocked
+    assert binding_delay([NOW + 5_000, NOW], NOW) == 0  # another lane may run now
+    assert binding_delay([NOW + 5_000, NOW + 60_000], NOW) == 5_000
+    assert binding_delay([NOW - 10], NOW) == 0  # a retry already due
