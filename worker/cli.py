@@ -6,7 +6,9 @@ Exit codes: 0 success, 1 operational failure (no stack, not found, service error
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import os
 import re
 import sys
 import traceback
@@ -14,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn
 
+from opentelemetry import trace
 from pydantic import ValidationError
 
 from threadwarden.errors import (
@@ -175,7 +178,45 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``threadwarden`` console script."""
+    """Entry point of the ``threadwarden`` console script.
+
+    With ``argv`` (tests, applications embedding the CLI) it returns the exit code. Without
+    (the console script, ``python -m worker.cli``) the command line is ``sys.argv`` and the
+    process ends here, through `_leave`, with the command's real exit code.
+    """
+    if argv is not None:
+        return _run(argv)
+    try:
+        code = _run(sys.argv[1:])
+    except BaseException:  # -v re-raises: show the traceback, then leave like any failure
+        traceback.print_exc()
+        code = 1
+    return _leave(code)
+
+
+def _leave(code: int) -> NoReturn:
+    """Flush what the command wrote, then end the process without interpreter finalization.
+
+    The Temporal SDK's Rust runtime keeps native threads alive until the process ends; when
+    CPython finalizes while one of them still touches the interpreter, a command that already
+    printed success dies with ``Fatal Python error: PyGILState_Release`` (SIGABRT) or a segfault
+    (temporalio/sdk-python#300). Every command closed its pools, clients and servers before
+    returning, so nothing is left for finalization but those threads; spans and log records
+    are flushed here because ``os._exit`` skips the ``atexit`` handlers that would do it.
+    """
+    provider = trace.get_tracer_provider()
+    flush = getattr(provider, "force_flush", None)
+    if callable(flush):
+        with contextlib.suppress(Exception):
+            flush()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe must not change the exit code
+            stream.flush()
+    os._exit(code)
+
+
+def _run(argv: list[str]) -> int:
     parser = build_parser()
     words = sys.argv[1:] if argv is None else argv
     as_json = "--json" in words  # until parsed: an error may come before the flag is read
@@ -231,4 +272,4 @@ def _fail(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

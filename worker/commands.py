@@ -2,18 +2,22 @@
 
 import argparse
 import asyncio
-import contextlib
 import json
 import signal
 from typing import Any
 
 import asyncpg
 from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.service import RPCError, RPCStatusCode
 
 from ledger.migrations import current_version
 from ledger.migrations import migrate as apply_migrations
 from ledger.operator import OperatorResult
+from threadwarden.errors import ThreadwardenError
 from worker import demo as demo_module
 from worker.cli_output import print_json, print_table
 from worker.client import ThreadwardenClient
@@ -99,19 +103,48 @@ async def migrate(settings: Settings, _: argparse.Namespace) -> int:
 
 
 async def setup(settings: Settings, _: argparse.Namespace) -> int:
-    client = await connect_configured(settings, resolve_connections(settings))
-    types = {
-        "KEYWORD": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-        "INT": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-        "DATETIME": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
+    """Register the host workflow's search attributes that the namespace lacks, then verify.
+
+    Only attributes already present (from an earlier setup, or one racing this one) are
+    fine; anything else that fails is reported as one line naming the step, exit code 1.
+    """
+    connections = resolve_connections(settings)
+    namespace = settings.temporal_namespace
+    try:
+        client = await connect_configured(settings, connections)
+    except RuntimeError as error:
+        raise ThreadwardenError(
+            f"setup: cannot reach Temporal at {connections.temporal_address}: {error}"
+        ) from error
+    wanted = {
+        key.name: IndexedValueType.ValueType(key.indexed_value_type) for key in SEARCH_ATTRIBUTES
     }
-    wanted: dict[str, Any] = {k.name: types[k.indexed_value_type.name] for k in SEARCH_ATTRIBUTES}
-    with contextlib.suppress(Exception):  # already registered is fine; verify below decides
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=wanted)
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=namespace)
         )
+    except RPCError as error:
+        raise ThreadwardenError(
+            f"setup: listing the search attributes of namespace {namespace} failed: {error}"
+        ) from error
+    missing = {name: kind for name, kind in wanted.items() if name not in listed.custom_attributes}
+    if missing:
+        try:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(namespace=namespace, search_attributes=missing)
+            )
+        except RPCError as error:
+            if error.status != RPCStatusCode.ALREADY_EXISTS:  # else a racing setup added them
+                raise ThreadwardenError(
+                    f"setup: registering search attributes {', '.join(missing)} in namespace"
+                    f" {namespace} failed: {error}"
+                ) from error
     await verify_search_attributes(client)
-    print(f"search attributes registered in namespace {client.namespace}: {', '.join(wanted)}")
+    present = [name for name in wanted if name not in missing]
+    print(
+        f"search attributes of namespace {namespace}: registered"
+        f" {', '.join(missing) or 'nothing'}; already present {', '.join(present) or 'none'}"
+    )
     return 0
 
 

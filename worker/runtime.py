@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
+from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
@@ -122,16 +123,26 @@ async def connect_configured(settings: Settings, connections: Connections) -> Cl
 
 
 async def verify_search_attributes(client: Client) -> None:
-    """Refuse to start when the namespace lacks our search attributes (see `threadwarden setup`)."""
+    """Refuse to start when the namespace lacks one of our search attributes, or holds one
+    under another type (see `threadwarden setup`)."""
     response = await client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=client.namespace)
     )
-    missing = [k.name for k in SEARCH_ATTRIBUTES if k.name not in response.custom_attributes]
+    registered = response.custom_attributes
+    missing = [k.name for k in SEARCH_ATTRIBUTES if k.name not in registered]
     if missing:
         raise ThreadwardenError(
             f"namespace {client.namespace}: search attributes {', '.join(missing)} are not"
             " registered (run `threadwarden setup`)"
         )
+    for key in SEARCH_ATTRIBUTES:
+        if registered[key.name] != int(key.indexed_value_type):
+            found = IndexedValueType.Name(registered[key.name]).removeprefix("INDEXED_VALUE_TYPE_")
+            raise ThreadwardenError(
+                f"namespace {client.namespace}: search attribute {key.name} is registered as"
+                f" {found}, expected {key.indexed_value_type.name} (remove it, then run"
+                " `threadwarden setup`)"
+            )
 
 
 def default_registry() -> BindingRegistry:

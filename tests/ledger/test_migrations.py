@@ -1,15 +1,21 @@
-"""Schema migrations on empty databases: from scratch, re-run, concurrent runners, verify."""
+"""Schema migrations on empty databases: from scratch, re-run, concurrent runners, verify
+(version, names and the checksum of every applied file)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import shutil
 from collections.abc import AsyncIterator
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
 from ledger.migrations import (
+    Migration,
     available_migrations,
     current_version,
     expected_version,
@@ -27,11 +33,25 @@ async def conn(empty_database_url: str) -> AsyncIterator[asyncpg.Connection[Any]
     await connection.close()
 
 
-async def _versions(conn: asyncpg.Connection[Any]) -> list[tuple[int, str]]:
+async def _versions(conn: asyncpg.Connection[Any]) -> list[tuple[int, str, str]]:
     rows = await conn.fetch(
-        "SELECT version, name FROM threadwarden.schema_migrations ORDER BY version"
+        "SELECT version, name, checksum FROM threadwarden.schema_migrations ORDER BY version"
     )
-    return [(r["version"], r["name"]) for r in rows]
+    return [(r["version"], r["name"], r["checksum"]) for r in rows]
+
+
+def _sha256_of_shipped_file(migration: Migration) -> str:
+    """Computed here from the file itself, independently of the code under test."""
+    folder = resources.files("ledger").joinpath("migrations")
+    return hashlib.sha256(folder.joinpath(f"{migration.label}.sql").read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def own_migrations(tmp_path: Path) -> Path:
+    """A copy of the shipped migration files that a test may edit."""
+    folder = tmp_path / "migrations"
+    shutil.copytree(Path(str(resources.files("ledger").joinpath("migrations"))), folder)
+    return folder
 
 
 def test_available_migrations_are_numbered_from_one_without_gaps() -> None:
@@ -49,7 +69,9 @@ async def test_migrate_from_scratch_reaches_the_expected_version(
 
     assert applied == list(range(1, expected_version() + 1))
     assert await current_version(conn) == expected_version()
-    assert await _versions(conn) == [(m.version, m.name) for m in available_migrations()]
+    assert await _versions(conn) == [
+        (m.version, m.name, _sha256_of_shipped_file(m)) for m in available_migrations()
+    ]
     tables = await conn.fetch(
         "SELECT tablename FROM pg_tables WHERE schemaname = 'threadwarden' ORDER BY tablename"
     )
@@ -130,3 +152,47 @@ async def test_verify_refuses_a_migration_changed_after_it_was_applied(
     )
     with pytest.raises(SchemaVersionMismatch, match="version 2 was applied as 'an_older_draft'"):
         await verify(conn)
+
+
+async def test_verify_refuses_a_recorded_checksum_that_differs_naming_the_migration(
+    conn: asyncpg.Connection[Any],
+) -> None:
+    await migrate(conn)
+    await conn.execute(
+        "UPDATE threadwarden.schema_migrations SET checksum = repeat('0', 64) WHERE version = 3"
+    )
+    label = available_migrations()[2].label
+    with pytest.raises(SchemaVersionMismatch) as refused:
+        await verify(conn)
+    message = str(refused.value)
+    assert f"migration {label} was applied with sha256 000000000000" in message
+    assert "edited after it was applied" in message
+
+
+async def test_verify_refuses_a_migration_file_edited_after_it_was_applied(
+    conn: asyncpg.Connection[Any], own_migrations: Path
+) -> None:
+    await migrate(conn, available_migrations(own_migrations))
+    assert await verify(conn, available_migrations(own_migrations)) == expected_version()
+    [edited] = own_migrations.glob("0002_*.sql")
+    edited.write_text(edited.read_text() + "\n-- a harmless-looking comment\n")
+
+    with pytest.raises(SchemaVersionMismatch, match=f"migration {edited.stem} was applied with"):
+        await verify(conn, available_migrations(own_migrations))
+    assert await migrate(conn, available_migrations(own_migrations)) == []  # applies nothing
+
+
+async def test_migrate_records_the_checksums_of_rows_applied_before_checksums(
+    conn: asyncpg.Connection[Any],
+) -> None:
+    await migrate(conn)
+    await conn.execute("UPDATE threadwarden.schema_migrations SET checksum = NULL")
+    with pytest.raises(SchemaVersionMismatch, match="none recorded: run `threadwarden migrate`"):
+        await verify(conn)
+
+    assert await migrate(conn) == []
+
+    assert await verify(conn) == expected_version()
+    assert [c for _, _, c in await _versions(conn)] == [
+        _sha256_of_shipped_file(m) for m in available_migrations()
+    ]

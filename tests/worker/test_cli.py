@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
+from google.protobuf.duration_pb2 import Duration
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+from temporalio.client import Client
 
 from ledger.migrations import expected_version
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
+from threadwarden.errors import ThreadwardenError
 from worker.client import ThreadwardenClient
+from worker.runtime import verify_search_attributes
+from workflows.host import SEARCH_ATTRIBUTES
 
 
 async def submissions_count(pool: asyncpg.Pool[Any]) -> int:
@@ -159,11 +171,88 @@ async def test_cli_migrate_brings_an_empty_database_to_the_current_version(
     assert "applied nothing" in capsys.readouterr().out
 
 
-async def test_cli_setup_registers_and_verifies_search_attributes(
-    cli_env: None, capsys: pytest.CaptureFixture[str]
+@pytest.fixture
+async def fresh_namespace(temporal: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A namespace registered just now on the session's dev server, so it holds none of our
+    search attributes; the CLI is pointed at it."""
+    client = await Client.connect(temporal)
+    name = f"ns-{uuid.uuid4().hex[:12]}"
+    await client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=name, workflow_execution_retention_period=Duration(seconds=86_400)
+        )
+    )
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_NAMESPACE", name)
+    return name
+
+
+async def custom_attributes(temporal: str, namespace: str) -> dict[str, str]:
+    client = await Client.connect(temporal, namespace=namespace)
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    return {
+        name: IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_")
+        for name, kind in listed.custom_attributes.items()
+    }
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("threadwarden: error: "), err
+    return lines[0]
+
+
+async def test_cli_setup_registers_the_attributes_a_fresh_namespace_lacks(
+    cli_env: None, fresh_namespace: str, temporal: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    expected = {key.name: key.indexed_value_type.name for key in SEARCH_ATTRIBUTES}
+    client = await Client.connect(temporal, namespace=fresh_namespace)
+    assert await custom_attributes(temporal, fresh_namespace) == {}
+    with pytest.raises(ThreadwardenError, match="not registered"):
+        await verify_search_attributes(client)
+
     assert await run_cli("setup") == 0
-    assert "ThreadwardenLastOutcome" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"registered {', '.join(expected)}; already present none" in out
+    assert await custom_attributes(temporal, fresh_namespace) == expected
+    await verify_search_attributes(client)
+
+    assert await run_cli("setup") == 0  # again: everything is already there, which is fine
+    assert f"registered nothing; already present {', '.join(expected)}" in capsys.readouterr().out
+    assert await custom_attributes(temporal, fresh_namespace) == expected
+
+
+async def test_cli_setup_refuses_an_attribute_registered_under_another_type(
+    cli_env: None, fresh_namespace: str, temporal: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = await Client.connect(temporal, namespace=fresh_namespace)
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=fresh_namespace,
+            search_attributes={"ThreadwardenPhase": IndexedValueType.INDEXED_VALUE_TYPE_INT},
+        )
+    )
+    assert await run_cli("setup") == 1
+    line = one_line(capsys.readouterr().err)
+    assert "search attribute ThreadwardenPhase is registered as INT, expected KEYWORD" in line
+
+
+async def test_cli_setup_in_an_unknown_namespace_is_one_line_exit_1(
+    cli_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_NAMESPACE", "no-such-namespace")
+    assert await run_cli("setup") == 1
+    line = one_line(capsys.readouterr().err)
+    assert "search attributes of namespace no-such-namespace failed" in line
+
+
+async def test_cli_setup_with_temporal_unreachable_is_one_line_exit_1(
+    cli_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", "127.0.0.1:1")
+    assert await run_cli("setup") == 1
+    assert "setup: cannot reach Temporal at 127.0.0.1:1" in one_line(capsys.readouterr().err)
 
 
 async def test_cli_unreachable_database_is_one_line_exit_1(
