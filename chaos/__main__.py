@@ -1,5 +1,5 @@
-import sys
+"""``python -m chaos``: see `chaos.cli`."""
 
 from chaos.cli import main
 
-sys.exit(main())
+raise SystemExit(main())

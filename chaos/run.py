@@ -26,8 +26,9 @@ from bench.measure import wait_until
 from bench.procs import WorkerCommand
 from bench.threadwarden_run import ThreadwardenSide
 from chaos import ledger
-from chaos.checks import Counts, check
+from chaos.checks import check
 from chaos.faults import DEFAULT_FAILPOINTS, Fault, failpoints_fired, inject, plan_faults
+from chaos.report import report
 from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
 from chaos.workload import AGENT, Planned, plan_workload
@@ -55,8 +56,8 @@ WORKER_ENV = {
     "THREADWARDEN_MAX_CONCURRENT_LOCAL_ACTIVITIES": "4",
 }
 MAX_WORKERS = 5
-WORKLOAD_ERRORS = (InvalidInput, IdempotencyConflict, HostMismatch)
-"""Submit errors no fault explains: the workload is wrong, retrying would not help."""
+REFUSALS = (InvalidInput, IdempotencyConflict, HostMismatch)
+"""Submit errors no fault explains: retrying would not help, the run reports them."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,8 @@ class Outcome:
 
     faults: Counter[str] = field(default_factory=Counter)
     submit_retries: int = 0
-    admitted: int = 0
+    refused: list[str] = field(default_factory=list)
+    """Submits refused for a reason no fault explains (a bug, here or in threadwarden)."""
     error: str | None = None
 
 
@@ -143,7 +145,8 @@ async def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
             await conn.close()
         fired = failpoints_fired(workers.stderr_files)
         exits = workers.unplanned_exits
-    return report(options, counts, outcome, fired, unquiet, exits, time.monotonic() - started)
+    seconds = time.monotonic() - started
+    return report(options, counts, outcome, fired, unquiet, exits, seconds)
 
 
 async def _drive(
@@ -158,20 +161,18 @@ async def _drive(
     polling = asyncio.create_task(progress.poll())
     settings = Settings(task_queue=TASK_QUEUE)
     connections = Connections(stack.database_url, stack.temporal.address)
+    lanes: dict[str, list[Planned]] = {}
+    for plan in planned:
+        lanes.setdefault(plan.thread, []).append(plan)
+    window = _Window(progress, options.in_flight)
     try:
         async with ThreadwardenClient.connect(settings, connections) as client:
-            lanes: dict[str, list[Planned]] = {}
-            for plan in planned:
-                lanes.setdefault(plan.thread, []).append(plan)
-            window = _Window(progress, options.in_flight)
-            admitting = [
-                asyncio.create_task(_admit_lane(client, lane, window, outcome))
-                for lane in lanes.values()
-            ]
-            await _conduct(stack, workers, progress, options, outcome, say)
-            await asyncio.gather(*admitting)
+            async with asyncio.TaskGroup() as group:  # a deadline cancels every one of them
+                for lane in lanes.values():
+                    group.create_task(_admit_lane(client, lane, window, outcome))
+                group.create_task(_conduct(stack, workers, progress, options, outcome, say))
             say(f"all {len(planned)} admitted; waiting for convergence")
-            await progress.until(lambda: progress.settled >= len(planned))
+            await progress.until(lambda: progress.settled >= len(planned) - len(outcome.refused))
             await _quiet(stack)
     finally:
         polling.cancel()
@@ -208,12 +209,13 @@ async def _admit_lane(
                         host_id=plan.host,
                     )
                 break
-            except WORKLOAD_ERRORS:
-                raise
+            except REFUSALS as error:  # never admitted: the check counts it lost
+                outcome.refused.append(f"{plan.key}: {type(error).__name__}: {error}")
+                window.admitted -= 1
+                break
             except Exception:  # a fault: the same key again, until it is admitted
                 outcome.submit_retries += 1
                 await asyncio.sleep(POLL_S)
-        outcome.admitted += 1
 
 
 async def _conduct(
@@ -281,45 +283,3 @@ def _command(stack: ChaosStack, options: Options) -> Callable[[int, int], Worker
         return WorkerCommand(base.argv, env, base.ready)
 
     return command
-
-
-def report(
-    options: Options,
-    counts: Counts,
-    outcome: Outcome,
-    fired: dict[str, int],
-    unquiet: int,
-    exits: int,
-    seconds: float,
-) -> dict[str, Any]:
-    """The run's one JSON object: the check's counts first, then what was done to get them."""
-    return {
-        "submissions": counts.submissions,
-        "settled": counts.settled,
-        "lost": counts.lost,
-        "duplicate_admissions": counts.duplicate_admissions,
-        "duplicate_settlements": counts.duplicate_settlements,
-        "fifo_violations": counts.fifo_violations,
-        "wrong_outcomes": counts.wrong_outcomes,
-        "wrong_histories": counts.wrong_histories,
-        "stale_writes": counts.stale_writes,
-        "unexpected_submissions": counts.unexpected_submissions,
-        "unquiet_hosts": unquiet,
-        "failed_on_purpose": counts.failed_on_purpose,
-        "unsettled_states": counts.unsettled_states,
-        "faults": {
-            "worker_kill": outcome.faults["worker_kill"],
-            "postgres_stop": outcome.faults["postgres_stop"],
-            "temporal_kill": outcome.faults["temporal_kill"],
-            "failpoint": sum(fired.values()),
-            "failpoints": fired,
-        },
-        "submit_retries": outcome.submit_retries,
-        "worker_unplanned_exits": exits,
-        "threads": options.threads,
-        "workers": options.workers,
-        "seed": options.seed,
-        "seconds": round(seconds, 1),
-        "error": outcome.error,
-        "ok": counts.clean and unquiet == 0 and outcome.error is None,
-    }
