@@ -13,8 +13,18 @@ from typing import Any, Literal
 from opentelemetry import trace
 from temporalio import activity
 
-from activities.context import AttemptContext, AttemptStop, Suspend, UnknownEffect, Yield
+from activities.context import (
+    DECISIVE,
+    INFRASTRUCTURE,
+    AttemptContext,
+    AttemptStop,
+    Suspend,
+    UnknownEffect,
+    Yield,
+)
 from activities.errors import domain_errors
+from activities.lease import LeaseKeeper
+from activities.lease import stop as lease_stop
 from activities.pass_steps import PassSteps
 from ledger.attempts import Attempts, Claim
 from ledger.projection import Projection
@@ -24,7 +34,6 @@ from threadwarden.errors import (
     AbortRequested,
     BindingDigestMismatch,
     BindingUnavailable,
-    StaleAttempt,
     StalePass,
 )
 from threadwarden.failpoints import Failpoints
@@ -51,6 +60,16 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:500]
 
 
+class _PassFault(Exception):
+    """The attempt ended on infrastructure: the pass fails and is retried, nothing settles."""
+
+    def __init__(self, reason: str, *, owned: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.owned = owned
+        """Whether the attempt still holds the head (and should give it back)."""
+
+
 class AttemptActivities:
     """Runs one attempt on the head of the lane the pass selected."""
 
@@ -59,6 +78,7 @@ class AttemptActivities:
         attempts: Attempts,
         registry: BindingRegistry,
         *,
+        lease_ms: int,
         lease_renew_ms: int,
         failpoints: Failpoints,
         projection: Projection,
@@ -71,6 +91,7 @@ class AttemptActivities:
         self._projection = projection
         self._attempts = attempts
         self._registry = registry
+        self._lease_s = lease_ms / 1000
         self._lease_renew_s = lease_renew_ms / 1000
 
     @activity.defn(name=c.RUN_HEAD)
@@ -90,6 +111,8 @@ class AttemptActivities:
             except TimeoutError:  # the attempt released its claim before the timeout ended it
                 activity.logger.warning("attempt on %s hit the pass deadline", step.thread_id)
                 return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
+            if result.failure is not None:  # the pass failed: its durable retry is what follows
+                return result
             return await self._after_attempt(step, result)
         finally:
             beating.cancel()
@@ -172,6 +195,17 @@ class AttemptActivities:
             return await self._settle(claim, "aborted", reason="aborted by an operator")
         except AttemptStop as stop:
             return await self._stop(claim, stop)
+        except _PassFault as fault:
+            activity.logger.warning(
+                "attempt on %s failed the pass (nothing settled, retried with backoff): %s",
+                claim.thread_id,
+                fault.reason,
+            )
+            if fault.owned:
+                await self._release(claim)
+            return c.RunHeadResult(
+                submission_id=claim.submission_id, failure=fault.reason, native_failure=True
+            )
         if isinstance(outcome, Yielded):
             return await self._stop(claim, Yield("the binding yielded"))
         if isinstance(outcome, Completed):
@@ -218,47 +252,75 @@ class AttemptActivities:
         return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
+        """Run the handler beside the lease keeper; return its outcome, or raise what decides
+        the attempt instead (`_PassFault`, fencing, an abort, a stop)."""
         binding = self._registry.bindings[claim.agent_id]
-        handler = asyncio.ensure_future(
-            binding.handler(AttemptContext(claim, self._attempts, yield_after))
+        context = AttemptContext(claim, self._attempts, yield_after, failpoints=self._failpoints)
+        handler = asyncio.ensure_future(binding.handler(context))
+        lease = LeaseKeeper(
+            self._attempts,
+            claim,
+            failpoints=self._failpoints,
+            lease_s=self._lease_s,
+            renew_s=self._lease_renew_s,
         )
-        lost = asyncio.Event()
-        renewer = asyncio.create_task(self._keep_lease(claim, handler, lost))
+        renewer = asyncio.create_task(lease.keep(handler))
+        error: BaseException | None = None
+        outcome: object = None
         try:
-            return await handler
-        except (StaleAttempt, StalePass, AbortRequested):
-            raise  # a fenced-out or aborted attempt must not settle as the binding said
+            outcome = await handler
         except asyncio.CancelledError:
-            if lost.is_set():  # the renewer stopped a handler whose ownership is gone
-                raise StaleAttempt(
-                    f"submission {claim.submission_id}: attempt {claim.attempt_id} lost its"
-                    " ownership (a newer pass or attempt took over)"
-                ) from None
-            # Give the head back at once instead of letting the next pass wait out the lease.
-            await asyncio.shield(self._attempts.release(claim))
-            raise
-        except Exception as error:  # the binding's own failure settles the submission failed
-            activity.logger.warning(  # the text (it may quote payload) is the recorded reason
-                "binding %s raised %s on %s",
-                claim.agent_id,
-                type(error).__name__,
-                claim.submission_id,
-            )
-            return Failed(f"binding raised {type(error).__name__}: {error}")
+            if lease.lost is None or _cancelling():
+                await self._release(claim)  # give the head back instead of waiting out the lease
+                raise
+            error = _PassFault(lease.lost, owned=False)
+        except (Exception, AttemptStop) as raised:
+            error = raised
         finally:
-            renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewer
+            await lease_stop(renewer)
+        if _cancelling():  # the handler swallowed an outside cancellation
+            await self._release(claim)
+            raise asyncio.CancelledError()
+        _judge(claim, context, lease, error)
+        if error is None:
+            return outcome
+        if isinstance(error, (AttemptStop, *DECISIVE)):
+            raise error  # a fenced-out or aborted attempt must not settle as the binding said
+        activity.logger.warning(  # the text (it may quote payload) is the recorded reason
+            "binding %s raised %s on %s", claim.agent_id, type(error).__name__, claim.submission_id
+        )
+        return Failed(f"binding raised {_describe(error)}")
 
-    async def _keep_lease(
-        self, claim: Claim, handler: asyncio.Future[Any], lost: asyncio.Event
-    ) -> None:
-        """Heartbeat and renew the lease; stop the handler once ownership is gone."""
-        while True:
-            await asyncio.sleep(self._lease_renew_s)
-            activity.heartbeat()
-            if not await self._attempts.renew_lease(claim):
-                activity.logger.warning("attempt %s lost its ownership", claim.attempt_id)
-                lost.set()
-                handler.cancel()
-                return
+    async def _release(self, claim: Claim) -> None:
+        """Give the head back (``ready``) at once; shielded and best effort: if it fails, the
+        lease lapses and the next pass's recovery takes the head back."""
+        try:
+            await asyncio.shield(self._attempts.release(claim))
+        except Exception as error:
+            activity.logger.warning("releasing attempt %s failed: %r", claim.attempt_id, error)
+
+
+def _judge(
+    claim: Claim, context: AttemptContext, lease: LeaseKeeper, error: BaseException | None
+) -> None:
+    """Raise what decides the attempt regardless of how its handler ended, if anything does:
+    a lost lease, then a fault of threadwarden's own writes, then an infrastructure error."""
+    if lease.lost is not None:
+        raise _PassFault(lease.lost, owned=False)
+    fault = context.fault
+    if isinstance(fault, DECISIVE):
+        raise fault
+    if fault is not None:
+        raise _PassFault(f"attempt {claim.attempt_id}: {_describe(fault)}", owned=True)
+    if isinstance(error, _PassFault):
+        raise error
+    if isinstance(error, INFRASTRUCTURE):  # by type only: the binding's text may quote payload
+        raise _PassFault(
+            f"attempt {claim.attempt_id}: the binding raised {type(error).__name__}", owned=True
+        )
+
+
+def _cancelling() -> bool:
+    """Whether the running task (the activity) is being cancelled from outside."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

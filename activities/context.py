@@ -3,19 +3,35 @@
 Every operation of the handler (an append, a tool call, an approval request) is one numbered
 step. Steps an earlier attempt committed are returned from the journal instead of being done
 again, so a re-run after a crash or a yield repeats nothing that was committed.
+
+Errors decide nothing by accident (docs/bindings.md, "Errors"): a failure of threadwarden's own
+write is remembered as the attempt's `fault`, so it fails the pass (and is retried) even when
+the handler catches it and returns `Failed`; once faulted, the context refuses further steps.
 """
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
+import asyncpg
 from temporalio import activity
 
 from ledger.attempts import Attempts, Claim
 from ledger.records import HistoryRecord
 from threadwarden.bindings import ThreadRecord
-from threadwarden.errors import InvalidInput
+from threadwarden.errors import (
+    AbortRequested,
+    InvalidInput,
+    PoolExhausted,
+    Retryable,
+    StaleAttempt,
+    StalePass,
+    ThreadwardenError,
+)
+from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.validation import validate_id, validate_input
+
+T = TypeVar("T")
 
 RESERVED_KINDS = frozenset(
     {
@@ -52,6 +68,29 @@ class NonDeterministic(InvalidInput):
     """A re-run handler asked for a different step than the one committed."""
 
 
+class AttemptFaulted(ThreadwardenError):
+    """A step asked for after an earlier step of this attempt failed on infrastructure: the
+    attempt can make no more progress (it fails the pass and is retried later)."""
+
+
+DECISIVE = (AbortRequested, StaleAttempt, StalePass)
+"""Errors of the context's writes that decide the attempt themselves: an operator's abort
+settles it ``aborted``; fencing ends it without settling (another owner has the head)."""
+
+INFRASTRUCTURE: tuple[type[BaseException], ...] = (
+    Retryable,
+    AttemptFaulted,
+    PoolExhausted,
+    FailpointError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    OSError,  # connection errors and TimeoutError are OSErrors
+)
+"""Errors that fail the pass instead of settling the submission ``failed``, whoever raised
+them: the binding's explicit `Retryable`, and ledger, driver, pool, network and injected
+faults."""
+
+
 def _record(record: HistoryRecord) -> ThreadRecord:
     return ThreadRecord(**record.model_dump())
 
@@ -59,10 +98,21 @@ def _record(record: HistoryRecord) -> ThreadRecord:
 class AttemptContext:
     """The `threadwarden.AttemptContext` threadwarden hands to a binding."""
 
-    def __init__(self, claim: Claim, attempts: Attempts, yield_after: datetime) -> None:
+    def __init__(
+        self,
+        claim: Claim,
+        attempts: Attempts,
+        yield_after: datetime,
+        *,
+        failpoints: Failpoints | None = None,
+    ) -> None:
         self._claim = claim
         self._attempts = attempts
         self._yield_after = yield_after
+        self._failpoints = failpoints or Failpoints()
+        self.fault: Exception | None = None
+        """The first failure of one of threadwarden's own writes (never a validation of the
+        binding's arguments). It decides the attempt whatever the handler made of it."""
         self._journal = {(r.step, r.kind): r for r in claim.journal}
         self._last_committed = max((r.step or 0 for r in claim.journal), default=0)
         self._step = 0
@@ -107,7 +157,7 @@ class AttemptContext:
                 )
             return _record(committed)
         self._expect_new(step, kind)
-        return await self._write(kind, body, step)
+        return await self._write(kind, body, step, failpoint="attempt:append")
 
     async def tool(
         self,
@@ -132,7 +182,7 @@ class AttemptContext:
                 "side_effect": side_effect,
                 "idempotency_key": idempotency_key,
             }
-            await self._write("tool-call", body, step, check_yield=False)
+            await self._write("tool-call", body, step, failpoint="attempt:tool", check_yield=False)
         elif side_effect and not idempotency_key and (step, "tool-resolution") not in self._journal:
             raise UnknownEffect(f"tool {name} at step {step}")
         value = await run(args)
@@ -164,13 +214,16 @@ class AttemptContext:
         sent = self._journal.get((step, "message-sent"))
         if sent is None:
             self._expect_new(step, "message-sent")
-            record = await self._attempts.send_message(
-                self._claim,
-                step=step,
-                thread_id=thread_id,
-                agent_id=agent_id,
-                input=input,
-                host_id=host_id,
+            record = await self._guarded(
+                "attempt:send_message",
+                lambda: self._attempts.send_message(
+                    self._claim,
+                    step=step,
+                    thread_id=thread_id,
+                    agent_id=agent_id,
+                    input=input,
+                    host_id=host_id,
+                ),
             )
             self._journal[(step, "message-sent")] = record
             self._last_committed = max(self._last_committed, step)
@@ -182,6 +235,13 @@ class AttemptContext:
         return str(sent.body["message_id"])
 
     def _next(self) -> int:
+        if self.fault is not None:
+            # A step after a failed one would leave a gap in the journal that the re-run
+            # could never replay.
+            raise AttemptFaulted(
+                f"attempt {self._claim.attempt_id}: an earlier step failed"
+                f" ({type(self.fault).__name__}: {self.fault}); no further step can run"
+            ) from self.fault
         self._step += 1
         return self._step
 
@@ -190,10 +250,31 @@ class AttemptContext:
             kinds = sorted(k for s, k in self._journal if s == step)
             raise NonDeterministic(f"step {step}", f"one of the committed {kinds}", kind)
 
+    async def _guarded(self, failpoint: str | None, write: Callable[[], Awaitable[T]]) -> T:
+        """Run one of threadwarden's writes (after its failpoint); remember how it failed."""
+        try:
+            if failpoint is not None:
+                await self._failpoints.hit(failpoint)
+            return await write()
+        except InvalidInput:  # a value the binding passed: its own, deterministic mistake
+            raise
+        except Exception as error:
+            if self.fault is None:
+                self.fault = error
+            raise
+
     async def _write(
-        self, kind: str, body: Any, step: int, *, check_yield: bool = True
+        self,
+        kind: str,
+        body: Any,
+        step: int,
+        *,
+        failpoint: str | None = None,
+        check_yield: bool = True,
     ) -> ThreadRecord:
-        record = await self._attempts.append(self._claim, kind, body, step=step)
+        record = await self._guarded(
+            failpoint, lambda: self._attempts.append(self._claim, kind, body, step=step)
+        )
         self._journal[(step, kind)] = record
         self._last_committed = max(self._last_committed, step)
         if check_yield and datetime.now(UTC) >= self._yield_after:

@@ -43,6 +43,15 @@ class NotWaiting(ThreadwardenError):
     """An operator action addressed a submission that is not waiting for it."""
 
 
+class Retryable(ThreadwardenError):
+    """Raised by a binding to end this attempt without settling: the pass fails and the
+    protocol's durable backoff retries the submission later, replaying its committed steps.
+
+    For trouble the binding knows to be transient (a rate limit, a model endpoint that is
+    down). To fail the submission for good, return `Failed` (or raise any other error).
+    """
+
+
 class BindingUnavailable(ThreadwardenError):
     """No binding is registered for the head's agent id; the work stays pending."""
 

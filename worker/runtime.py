@@ -193,6 +193,7 @@ def build_worker(
     attempts = AttemptActivities(
         Attempts(pool, lease_ms=settings.lease_ms),
         registry,
+        lease_ms=settings.lease_ms,
         lease_renew_ms=settings.lease_renew_ms,
         failpoints=failpoints,
         projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),

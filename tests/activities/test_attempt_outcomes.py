@@ -1,4 +1,8 @@
-"""Whatever a binding does, its submission records exactly one outcome and never loops."""
+"""Whatever a binding does, its submission records exactly one outcome and never loops.
+
+These are application failures (docs/bindings.md, "Errors"): they settle ``failed`` at once.
+Infrastructure errors, which fail the pass instead, are in tests/e2e/test_attempt_faults.py.
+"""
 
 from __future__ import annotations
 
@@ -70,6 +74,7 @@ async def test_attempt_misbehaving_binding_settles_failed_once_with_a_reason(
         what="both settled",
     )
     first, second = status.submissions
+    # Settled by its first attempt: an application failure never fails the pass into a retry.
     assert first.outcome == "failed" and first.attempts == 1
     assert first.reason is not None and first.reason.startswith(BINDINGS[agent_id][1])
     assert second.outcome == "completed"

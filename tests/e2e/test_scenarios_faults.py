@@ -13,6 +13,7 @@ here are single transactions, so "a mutation overlapping the pass" is a racing c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,8 +31,11 @@ from tests.helpers.checks import (
     submission_rows,
 )
 from tests.helpers.polling import eventually
+from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.failpoints import FailpointError, Failpoints
 from worker.client import ThreadwardenClient
+from worker.runtime import Connections, default_registry, running_worker
+from worker.settings import Settings
 
 MIN_DELAY = timedelta(milliseconds=50)
 """minimum_alarm_delay with the default 100 ms backoff base."""
@@ -391,3 +395,143 @@ async def test_scenario_29_fault_at_binding_retry_after_keeps_the_entry(
     assert_autonomous_work_armed(host)
     failpoints.release("maintenance:retry:after")
     failpoints.release("maintenance:begin:before")
+
+
+# --- scenario 16: native fault in the attempt --------------------------------------------------
+
+
+class DeadlineHost:
+    """A host plug-in whose only job here is an auxiliary deadline the test sets."""
+
+    dispatch_timeout_ms = 1_000
+
+    def __init__(self) -> None:
+        self.deadline: datetime | None = None
+
+    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
+        return False
+
+    async def pending_deadline(self, host_id: str) -> datetime | None:
+        return self.deadline
+
+
+async def test_scenario_16_native_fault_backs_off_monotonically_and_honours_a_due_aux_deadline(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    aux = DeadlineHost()
+    lost = asyncpg.exceptions.ConnectionDoesNotExistError("connection lost")
+    failpoints.arm("attempt:append", raise_error=lost)  # every attempt fails natively
+    failpoints.arm("maintenance:retry:after", pause=True)
+    async with running_worker(settings, connections, failpoints=failpoints, host=aux):
+        try:
+            await client.submit(ids, agent_id="scripted", input=say("after four faults"))
+            not_befores: list[datetime] = []
+            for failures in range(1, 5):
+                if failures == 4:  # an aux deadline already due when the failure rearms
+                    failpoints.arm("maintenance:retry:before", pause=True)
+                    await failpoints.reached("maintenance:retry:before")
+                    aux.deadline = datetime.now(UTC) - timedelta(seconds=1)
+                    failpoints.release("maintenance:retry:before")
+                await failpoints.reached("maintenance:retry:after")
+                rearmed_by = datetime.now(UTC)
+                host = await client.host_status(ids)
+                assert host.last_outcome == "failed"
+                assert host.last_error is not None and "ConnectionDoesNotExistError" in (
+                    host.last_error
+                )
+                assert host.retry is not None
+                assert (host.retry.native_only, host.retry.stalls) == (True, failures)
+                assert all(host.retry.not_before >= before for before in not_befores)
+                not_befores.append(host.retry.not_before)
+                assert_autonomous_work_armed(host)
+                assert host.alarm_at is not None
+                if aux.deadline is None:
+                    assert host.alarm_at == host.retry.not_before
+                else:
+                    # nativeOnly: the due aux deadline still fires, at now + minimum delay,
+                    # before notBefore (stalls 3: a 400..800 ms backoff).
+                    assert aux.deadline < host.alarm_at <= rearmed_by + MIN_DELAY + CLOCK_SLACK
+                    assert host.alarm_at < host.retry.not_before - MIN_DELAY
+                [row] = await submission_rows(pool, ids)
+                assert (row["state"], row["attempts"], row["outcome"]) == ("ready", failures, None)
+                # Release and re-arm with no await between: the next rearm cannot slip through.
+                failpoints.release("maintenance:retry:after")
+                if failures < 4:
+                    failpoints.arm("maintenance:retry:after", pause=True)
+            aux.deadline = None
+            failpoints.disarm("attempt:append")
+
+            status = await assert_settled_once(client, ids, 1)
+            host = await converged(client, ids)
+        finally:
+            failpoints.release_all()
+    assert status.submissions[0].outcome == "completed"
+    assert host.retry is None
+    assert [r["kind"] for r in await client.records(ids)] == ["message", "settlement"]
+
+
+# --- scenario 20: an attempt overruns the pass deadline ----------------------------------------
+
+
+async def test_scenario_20_overrun_attempt_is_released_and_the_next_pass_settles_it_once(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    calls: list[int] = []
+    cancelled: list[int] = []
+
+    async def overruns_once(ctx: AttemptContext) -> Outcome:
+        calls.append(1)
+        await ctx.append("note", {"text": "committed before the overrun"})
+        if len(calls) == 1:
+            try:
+                await asyncio.Event().wait()  # far past the pass deadline
+            except asyncio.CancelledError:
+                cancelled.append(1)
+                raise
+        return Completed({"calls": len(calls)})
+
+    registry = default_registry()
+    registry.register(Binding("overrun", "d1", overruns_once))
+    # A 3 s pass deadline; a sweeper grace longer than a pass, so no wake doubles a pass.
+    short = settings.model_copy(
+        update={"pass_deadline_ms": 3_000, "yield_after_ms": 2_000, "sweep_grace_ms": 30_000}
+    )
+    failpoints.arm("maintenance:retry:after", pause=True)
+    async with running_worker(short, connections, registry, failpoints=failpoints):
+        try:
+            await client.submit(ids, agent_id="overrun", input={})
+            await failpoints.reached("maintenance:retry:after")
+            host = await client.host_status(ids)
+            assert host.last_error == "maintenance pass deadline"
+            assert host.last_outcome == "failed"
+            assert host.retry is not None
+            assert (host.retry.native_only, host.retry.stalls) == (True, 1)
+            assert_autonomous_work_armed(host)
+            assert cancelled == [1]
+            # Ownership was released before the failure was recorded; the committed step stays.
+            [row] = await submission_rows(pool, ids)
+            assert (row["state"], row["ownership_token"], row["attempts"]) == ("ready", None, 1)
+            assert [r["kind"] for r in await client.records(ids)] == ["note"]
+            failpoints.release("maintenance:retry:after")
+
+            status = await assert_settled_once(client, ids, 1)
+            host = await converged(client, ids)
+        finally:
+            failpoints.release_all()
+    assert status.submissions[0].outcome == "completed"
+    assert len(calls) == 2 and cancelled == [1]
+    records = await client.records(ids)
+    # The next pass replayed the committed step instead of writing it again.
+    assert [r["kind"] for r in records] == ["note", "settlement"]
+    assert records[-1]["body"]["result"] == {"calls": 2}
+    assert host.retry is None
