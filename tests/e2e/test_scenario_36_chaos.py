@@ -8,39 +8,70 @@ the last), and extra wakes of the hosts. Every run must settle within a bounded 
 normalized canonical evidence (per thread: the outcomes, then each record's submission ordinal,
 kind and body, ids stripped) must equal the control's, thread by thread role.
 
-Faults are armed only at pass-level failpoints (begin, select, binding-retry, finish, retry), at
-the sweeper's ``ensure`` and at ``claim``, all of which fire before an attempt's binding runs or
-after its settlement committed. ``settle``, ``maintenance:dirty:*`` and
-``maintenance:mutation:*`` are left out on purpose: a fault after a binding ran but before it
-settled re-runs the attempt from the start and duplicates its records, and avoiding that is the
-agent runtime's job (issue 4). The binding-retry
-failpoints only fire on binding failures, which this workload has none of.
+Faults of three kinds:
+
+- raised at a pass-level failpoint (begin, select, binding-retry, finish, retry), at the
+  sweeper's ``ensure``, at ``claim`` and at ``settle`` (after the binding ran, before its outcome
+  is recorded: the head is left running, recovery takes it back once its lease lapses, and the
+  re-run replays the committed steps from the journal, so no record is written twice);
+- raised in the caller's mutation (``maintenance:dirty:*`` and ``maintenance:mutation:*``): the
+  submit fails; before the commit nothing was admitted, after it the admission stands. Either way
+  the test does what a client does, it submits again with the same idempotency key until a
+  receipt comes back;
+- paused: a pass stops at a failpoint, is overtaken (every host run is terminated, as an
+  eviction, and woken into a new run whose begin fences the paused pass out), then released, so
+  the paused step goes on as a zombie whose fenced writes must change nothing.
+
+The binding-retry failpoints only fire on binding failures, which this workload has none of.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from typing import Any
 
 import pytest
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from ledger.models import HostStatus, ThreadStatus
 from tests.helpers.polling import eventually
-from threadwarden.failpoints import Failpoints
+from threadwarden.errors import NotFound
+from threadwarden.failpoints import FailpointError, Failpoints
 from worker.client import ThreadwardenClient
+from worker.runtime import Connections, connect_temporal
+from workflows.contracts import host_workflow_id
 
 ROLES = ("alpha", "beta", "solo")
 HOST_OF = {"alpha": "shared", "beta": "shared", "solo": "solo"}
 """alpha and beta are two lanes of one host; solo is a host of its own."""
 PER_THREAD = 3
-CHAOS_LOCATIONS = tuple(
+RAISE_LOCATIONS = tuple(
     f"maintenance:{phase}:{edge}"
     for phase in ("begin", "select", "binding-retry", "finish", "retry", "ensure")
     for edge in ("before", "after")
-) + ("claim",)
-SEEDS = (7, 36, 1096)
+) + ("claim", "settle")
+MUTATION_LOCATIONS = tuple(
+    f"maintenance:{phase}:{edge}" for phase in ("dirty", "mutation") for edge in ("before", "after")
+) + ("maintenance:mutation:armed", "maintenance:mutation:finished")
+"""Hit inside ``ThreadwardenClient.submit``: a raise there fails the caller's submit."""
+PAUSE_LOCATIONS = (
+    "maintenance:begin:after",
+    "maintenance:select:before",
+    "maintenance:select:after",
+    "maintenance:finish:before",
+    "maintenance:finish:after",
+    "claim",
+    "settle",
+)
+CHAOS_LOCATIONS = RAISE_LOCATIONS + MUTATION_LOCATIONS
+SEEDS = (7, 36, 1096, 2024, 4242, 90210)
 SETTLE_DEADLINE_S = 90
+PAUSE_REACH_S = 5
+"""How long a paused failpoint may wait to be hit before it is disarmed unhit."""
+SUBMIT_TRIES = 10
 
 Evidence = dict[str, Any]
 
@@ -66,14 +97,22 @@ def _hosts(prefix: str) -> list[str]:
     return sorted({f"{prefix}-host-{host}" for host in HOST_OF.values()})
 
 
-async def _submit(client: ThreadwardenClient, prefix: str, role: str, n: int) -> None:
-    await client.submit(
-        _threads(prefix)[role],
-        agent_id="scripted",
-        input=_script(role, n),
-        idempotency_key=f"{role}-{n}",
-        host_id=f"{prefix}-host-{HOST_OF[role]}",
-    )
+async def _submit(client: ThreadwardenClient, prefix: str, role: str, n: int) -> int:
+    """Submit as a client does: a failed submit is sent again with the same idempotency key
+    until a receipt comes back. Returns how many submits failed."""
+    for failed in range(SUBMIT_TRIES):
+        try:
+            await client.submit(
+                _threads(prefix)[role],
+                agent_id="scripted",
+                input=_script(role, n),
+                idempotency_key=f"{role}-{n}",
+                host_id=f"{prefix}-host-{HOST_OF[role]}",
+            )
+        except FailpointError:
+            continue
+        return failed
+    raise AssertionError(f"{role} #{n}: no receipt after {SUBMIT_TRIES} submits")
 
 
 def _interleaving(rng: random.Random) -> list[tuple[str, int]]:
@@ -140,8 +179,8 @@ async def _assert_ledger_invariants(client: ThreadwardenClient, prefix: str) -> 
         assert settled == [s.submission_id for s in status.submissions], thread
         record_ids = [r["record_id"] for r in records]
         assert len(record_ids) == len(set(record_ids)), f"{thread}: duplicate record ids"
-        # No allowed fault interrupts a claimed attempt, so nothing is ever claimed twice.
-        assert [s.attempts for s in status.submissions] == [1] * PER_THREAD, thread
+        # A fault at settle (or a paused, overtaken attempt) makes the head run again.
+        assert all(s.attempts >= 1 for s in status.submissions), thread
     for host in await _host_statuses(client, prefix):
         assert host.processed == host.dirty, host
         assert host.alarm_at is None, host
@@ -152,32 +191,90 @@ async def _assert_ledger_invariants(client: ThreadwardenClient, prefix: str) -> 
         assert host.binding_retries == [], host
 
 
-async def _chaos_run(
-    client: ThreadwardenClient, failpoints: Failpoints, prefix: str, seed: int
-) -> list[str]:
-    """Submit the workload under the seed's plan; return the plan (for failure messages)."""
-    rng = random.Random(seed)
-    hosts = _hosts(prefix)
-    plan: list[str] = []
+class _Chaos:
+    """One seed's plan, carried out against the test's worker and client."""
 
-    async def disturb(arm_chance: float, wake_chance: float) -> None:
+    def __init__(
+        self,
+        client: ThreadwardenClient,
+        failpoints: Failpoints,
+        temporal: Client,
+        prefix: str,
+        seed: int,
+    ) -> None:
+        self.client, self.failpoints, self.temporal = client, failpoints, temporal
+        self.prefix, self.rng = prefix, random.Random(seed)
+        self.hosts = _hosts(prefix)
+        self.plan: list[str] = []
+        self.refused = 0
+        self.overtaken = 0
+        self._overtakers: list[asyncio.Task[None]] = []
+        self._paused: set[str] = set()
+
+    async def run(self) -> None:
+        """Submit the workload under the seed's plan."""
+        await self._disturb(arm_chance=1.0, pause_chance=0.5, wake_chance=0.0)
+        for role, n in _interleaving(self.rng):
+            self.refused += await _submit(self.client, self.prefix, role, n)
+            self.plan.append(f"submit {role} #{n}")
+            await self._disturb(arm_chance=0.6, pause_chance=0.3, wake_chance=0.3)
+            await asyncio.sleep(self.rng.uniform(0, 0.15))  # let passes race the next admission
+        await self._disturb(arm_chance=1.0, pause_chance=0.5, wake_chance=0.5)
+        await asyncio.gather(*self._overtakers)
+
+    async def _disturb(self, *, arm_chance: float, pause_chance: float, wake_chance: float) -> None:
+        rng = self.rng
         if rng.random() < arm_chance:
             location, times = rng.choice(CHAOS_LOCATIONS), rng.randint(1, 2)
-            failpoints.arm(location, times=times)
-            plan.append(f"arm {location} x{times}")
+            self.failpoints.arm(location, times=times)
+            self.plan.append(f"arm {location} x{times}")
+        if rng.random() < pause_chance:
+            location = rng.choice(PAUSE_LOCATIONS)
+            if location not in self._paused:
+                self._paused.add(location)
+                self.failpoints.arm(location, pause=True, times=1)
+                self.plan.append(f"pause {location}")
+                self._overtakers.append(asyncio.ensure_future(self._overtake(location)))
         if rng.random() < wake_chance:
-            host = rng.choice(hosts)
-            await client.wake(host, reason="chaos")
-            plan.append(f"wake {host}")
+            host = rng.choice(self.hosts)
+            await self.client.wake(host, reason="chaos")
+            self.plan.append(f"wake {host}")
 
-    await disturb(arm_chance=1.0, wake_chance=0.0)
-    for role, n in _interleaving(rng):
-        await _submit(client, prefix, role, n)
-        plan.append(f"submit {role} #{n}")
-        await disturb(arm_chance=0.6, wake_chance=0.3)
-        await asyncio.sleep(rng.uniform(0, 0.15))  # let passes race the next admission
-    await disturb(arm_chance=1.0, wake_chance=0.5)
-    return plan
+    async def _epochs(self) -> dict[str, int]:
+        epochs = {}
+        for host in self.hosts:
+            with contextlib.suppress(NotFound):  # not admitted yet
+                epochs[host] = (await self.client.host_status(host)).pass_epoch
+        return epochs
+
+    async def _overtake(self, location: str) -> None:
+        """Once a pass is paused at ``location``: evict every host run, wait until a newer pass
+        began, then let the paused step go on (as a zombie of a terminated run)."""
+        try:
+            await self.failpoints.reached(location, timeout_s=PAUSE_REACH_S)
+        except TimeoutError:
+            self.failpoints.release(location)
+            self._paused.discard(location)
+            self.plan.append(f"pause {location} never reached")
+            return
+        epochs = await self._epochs()  # the hosts admitted so far
+        for host in epochs:
+            with contextlib.suppress(RPCError):  # a run that already ended
+                await self.temporal.get_workflow_handle(host_workflow_id(host)).terminate(
+                    reason="chaos: evicted mid-pass"
+                )
+        for host in epochs:
+            await self.client.wake(host, reason="chaos: new run")
+        await eventually(
+            self._epochs,
+            lambda now: all(now[host] > epoch for host, epoch in epochs.items()),
+            timeout_s=SETTLE_DEADLINE_S,
+            what=f"{self.prefix}: newer passes begun past the pause at {location}",
+        )
+        self.overtaken += 1
+        self.failpoints.release(location)
+        self._paused.discard(location)
+        self.plan.append(f"overtook and released {location}")
 
 
 async def _control(client: ThreadwardenClient, ids: str) -> dict[str, Evidence]:
@@ -190,20 +287,35 @@ async def _control(client: ThreadwardenClient, ids: str) -> dict[str, Evidence]:
     return await _evidence(client, prefix)
 
 
+@pytest.fixture
+async def temporal_client(connections: Connections) -> Client:
+    """A Temporal client on the session's dev server (to terminate host runs)."""
+    return await connect_temporal(connections.temporal_address, "default")
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 async def test_scenario_36_seeded_chaos_converges_to_the_control_evidence(
-    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str, seed: int
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    temporal_client: Client,
+    ids: str,
+    seed: int,
 ) -> None:
     control = await _control(client, ids)
     assert not failpoints.hits, "the control run must be uninterrupted"
     prefix = f"chaos{seed}-{ids}"
+    chaos = _Chaos(client, failpoints, temporal_client, prefix, seed)
     try:
-        plan = await _chaos_run(client, failpoints, prefix, seed)
+        await chaos.run()
         await _converged(client, prefix)
     finally:
-        for location in CHAOS_LOCATIONS:
-            failpoints.disarm(location)
+        failpoints.release_all()
     fired = dict(failpoints.hits)
-    assert fired, f"seed {seed}: no fault fired; plan {plan}"
+    report = (
+        f"seed {seed}: fired {fired}; refused submits {chaos.refused};"
+        f" overtaken pauses {chaos.overtaken}; plan {chaos.plan}"
+    )
+    assert fired, f"no fault fired; {report}"
     await _assert_ledger_invariants(client, prefix)
-    assert await _evidence(client, prefix) == control, f"seed {seed}: fired {fired}; plan {plan}"
+    assert await _evidence(client, prefix) == control, report
