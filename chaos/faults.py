@@ -4,7 +4,7 @@ Process faults are injected one at a time by `inject`: a worker SIGKILLed (and a
 started in its slot), PostgreSQL stopped with ``pg_ctl stop -m immediate`` and started again on
 its data dir after an outage, the Temporal server SIGKILLed and started again on its database
 file and port after an outage. Failpoints fire inside the workers (``THREADWARDEN_FAILPOINTS``);
-each one that fired failed a pass, which the workflow logs in one line naming the error.
+each one that fired failed a pass (or a lease renewal), logged in one line naming the error.
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ DEFAULT_FAILPOINTS = (
     "maintenance:begin:after=0.002,maintenance:finish:before=0.002"
 )
 """Failpoints armed in every worker (each incarnation with a seed of its own)."""
-FIRED_LINE = re.compile(r"pass failed on host \S+: .*?FailpointError: ([\w:-]+)")
-"""The workflow's log line for a pass that a failpoint failed (once per failure, not on replay)."""
+FIRED_LINES = (
+    re.compile(r"pass failed on host \S+: .*?FailpointError: ([\w:-]+)"),
+    re.compile(r"lease renewal of attempt \S+ failed, retrying: FailpointError\('([\w:-]+)'\)"),
+)
+"""A pass that a failpoint failed, in the workflow's log (once per failure, not on replay); a
+lease renewal that one failed (retried at the next interval, the pass goes on)."""
 
 
 def plan_faults(
@@ -66,7 +70,8 @@ def failpoints_fired(stderr_files: Sequence[Path]) -> dict[str, int]:
     for path in stderr_files:
         if path.exists():
             for line in path.read_text(errors="replace").splitlines():
-                match = FIRED_LINE.search(line)
-                if match:
-                    fired[match.group(1)] += 1
+                for pattern in FIRED_LINES:
+                    match = pattern.search(line)
+                    if match:
+                        fired[match.group(1)] += 1
     return dict(sorted(fired.items()))

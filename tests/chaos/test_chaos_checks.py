@@ -161,8 +161,11 @@ def test_failpoints_fired_counts_the_failed_passes_they_caused(tmp_path: Path) -
         " (FailpointError: attempt:append) ({'attempt': 1})\n"
         "2026-12-01 WARNING temporalio.workflow: pass failed on host h2: FailpointError: claim\n"
         "2026-12-01 WARNING temporalio.workflow: pass failed on host h3: OSError: gone\n"
+        "2026-12-01 WARNING temporalio.activity: lease renewal of attempt a1 failed, retrying:"
+        " FailpointError('attempt:renew') ({'attempt': 1})\n"
     )
-    assert failpoints_fired([log, tmp_path / "absent"]) == {"attempt:append": 1, "claim": 2}
+    fired = failpoints_fired([log, tmp_path / "absent"])
+    assert fired == {"attempt:append": 1, "attempt:renew": 1, "claim": 2}
 
 
 def test_flags_default_to_the_full_run_and_refuse_bad_values(tmp_path: Path) -> None:
