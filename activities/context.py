@@ -9,6 +9,7 @@ write is remembered as the attempt's `fault`, so it fails the pass (and is retri
 the handler catches it and returns `Failed`; once faulted, the context refuses further steps.
 """
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -110,7 +111,7 @@ class AttemptContext:
         self._attempts = attempts
         self._yield_after = yield_after
         self._failpoints = failpoints or Failpoints()
-        self.fault: Exception | None = None
+        self.fault: BaseException | None = None
         """The first failure of one of threadwarden's own writes (never a validation of the
         binding's arguments). It decides the attempt whatever the handler made of it."""
         self._journal = {(r.step, r.kind): r for r in claim.journal}
@@ -258,7 +259,9 @@ class AttemptContext:
             return await write()
         except InvalidInput:  # a value the binding passed: its own, deterministic mistake
             raise
-        except Exception as error:
+        except (Exception, asyncio.CancelledError) as error:
+            # A cancelled write (the handler's own timeout around it) may or may not have
+            # committed: a fault too, so the handler cannot go on past it.
             if self.fault is None:
                 self.fault = error
             raise

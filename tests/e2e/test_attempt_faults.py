@@ -128,6 +128,14 @@ async def _swallows_and_goes_on(ctx: AttemptContext) -> Outcome:
     return Completed()
 
 
+async def _times_out_its_write(ctx: AttemptContext) -> Outcome:
+    try:
+        await asyncio.wait_for(ctx.append("note", {"text": "done"}), 0.2)  # held by a pause
+    except TimeoutError:
+        return Failed("the ledger was slow")
+    return Completed()
+
+
 FIRST_CALLS: dict[str, tuple[Handler, bool, str]] = {
     # agent id: (first call, whether attempt:append fails it, the error the host records)
     "retryable": (_raises_retryable, False, "the binding raised Retryable"),
@@ -135,6 +143,7 @@ FIRST_CALLS: dict[str, tuple[Handler, bool, str]] = {
     "swallows": (_swallows_and_fails, True, "ConnectionDoesNotExistError"),
     "rethrows": (_swallows_and_raises_its_own, True, "ConnectionDoesNotExistError"),
     "goes-on": (_swallows_and_goes_on, True, "ConnectionDoesNotExistError"),
+    "times-out": (_times_out_its_write, True, "CancelledError"),
 }
 
 
@@ -152,7 +161,9 @@ async def test_attempt_infrastructure_error_never_settles_failed_whatever_the_bi
     calls: list[int] = []
     registry = default_registry()
     registry.register(Binding(agent_id, "d1", first_call_then_complete(calls, first)))
-    if faulted:
+    if agent_id == "times-out":
+        failpoints.arm("attempt:append", pause=True, times=1)  # outlasts the binding's timeout
+    elif faulted:
         failpoints.arm("attempt:append", raise_error=lost_connection(), times=1)
     failpoints.arm("maintenance:retry:after", pause=True)
     async with running_worker(settings, connections, registry, failpoints=failpoints):
