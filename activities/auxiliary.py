@@ -1,9 +1,14 @@
 """The auxiliary work of a pass: publication, message delivery, host waves, projection backfill.
 
 The workflow runs these beside the native work (SPEC §2 "auxiliary scope"). Each bounds
-itself: delivery by each claim's own deadline, a host wave by the plug-in's allowance, a
+itself: a delivery batch by each claim's own deadline, a host wave by the plug-in's allowance, a
 backfill batch by ``projection_timeout_ms``. Timeouts are persisted or silent, never failures;
 errors surface to the workflow, which fails the pass only after the native opportunity.
+
+A cancelled host wave is waited for until it has really ended (so that the workflow, which waits
+for the cancellation to complete, never starts the host's next wave beside it); the activity
+gives up on it only at its own start-to-close deadline or when the worker shuts down, and then
+the wave still guards its host on this worker: the host's next wave fails instead of overlapping.
 """
 
 import asyncio
@@ -19,12 +24,13 @@ from temporalio.client import Client
 
 from activities.errors import domain_errors
 from activities.wake import wake_host
-from ledger.messages import PERMANENT, DeliveryClaim, Messages
+from ledger.host_work import HostWork
+from ledger.messages import DELIVERY_BATCH, PERMANENT, DeliveryClaim, Messages
 from ledger.models import Receipt
 from ledger.projection import Projection
 from ledger.publication import Publications
 from threadwarden.failpoints import Failpoints
-from threadwarden.hosts import HostMaintenance
+from threadwarden.hosts import HostMaintenance, HostWaveStillRunning
 from workflows import contracts as c
 
 logger = logging.getLogger(__name__)
@@ -33,7 +39,7 @@ T = TypeVar("T")
 HEARTBEAT_EVERY_S = 1.0
 """How often a long auxiliary activity heartbeats (cancellation arrives with heartbeats)."""
 CANCEL_GRACE_S = 5.0
-"""How long a cancelled wave or delivery may take to stop before the activity gives up on it."""
+"""How long a cancelled delivery may take to stop before the activity gives up on it."""
 
 
 class AuxiliaryActivities:
@@ -46,16 +52,22 @@ class AuxiliaryActivities:
         messages: Messages,
         projection: Projection,
         host: HostMaintenance | None,
+        host_work: HostWork,
         client: Client,
         task_queue: str,
         failpoints: Failpoints,
         claim_timeout_ms: int,
         projection_timeout_ms: int,
+        delivery_batch: int = DELIVERY_BATCH,
     ) -> None:
         self._publications = publications
         self._messages = messages
         self._projection = projection
         self._host = host
+        self._host_work = host_work
+        self._waves: dict[str, asyncio.Task[bool]] = {}
+        """The running wave of each host on this worker (also one its activity gave up on)."""
+        self._delivery_batch = delivery_batch
         self._client = client
         self._task_queue = task_queue
         self._failpoints = failpoints
@@ -74,9 +86,15 @@ class AuxiliaryActivities:
     @activity.defn(name=c.DELIVER_MESSAGES)
     @domain_errors
     async def deliver_messages(self, step: c.DeliverInput) -> c.DeliverResult:
-        """Deliver the host's due messages, each bounded by its claim's deadline."""
+        """Deliver one batch of the host's due messages, each bounded by its claim's deadline.
+
+        The batch is the boundary at which delivery stops once the native work finished (the
+        workflow starts the next batch only before that); ``more`` says the batch was full.
+        """
         result = c.DeliverResult()
-        while datetime.now(UTC) < step.dispatch_until:
+        for _ in range(self._delivery_batch):
+            if datetime.now(UTC) >= step.dispatch_until:
+                break
             claim = await self._messages.claim_due(
                 step.host_id, claim_timeout_ms=self._claim_timeout_ms
             )
@@ -89,6 +107,8 @@ class AuxiliaryActivities:
                 result.rejected += 1
             else:
                 result.retried += 1
+        else:
+            result.more = True
         trace.get_current_span().set_attributes(
             {
                 "threadwarden.host_id": step.host_id,
@@ -136,14 +156,41 @@ class AuxiliaryActivities:
     @activity.defn(name=c.HOST_WAVE)
     @domain_errors
     async def host_wave(self, step: c.HostWaveInput) -> c.HostWaveResult:
-        """One wave of the host plug-in, heartbeating so that cancellation reaches it."""
+        """One wave of the host plug-in, heartbeating so that cancellation reaches it; first
+        taking the host's due work mark when asked (put back if the wave does not succeed)."""
+        running = self._waves.get(step.host_id)
+        if running is not None and not running.done():
+            raise HostWaveStillRunning(
+                f"host {step.host_id}: an earlier wave ignored its cancellation and still runs"
+                " on this worker; no wave starts beside it"
+            )
+        taken = await self._host_work.take_due(step.host_id) if step.take_host_work else None
         if self._host is None:
-            return c.HostWaveResult(more=False)
+            return c.HostWaveResult(more=False)  # a mark without a plug-in: nothing to run
         trace.get_current_span().set_attributes(
             {"threadwarden.host_id": step.host_id, "threadwarden.allowance_ms": step.allowance_ms}
         )
-        wave = self._host.wave(step.host_id, dispatch_until=step.dispatch_until)
-        return c.HostWaveResult(more=await _heartbeating(wave))
+        wave = asyncio.ensure_future(
+            self._host.wave(step.host_id, dispatch_until=step.dispatch_until)
+        )
+        self._waves[step.host_id] = wave
+        wave.add_done_callback(lambda done: self._forget(step.host_id, done))
+        try:
+            return c.HostWaveResult(more=await _outlasting(wave))
+        except BaseException:
+            if taken is not None:
+                await self._put_back(step.host_id, taken)
+            raise
+
+    def _forget(self, host_id: str, wave: asyncio.Task[bool]) -> None:
+        if self._waves.get(host_id) is wave:
+            del self._waves[host_id]
+
+    async def _put_back(self, host_id: str, taken: datetime) -> None:
+        try:
+            await self._host_work.put_back(host_id, taken)
+        except Exception as error:  # the plug-in's own pending deadline still joins the alarm
+            logger.warning("host %s: putting back its work mark failed: %r", host_id, error)
 
     @activity.defn(name=c.BACKFILL_PROJECTION)
     @domain_errors
@@ -188,8 +235,9 @@ async def _heartbeating(work: Awaitable[T]) -> T:
     finally:
         if not task.done():
             task.cancel()
-            # Bounded: a plug-in that swallows its cancellation must not hold the activity
-            # (and a worker's shutdown) forever.
+            # Bounded: a delivery stuck in a destination that swallows its cancellation must
+            # not hold the activity (and a worker's shutdown) forever; its claim's deadline
+            # makes the message due again.
             finished, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
             if finished:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -198,3 +246,40 @@ async def _heartbeating(work: Awaitable[T]) -> T:
                 logger.warning(
                     "auxiliary work ignored its cancellation for %s s; left behind", CANCEL_GRACE_S
                 )
+
+
+async def _outlasting(wave: asyncio.Task[bool]) -> bool:
+    """Await a host wave while heartbeating. When the activity is cancelled, cancel the wave
+    once and keep waiting (heartbeating) until it has ended; give up only at the activity's
+    start-to-close deadline or when the worker shuts down."""
+    try:
+        while True:
+            done, _ = await asyncio.wait({wave}, timeout=HEARTBEAT_EVERY_S)
+            if done:
+                return wave.result()
+            activity.heartbeat()
+    except asyncio.CancelledError:
+        await _until_ended(wave)
+        raise
+
+
+async def _until_ended(wave: asyncio.Task[bool]) -> None:
+    info = activity.info()
+    timeout = info.start_to_close_timeout
+    deadline = info.started_time + timeout if timeout else None
+    wave.cancel()
+    beats = 0
+    while not wave.done():
+        if activity.is_worker_shutdown() or (deadline and datetime.now(UTC) >= deadline):
+            logger.warning(
+                "a host wave ignored its cancellation until its activity's end; it still guards"
+                " its host on this worker"
+            )
+            return
+        # The SDK may cancel this activity again (its deadline passed): keep waiting.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({wave}, timeout=HEARTBEAT_EVERY_S)
+        beats += 1
+        activity.heartbeat(beats)  # the details count the beats spent waiting
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        wave.result()

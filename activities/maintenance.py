@@ -95,6 +95,7 @@ class MaintenanceActivities:
             projection_due=due.is_due(due.projection_due),
             projection_timeout_ms=self._limits.projection_timeout_ms,
             host_waves=self._host is not None,
+            host_work_due=due.is_due(due.host_work_due),
         )
         if self._host is not None:
             try:

@@ -1,7 +1,7 @@
-"""A host's auxiliary deadlines: when publication, message delivery and the projection backfill
-are next due. Each joins the host's alarm (the host plug-in's own deadline is added by the
-caller). Read with the host row in one statement: two index minimums and a column, so a
-caught-up pass stays O(1) in the ledger's size."""
+"""A host's auxiliary deadlines: when publication, message delivery, the projection backfill and
+marked host work are next due. Each joins the host's alarm (the host plug-in's own deadline is
+added by the caller). Read with the host row in one statement: two index minimums and two
+columns, so a caught-up pass stays O(1) in the ledger's size."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ DEADLINES = """
        (SELECT min(not_before) FROM threadwarden.messages m
          WHERE m.source_host_id = h.host_id AND m.state = 'pending') AS message_due,
        projection_due_at,
+       host_work_due_at,
        clock_timestamp() AS due_checked_at
 """
 """The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
@@ -29,6 +30,8 @@ class AuxiliaryDue(BaseModel):
     publication_due: datetime | None
     message_due: datetime | None
     projection_due: datetime | None
+    host_work_due: datetime | None = None
+    """Host work marked durably for the host plug-in (`ledger.host_work`)."""
     checked_at: datetime | None = None
     """Postgres' clock when they were read: "is it due" is decided on the clock that set them,
     so a skewed worker clock cannot make due work look early (and spin the alarm)."""
@@ -41,7 +44,13 @@ class AuxiliaryDue(BaseModel):
         """The combined deadline (epoch ms) the alarm must honour, with ``extra`` joined."""
         found = [
             to_ms(t)
-            for t in (self.publication_due, self.message_due, self.projection_due, extra)
+            for t in (
+                self.publication_due,
+                self.message_due,
+                self.projection_due,
+                self.host_work_due,
+                extra,
+            )
             if t is not None
         ]
         return min(found) if found else None
@@ -55,5 +64,6 @@ def auxiliary_due_of(row: asyncpg.Record | None) -> AuxiliaryDue:
         publication_due=row["publication_due"],
         message_due=row["message_due"],
         projection_due=row["projection_due_at"],
+        host_work_due=row["host_work_due_at"],
         checked_at=row["due_checked_at"],
     )

@@ -23,6 +23,11 @@ from ledger.pool import Connection
 from ledger.publication import RETRY_BASE_MS, RETRY_CAP_MS  # the outboxes back off alike
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
 
+DELIVERY_BATCH = 10
+"""Messages one delivery activity claims at most, one after another. The batch is where delivery
+stops once the pass's native work finished: the join of the running batch is bounded by the
+batch's claim deadlines, and what is left stays due (the pass's finish rearms for it)."""
+
 PERMANENT = (HostMismatch, IdempotencyConflict, InvalidInput)
 """Errors no retry can fix: the message is marked ``rejected`` (visible, never lost)."""
 

@@ -96,6 +96,8 @@ class AuxiliaryDueView(BaseModel):
     """The next message delivery (a claimed message: its claim deadline)."""
     projection: datetime | None
     """The projection backfill."""
+    host_work: datetime | None = None
+    """Host work marked for the host plug-in (`ThreadwardenClient.host_work_due`)."""
 
 
 class HostStatus(BaseModel):

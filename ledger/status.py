@@ -69,6 +69,7 @@ class StatusReader:
             publication=fields.pop("publication_due"),
             message=fields.pop("message_due"),
             projection=fields.pop("projection_due_at"),
+            host_work=fields.pop("host_work_due_at"),
         )
         fields["retry"] = (
             None

@@ -25,7 +25,7 @@ from threadwarden.errors import (
     StalePass,
     ThreadwardenError,
 )
-from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance
+from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance, HostWaveStillRunning
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "Failed",
     "HostAllowanceInvalid",
     "HostMaintenance",
+    "HostWaveStillRunning",
     "HostMismatch",
     "IdempotencyConflict",
     "InvalidInput",

@@ -6,9 +6,17 @@ native work is still running and the plug-in reports more to do. The plug-in dec
 *whole-wave allowance*, ``dispatch_timeout_ms``; it is validated each time a pass runs (an
 integer in 1..300,000). A wave is admitted only if the allowance fits before the pass's
 ``dispatch_until``; once the native work finishes, the running wave is joined for at most
-min(allowance, time left before ``dispatch_until``) and then cancelled. A timeout is not a
-failure; a wave that raises fails the pass, after the native opportunity. The plug-in's
-``pending_deadline`` joins the host's alarm.
+min(allowance, time left before ``dispatch_until``) and then cancelled; the pass waits until the
+cancelled wave has ended (two waves of a host never overlap), at most until the wave's activity
+times out (``dispatch_until`` + 10 s), after which the host's next wave on that worker fails
+with `HostWaveStillRunning` while the old one runs. A timeout is not a failure; a wave that
+raises fails the pass, after the native opportunity. The plug-in's ``pending_deadline`` joins
+the host's alarm.
+
+New host work is recorded durably with ``ThreadwardenClient.host_work_due(host_id, at)``: a mark
+on the host row armed with the alarm in one statement (the host is not made dirty), so it gets
+its wave even when the wake is lost. The first wave of a pass that finds the mark due takes it;
+a wave that fails or is cut off puts it back.
 """
 
 from datetime import datetime
@@ -56,3 +64,8 @@ def validate_allowance(value: object) -> int:
     ):
         return int(value)
     raise HostAllowanceInvalid(f"{ALLOWANCE_ERROR}: {ALLOWANCE_EXPECTED} (got {value!r})")
+
+
+class HostWaveStillRunning(ThreadwardenError):
+    """A wave of the host ignored its cancellation and still runs on this worker: no new wave
+    of that host starts beside it (the pass fails and is retried with durable backoff)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Sequence
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -12,6 +13,7 @@ from temporalio.client import Client
 
 from activities.wake import wake_host
 from ledger.admission import Admissions
+from ledger.host_work import HostWork
 from ledger.messages import Message, Messages
 from ledger.models import HostStatus, Receipt, ThreadStatus
 from ledger.operator import Operator, OperatorResult, Resolution
@@ -58,6 +60,7 @@ class ThreadwardenClient:
             pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
         )
         self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
+        self._host_work = HostWork(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -189,6 +192,18 @@ class ThreadwardenClient:
         validate_id("host", host_id)
         await self._projection.rebuild(host_id)
         await self.wake(host_id, reason="projection")
+
+    async def host_work_due(self, host_id: str, at: datetime | None = None) -> None:
+        """Record durably that the host plug-in has work for ``host_id`` at ``at`` (now if None;
+        timezone-aware).
+
+        The host's alarm is armed in the same statement, without making the host dirty, so the
+        work gets its wave even when the wake that follows is lost. Raises `NotFound` for an
+        unknown host.
+        """
+        validate_id("host", host_id)
+        if await self._host_work.mark_due(host_id, at):
+            await self.wake(host_id, reason="host-work")
 
     async def host_status(self, host_id: str) -> HostStatus:
         validate_id("host", host_id)

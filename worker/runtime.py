@@ -25,6 +25,7 @@ from activities.pass_steps import PassSteps
 from activities.sweep import SweepActivities
 from ledger.admission import Admissions
 from ledger.attempts import Attempts
+from ledger.host_work import HostWork
 from ledger.maintenance import Maintenance
 from ledger.messages import Messages
 from ledger.migrations import verify
@@ -170,6 +171,7 @@ def build_worker(
         messages=Messages(pool, admissions),
         projection=Projection(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
         host=host,
+        host_work=HostWork(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay),
         client=client,
         task_queue=settings.task_queue,
         failpoints=failpoints,

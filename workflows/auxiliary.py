@@ -1,12 +1,18 @@
 """The auxiliary scope of a pass: work that shares the host's alarm besides the native attempt.
 
-Started right after begin, beside the native work: message delivery (bounded by each claim's
-own deadline), the host plug-in's waves (bounded by its declared allowance) and one projection
-backfill batch (bounded by the projection timeout). `finish` is the brief's ``finishAuxiliary``:
-it closes admission of new waves, joins the running wave for at most min(allowance, time left
-before ``dispatch_until``) and cancels it after that (not a failure), then joins the rest; the
-first failure fails the pass, which by then has had its native opportunity. `close` cancels
-whatever is left (the pass failed or hit its deadline).
+Started right after begin, beside the native work: message delivery (batches, each bounded by
+its claims' own deadlines), the host plug-in's waves (bounded by its declared allowance) and one
+projection backfill batch (bounded by the projection timeout). `finish` is the brief's
+``finishAuxiliary``: it closes admission of new delivery batches and waves (the one running
+finishes; what is left stays due), joins the running wave for at most `host_join_bound` and
+cancels it after that (not a failure), then joins the rest; the first failure fails the pass,
+which by then has had its native opportunity. `close` cancels whatever is left (the pass failed
+or hit its deadline).
+
+Delivery batches and waves are cancelled with WAIT_CANCELLATION_COMPLETED, so the scope is
+closed only once they are gone: a cut-off wave that swallows its cancellation holds the pass
+until it ends, at most until its activity's start-to-close (``dispatch_until`` + `AUX_GRACE`),
+and never overlaps the next pass's first wave.
 """
 
 import asyncio
@@ -24,12 +30,16 @@ from workflows import contracts as c
 
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 AUX_HEARTBEAT = timedelta(seconds=10)
-# Delivery and waves are cancelled with WAIT_CANCELLATION_COMPLETED: the scope is closed only
-# once they are gone (a cut-off wave never overlaps the next pass's first one).
 """Heartbeat timeout of delivery and host waves: a dead worker is noticed this fast."""
 AUX_GRACE = timedelta(seconds=10)
 """Start-to-close slack beyond each auxiliary activity's own bound."""
 MIN_JOIN = timedelta(milliseconds=1)
+
+
+def host_join_bound(allowance_ms: int, dispatch_until: datetime, now: datetime) -> timedelta:
+    """How long ``finishAuxiliary`` waits for the running wave: min(allowance,
+    max(1 ms, dispatch_until − now))."""
+    return min(timedelta(milliseconds=allowance_ms), max(dispatch_until - now, MIN_JOIN))
 
 
 class AuxiliaryScope:
@@ -49,11 +59,13 @@ class AuxiliaryScope:
     @staticmethod
     def none_due(plan: c.AuxiliaryPlan) -> bool:
         """Nothing would be started beside the native work."""
-        return not (plan.host_waves or plan.messages_due or plan.projection_due)
+        return not (
+            plan.host_waves or plan.host_work_due or plan.messages_due or plan.projection_due
+        )
 
     def start(self) -> None:
         """Fork the due work; nothing here can fail the pass before its native opportunity."""
-        if self._plan.host_waves:
+        if self._plan.host_waves or self._plan.host_work_due:
             self._host = self._fork(self._host_waves())
         if self._plan.messages_due:
             self._others.append(self._fork(self._deliver()))
@@ -66,14 +78,13 @@ class AuxiliaryScope:
         return self._host is None and not self._others
 
     async def finish(self) -> None:
-        """Close wave admission, join the host bounded, join the rest; the first failure
-        raises (after every task is done or cancelled)."""
+        """Close admission of new waves and delivery batches, join the host bounded, join the
+        rest; the first failure raises (after every task is done or cancelled)."""
         self._source_finished = True
         if self._host is not None and not self._host.done():
-            allowance = timedelta(milliseconds=self._plan.host_allowance_ms or 1)
-            left = max(self._dispatch_until - workflow.now(), MIN_JOIN)
-            bound = min(allowance, left).total_seconds()
-            done, _ = await workflow.wait([self._host], timeout=bound)
+            allowance = self._plan.host_allowance_ms or 1
+            bound = host_join_bound(allowance, self._dispatch_until, workflow.now())
+            done, _ = await workflow.wait([self._host], timeout=bound.total_seconds())
             if not done:
                 workflow.logger.info("host waves of %s cut off at their bound", self._step.host_id)
                 self.host_timed_out = True
@@ -97,8 +108,10 @@ class AuxiliaryScope:
             raise ApplicationError(
                 self._plan.host_allowance_error, type="HostAllowanceInvalid", non_retryable=True
             )
-        assert self._plan.host_allowance_ms is not None
-        allowance = timedelta(milliseconds=self._plan.host_allowance_ms)
+        # Without a plug-in (a mark of host work is due), one wave only takes the mark.
+        allowance_ms = self._plan.host_allowance_ms or 1
+        allowance = timedelta(milliseconds=allowance_ms)
+        take = self._plan.host_work_due
         first = True
         # One initial wave always; further waves only while the native work runs.
         while first or not self._source_finished:
@@ -110,7 +123,8 @@ class AuxiliaryScope:
                 c.HostWaveInput(
                     host_id=self._step.host_id,
                     dispatch_until=self._dispatch_until,
-                    allowance_ms=self._plan.host_allowance_ms,
+                    allowance_ms=allowance_ms,
+                    take_host_work=take,
                 ),
                 result_type=c.HostWaveResult,
                 start_to_close_timeout=max(self._dispatch_until - workflow.now(), allowance)
@@ -119,19 +133,30 @@ class AuxiliaryScope:
                 retry_policy=ONE_ATTEMPT,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
+            take = False
             if not result.more:
                 return
 
     async def _deliver(self) -> None:
-        await workflow.execute_activity(
-            c.DELIVER_MESSAGES,
-            c.DeliverInput(host_id=self._step.host_id, dispatch_until=self._dispatch_until),
-            result_type=c.DeliverResult,
-            start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN) + AUX_GRACE,
-            heartbeat_timeout=AUX_HEARTBEAT,
-            retry_policy=ONE_ATTEMPT,
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-        )
+        # One batch always; further batches only while the native work runs. Messages left
+        # due keep the host's alarm armed (the finish reads their deadline).
+        first = True
+        while first or not self._source_finished:
+            if not first and workflow.now() >= self._dispatch_until:
+                return
+            first = False
+            result = await workflow.execute_activity(
+                c.DELIVER_MESSAGES,
+                c.DeliverInput(host_id=self._step.host_id, dispatch_until=self._dispatch_until),
+                result_type=c.DeliverResult,
+                start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN)
+                + AUX_GRACE,
+                heartbeat_timeout=AUX_HEARTBEAT,
+                retry_policy=ONE_ATTEMPT,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            )
+            if not result.more:
+                return
 
     async def _backfill(self) -> None:
         await workflow.execute_local_activity(

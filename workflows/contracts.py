@@ -91,6 +91,8 @@ class AuxiliaryPlan(BaseModel):
     """The plug-in's validated whole-wave allowance."""
     host_allowance_error: str | None = None
     """Why the declared allowance is invalid (the host fiber fails with it)."""
+    host_work_due: bool = False
+    """Host work marked durably (`hosts.host_work_due_at`) has come: the first wave takes it."""
 
 
 class BeginPassResult(BaseModel):
@@ -226,6 +228,8 @@ class DeliverResult(BaseModel):
     delivered: int = 0
     retried: int = 0
     rejected: int = 0
+    more: bool = False
+    """The batch was full: more messages may be due (delivered by the next batch or pass)."""
 
 
 class HostWaveInput(BaseModel):
@@ -233,6 +237,8 @@ class HostWaveInput(BaseModel):
     dispatch_until: datetime
     allowance_ms: int
     """The validated whole-wave allowance (recorded on the wave's span)."""
+    take_host_work: bool = False
+    """Take the host's due work mark before the wave (put back if the wave fails)."""
 
 
 class HostWaveResult(BaseModel):

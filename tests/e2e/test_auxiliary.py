@@ -4,20 +4,24 @@ required-publication gate (34) and one projection batch per pass, only when due 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from tests.helpers.checks import assert_settled_once, converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
+from worker.runtime import Connections, connect_temporal, running_worker
 from worker.settings import Settings
+from workflows import contracts as c
 
 
 @pytest.fixture
@@ -96,40 +100,122 @@ async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
             lambda cancelled: cancelled >= host.waves[ids],
             what="every hung wave cancelled",
         )
-        assert host.waves[ids] >= 1
+        handle = await _host_workflow(settings, connections, ids)
+        await eventually(
+            handle.describe,
+            lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
+            what="the host's run completed",
+        )
+        status = await handle.query(c.STATUS_QUERY, result_type=c.HostStatus)
+        assert status.last_pass is not None and status.last_pass.host_timed_out
+        assert status.last_pass.outcome != "failed"
+        # Each pass joined its hung wave on a timer of min(allowance, dispatch_until - now) —
+        # the allowance here, the pass deadline being minutes away — then cancelled it.
+        timers, cancelled_waves = await _joins(handle)
+        assert timers.count(timedelta(milliseconds=500)) == cancelled_waves == host.waves[ids]
+        assert all(t == timedelta(milliseconds=500) or t > timedelta(minutes=1) for t in timers)
+
+
+async def _host_workflow(
+    settings: Settings, connections: Connections, host_id: str
+) -> WorkflowHandle[Any, Any]:
+    temporal = await connect_temporal(connections.temporal_address, settings.temporal_namespace)
+    return temporal.get_workflow_handle(c.host_workflow_id(host_id))
+
+
+async def _joins(handle: WorkflowHandle[Any, Any]) -> tuple[list[timedelta], int]:
+    """The run's timers (their durations) and how many host waves it cancelled."""
+    timers: list[timedelta] = []
+    waves: set[int] = set()
+    cancelled = 0
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            timers.append(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name == c.HOST_WAVE:
+                waves.add(event.event_id)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED:
+            scheduled = event.activity_task_cancel_requested_event_attributes.scheduled_event_id
+            cancelled += scheduled in waves
+    return timers, cancelled
 
 
 class StubbornHost(FakeHost):
-    """A host plug-in whose waves swallow their cancellation and run on until ``stop``."""
+    """A host plug-in whose waves swallow their cancellation and run on until ``stop``; it
+    counts the waves running at once and logs wave starts, ends and the finishes' deadline
+    reads."""
 
     def __init__(self, allowance: object) -> None:
         super().__init__(allowance)
         self.stop = asyncio.Event()
+        self.running = 0
+        self.most_running = 0
+        self.events: list[str] = []
 
     async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
         self.waves[host_id] = self.waves.get(host_id, 0) + 1
-        while not self.stop.is_set():
-            try:
-                await self.stop.wait()
-            except asyncio.CancelledError:
-                self.cancelled += 1  # and carry on regardless
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        self.events.append("start")
+        try:
+            while not self.stop.is_set():
+                try:
+                    await self.stop.wait()
+                except asyncio.CancelledError:
+                    self.cancelled += 1  # and carry on regardless
+        finally:
+            self.running -= 1
+            self.events.append("end")
         return False
 
+    async def pending_deadline(self, host_id: str) -> datetime | None:
+        self.events.append("finish")  # read by every finish (and failure rearm) of a pass
+        return self.deadline
 
-async def test_a_wave_that_swallows_its_cancellation_is_left_behind_and_the_pass_succeeds(
+
+async def test_a_wave_that_swallows_its_cancellation_holds_the_pass_and_never_overlaps(
     settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
 ) -> None:
     host = StubbornHost(300)
     try:
         async with running_worker(settings, connections, host=host):
-            await client.submit(ids, agent_id="scripted", input=say("not held up"))
+            await client.submit(ids, agent_id="scripted", input=say("first"))
             await settled(client, ids, 1)
-            row = await converged(client, ids)  # the passes ended although no wave did
+            await eventually(
+                lambda: asyncio.sleep(0, host.cancelled), bool, what="the wave cut off"
+            )
+            handle = await _host_workflow(settings, connections, ids)
+            # The cancelled wave's activity keeps waiting for it (heartbeating, each beat
+            # counted in its details) instead of leaving it behind...
+            await eventually(
+                lambda: _beats_waiting(handle),
+                lambda beats: beats >= 3,
+                what="the wave's activity waiting for the cancelled wave",
+            )
+            await client.submit(ids, agent_id="scripted", input=say("second"))  # a wake
+            # ... and the pass waits for it: no finish, no second wave.
+            assert host.events == ["start"]
+            assert (await client.thread_status(ids)).submissions[1].state != "settled"
+            host.stop.set()
+            await settled(client, ids, 2)
+            row = await converged(client, ids)
             assert row.last_error is None and row.retry is None
-            assert host.cancelled >= 1
-        # Getting here means the worker stopped too: its activities gave up on the waves.
+        assert host.most_running == 1
+        assert host.events[:3] == ["start", "end", "finish"]
+        assert host.waves[ids] >= 2
     finally:
         host.stop.set()
+
+
+async def _beats_waiting(handle: WorkflowHandle[Any, Any]) -> int:
+    """Heartbeats of the host wave activity spent waiting for its cancelled wave."""
+    described = await handle.describe()
+    for pending in described.raw_description.pending_activities:
+        payloads = pending.heartbeat_details.payloads
+        if pending.activity_type.name == c.HOST_WAVE and payloads:
+            return int(json.loads(payloads[0].data))
+    return 0
 
 
 async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_deadline(

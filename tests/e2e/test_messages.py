@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 
 from ledger.admission import Admissions
-from ledger.messages import Message, Messages
-from tests.helpers.checks import assert_settled_once, converged, say
+from ledger.messages import DELIVERY_BATCH, Message, Messages
+from tests.helpers.checks import assert_settled_once, converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden.failpoints import Failpoints
@@ -191,3 +191,42 @@ async def test_message_rejected_when_the_destination_is_on_another_host(
     assert message.last_error is not None and "belongs to host" in message.last_error
     host = await converged(client, source)  # a rejected message leaves no deadline behind
     assert host.auxiliary_due is not None and host.auxiliary_due.message is None
+
+
+async def test_message_backlog_does_not_hold_the_native_finish(
+    worker: None,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    failpoints: Failpoints,
+    ids: str,
+) -> None:
+    """Delivery stops at its next batch once the native work finished: the pass finishes after
+    the running batch, later passes deliver the rest, each message exactly once."""
+    destination, backlog = f"{ids}-d", DELIVERY_BATCH + 3
+    await client.submit(ids, agent_id="scripted", input=say("first"))
+    await settled(client, ids, 1)
+    await converged(client, ids)
+    # The destination lives on the same host, so no other host's pass reaches a failpoint.
+    await pool.executemany(
+        "INSERT INTO threadwarden.messages (message_id, source_host_id, source_thread_id,"
+        " source_submission_id, destination_thread_id, destination_host_id, agent_id, input)"
+        " VALUES ($1, $2, $2, 'sub_x', $3, $2, 'scripted', $4)",
+        [(f"msg_{ids}_{n:02d}", ids, destination, say(f"m{n}")) for n in range(backlog)],
+    )
+    failpoints.arm("delivery:accept", pause=True, times=1)  # a slow first delivery
+    failpoints.arm("maintenance:finish:before", pause=True, times=1)
+    await client.submit(ids, agent_id="scripted", input=say("second"))
+    await failpoints.reached("delivery:accept")
+    await settled(client, ids, 2)  # the native work finished while the batch was running
+    failpoints.release("delivery:accept")
+    await failpoints.reached("maintenance:finish:before")
+    rows = await message_rows(pool, ids)
+    assert [r["state"] for r in rows].count("delivered") == DELIVERY_BATCH
+    failpoints.release("maintenance:finish:before")
+    status = await assert_settled_once(client, destination, backlog)
+    rows = await message_rows(pool, ids)
+    assert {r["state"] for r in rows} == {"delivered"}
+    assert {r["attempts"] for r in rows} == {1}
+    accepted = {r["destination_submission_id"] for r in rows}
+    assert accepted == {s.submission_id for s in status.submissions}
+    await converged(client, ids)
