@@ -34,25 +34,30 @@ from threadwarden.errors import (
     AbortRequested,
     BindingDigestMismatch,
     BindingUnavailable,
+    InvalidInput,
     StalePass,
 )
 from threadwarden.failpoints import Failpoints
-from threadwarden.validation import canonical_json
+from threadwarden.validation import validate_input
 from workflows import contracts as c
 
 
 def _checked(outcome: object) -> Outcome:
     """Turn an outcome that cannot be recorded into a recordable failure (never a retry loop)."""
-    if isinstance(outcome, Failed | Yielded):
+    if isinstance(outcome, Yielded):
         return outcome
+    if isinstance(outcome, Failed):
+        # A reason Postgres cannot store (a NUL, a lone surrogate) would fail every pass.
+        reason = str(outcome.reason).replace("\x00", "\\0")
+        return Failed(reason.encode("utf-8", "replace").decode())
     if not isinstance(outcome, Completed):
         return Failed(
             f"binding returned {type(outcome).__name__}, expected Completed, Failed or Yielded"
         )
     try:
-        canonical_json(outcome.result)
-    except (TypeError, ValueError):
-        return Failed("binding result: expected a JSON value")
+        validate_input("result", outcome.result)
+    except InvalidInput as error:
+        return Failed(f"binding {error}")
     return outcome
 
 

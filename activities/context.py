@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import asyncpg
 from temporalio import activity
 
 from ledger.attempts import Attempts, Claim
@@ -83,13 +82,12 @@ INFRASTRUCTURE: tuple[type[BaseException], ...] = (
     AttemptFaulted,
     PoolExhausted,
     FailpointError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    OSError,  # connection errors and TimeoutError are OSErrors
 )
-"""Errors that fail the pass instead of settling the submission ``failed``, whoever raised
-them: the binding's explicit `Retryable`, and ledger, driver, pool, network and injected
-faults."""
+"""Errors that fail the pass instead of settling the submission ``failed`` even when the
+handler raises them itself: the binding's explicit `Retryable`, and threadwarden's own
+(pool, injected) faults. Any error of the context's own writes fails the pass through the
+context's remembered fault; the handler's own network or database errors are its own verdict
+(`Retryable` asks for a retry)."""
 
 
 def _record(record: HistoryRecord) -> ThreadRecord:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.polling import eventually
-from threadwarden import AttemptContext, Binding, Completed, Outcome
+from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome
 from worker.client import ThreadwardenClient
 from worker.runtime import Connections, default_registry, running_worker
 from worker.settings import Settings
@@ -31,6 +31,18 @@ async def _raises(_: AttemptContext) -> Outcome:
     raise ValueError("model exploded")
 
 
+async def _raises_its_own_network_error(_: AttemptContext) -> Outcome:
+    raise ConnectionError("model endpoint unreachable")  # its own call: its own verdict
+
+
+async def _unstorable_result(_: AttemptContext) -> Outcome:
+    return Completed({"text": "nul\x00byte"})
+
+
+async def _unstorable_reason(_: AttemptContext) -> Outcome:
+    return Failed("nul\x00byte")
+
+
 async def _returns_none(_: AttemptContext) -> Any:
     return None
 
@@ -43,6 +55,9 @@ BINDINGS = {
     "unjsonable": (_unjsonable, "binding result: expected a JSON value"),
     "reserved": (_reserved_kind, "binding raised InvalidInput: kind: expected a record kind other"),
     "raises": (_raises, "binding raised ValueError: model exploded"),
+    "nul-result": (_unstorable_result, "binding result.text: expected"),
+    "nul-reason": (_unstorable_reason, "nul\\0byte"),
+    "network": (_raises_its_own_network_error, "binding raised ConnectionError"),
     "returns-none": (
         _returns_none,
         "binding returned NoneType, expected Completed, Failed or Yielded",

@@ -101,10 +101,6 @@ async def _raises_retryable(_: AttemptContext) -> Outcome:
     raise Retryable("model endpoint rate-limited")
 
 
-async def _raises_connection_error(_: AttemptContext) -> Outcome:
-    raise ConnectionError("model endpoint unreachable")
-
-
 async def _swallows_and_fails(ctx: AttemptContext) -> Outcome:
     try:
         await ctx.append("note", {"text": "done"})
@@ -139,7 +135,6 @@ async def _times_out_its_write(ctx: AttemptContext) -> Outcome:
 FIRST_CALLS: dict[str, tuple[Handler, bool, str]] = {
     # agent id: (first call, whether attempt:append fails it, the error the host records)
     "retryable": (_raises_retryable, False, "the binding raised Retryable"),
-    "network": (_raises_connection_error, False, "the binding raised ConnectionError"),
     "swallows": (_swallows_and_fails, True, "ConnectionDoesNotExistError"),
     "rethrows": (_swallows_and_raises_its_own, True, "ConnectionDoesNotExistError"),
     "goes-on": (_swallows_and_goes_on, True, "ConnectionDoesNotExistError"),
