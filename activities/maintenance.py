@@ -9,6 +9,7 @@ from activities.errors import domain_errors
 from activities.pass_steps import PassSteps
 from ledger.deadlines import AuxiliaryDue
 from ledger.maintenance import Maintenance
+from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import (
     ALLOWANCE_ERROR,
@@ -73,6 +74,8 @@ class MaintenanceActivities:
                 native = await self._steps.prepare_native(
                     step.host_id, begun.epoch, step.now, begun.view
                 )
+            except StalePass:
+                raise  # a newer pass took over: nothing to rearm (its rearm would be fenced)
             except Exception as failure:  # begin committed: the pass fails, its retry is recorded
                 activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
                 native = c.NativePlan(error=_describe(failure))
