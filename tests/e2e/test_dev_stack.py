@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.polling import eventually
 
 CLI = [sys.executable, "-m", "worker.cli"]
@@ -27,6 +29,9 @@ async def _cli(data_dir: Path, *argv: str) -> tuple[int, str]:
     return process.returncode, out.decode()
 
 
+@pytest.mark.no_ledger_check(
+    reason="the ledger is the dev stack's own database, gone when it stops"
+)
 async def test_dev_stack_serves_submit_and_status_from_the_same_folder(tmp_path: Path) -> None:
     data_dir = tmp_path / "tw"
     dev = await asyncio.create_subprocess_exec(

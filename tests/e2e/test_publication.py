@@ -45,6 +45,7 @@ async def test_publication_every_record_reaches_the_sinks_in_order(
     # Exactly as received: every record once, in sequence order (no gap, duplicate or swap).
     got = [(r.thread_id, r.sequence, r.kind) for r in sink.published]
     assert got == [(ids, r["sequence"], r["kind"]) for r in records]
+    assert got == [(ids, n, kind) for n, kind in enumerate(["message", "settlement"] * 3, 1)]
 
 
 async def test_publication_a_failing_sink_backs_off_then_catches_up(

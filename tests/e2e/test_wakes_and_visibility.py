@@ -2,16 +2,93 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
-from temporalio.client import WorkflowExecutionStatus
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from ledger.admission import Admissions
+from ledger.pool import create_pool
+from tests.helpers.checks import assert_settled_once, converged, say
 from tests.helpers.polling import eventually
+from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal
-from workflows.contracts import host_workflow_id
+from worker.runtime import Connections, build_worker, connect_temporal, default_registry
+from worker.settings import Settings, worker_capacity
+from workflows.contracts import host_workflow_id, sweeper_workflow_id
+
+
+@contextlib.asynccontextmanager
+async def worker_without_sweeper(
+    settings: Settings, connections: Connections, failpoints: Failpoints
+) -> AsyncIterator[Client]:
+    """`running_worker` minus the sweeper: with no sweeper on the task queue, nothing but a host
+    workflow's own timer acts on a durable alarm. Yields the worker's Temporal client."""
+    pool = await create_pool(connections.database_url, max_size=worker_capacity(settings).pool_size)
+    try:
+        temporal = await connect_temporal(connections.temporal_address, "default")
+        worker = build_worker(temporal, pool, settings, default_registry(), failpoints)
+        async with worker:
+            try:
+                yield temporal
+            finally:
+                failpoints.release_all()
+    finally:
+        await pool.close()
+
+
+async def signals_received(temporal: Client, workflow_id: str) -> int:
+    """Wake signals delivered to every run of ``workflow_id``."""
+    count = 0
+    async for run in temporal.list_workflows(f"WorkflowId = '{workflow_id}'"):
+        handle = temporal.get_workflow_handle(workflow_id, run_id=run.run_id)
+        async for event in handle.fetch_history_events():
+            count += event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    return count
+
+
+async def test_a_mutation_racing_a_pass_converges_without_a_signal_or_the_sweeper(
+    settings: Settings,
+    connections: Connections,
+    failpoints: Failpoints,
+    client: ThreadwardenClient,
+    ids: str,
+) -> None:
+    """The lost-wake race, forced: a submit lands while a caught-up pass runs. Begin pre-armed
+    the alarm, so the submit sends no wake (the pass is to see it); the finish must keep the
+    alarm for the generation it did not observe, and the run's own timer must serve it. With
+    no sweeper and no signal, a finish that let the alarm go would strand the submission."""
+    async with worker_without_sweeper(settings, connections, failpoints) as temporal:
+        with pytest.raises(RPCError) as absent:
+            await temporal.get_workflow_handle(sweeper_workflow_id(settings.task_queue)).describe()
+        assert absent.value.status == RPCStatusCode.NOT_FOUND
+        await client.submit(ids, agent_id="scripted", input=say("first"))
+        await assert_settled_once(client, ids, 1)
+        await converged(client, ids)
+        handle = temporal.get_workflow_handle(host_workflow_id(ids))
+        await eventually(
+            handle.describe,
+            lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
+            what="the idle host's run completed",
+        )
+
+        failpoints.arm("maintenance:finish:before", pause=True)
+        await client.wake(ids, reason="test")  # a new run: one caught-up pass, paused
+        await failpoints.reached("maintenance:finish:before")
+        raced = await client.submit(ids, agent_id="scripted", input=say("raced"))
+        assert raced.created and not raced.wake  # the begin's pre-arm is earlier: no signal
+        failpoints.release("maintenance:finish:before")
+
+        status = await assert_settled_once(client, ids, 2)
+        assert status.submissions[1].submission_id == raced.submission_id
+        await converged(client, ids)
+        # The first submit's wake and the test's; the raced admission signalled nothing.
+        assert await signals_received(temporal, host_workflow_id(ids)) == 2
 
 
 async def test_sweeper_processes_a_mutation_whose_signal_was_lost(

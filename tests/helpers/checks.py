@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections import Counter
 from typing import Any
 
 import asyncpg
 
-from ledger.models import HostStatus, ThreadStatus
+from ledger.models import STABLE_WAITS, HostStatus, ThreadStatus
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
@@ -100,9 +102,137 @@ async def recorded_once(
     assert [s.outcome for s in status.submissions] == outcomes
     records = await client.records(thread)
     settlements = [r["submission_id"] for r in records if r["kind"] == "settlement"]
+    # Once each; the order is the ledger check's (an abort may settle a follower first).
     assert sorted(settlements) == sorted(s.submission_id for s in status.submissions)
     assert len({r["record_id"] for r in records}) == len(records)
     assert [r["sequence"] for r in records] == list(range(1, len(records) + 1))
     epochs = [r["epoch"] for r in records]
     assert epochs == sorted(epochs), f"record epochs out of order: {epochs}"
     return records
+
+
+# --- the brief's §5 preamble over a whole test database ---------------------------------------
+
+_LEDGER_SUBMISSIONS = """
+SELECT s.submission_id, s.thread_id, s.sequence, s.state, s.outcome, t.host_id
+  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+ ORDER BY s.thread_id, s.sequence
+"""
+_LEDGER_RECORDS = """
+SELECT thread_id, sequence, record_id, submission_id, kind, epoch
+  FROM threadwarden.records ORDER BY thread_id, sequence
+"""
+_LEDGER_THREADS = """
+SELECT thread_id, host_id, next_sequence, next_record, producer_epoch FROM threadwarden.threads
+"""
+_LEDGER_HOSTS = """
+SELECT host_id, dirty, processed, nonterminal, alarm_at, binding_retries FROM threadwarden.hosts
+"""
+
+
+async def ledger_violations(conn: asyncpg.Connection[Any]) -> list[str]:
+    """Every breach of the brief's §5 preamble in the whole database, one line each.
+
+    One settlement per submission (none while unsettled); FIFO per thread (settlements in queue
+    order; an abort may settle a queued follower before its head); record ids unique; record
+    and submission sequences contiguous per thread; record epochs monotone and never above the
+    thread's producer epoch; nothing lost: each thread's head is settled or sits in an honest
+    wait (suspended, unknown, or a binding retry with the alarm armed), else its host keeps
+    ``dirty > processed`` and an armed alarm; a caught-up host's ``nonterminal`` counts its
+    unsettled submissions.
+    """
+    subs = [dict(r) for r in await conn.fetch(_LEDGER_SUBMISSIONS)]
+    records = [dict(r) for r in await conn.fetch(_LEDGER_RECORDS)]
+    threads = {r["thread_id"]: dict(r) for r in await conn.fetch(_LEDGER_THREADS)}
+    hosts = {r["host_id"]: dict(r) for r in await conn.fetch(_LEDGER_HOSTS)}
+    problems: list[str] = []
+    by_id = {s["submission_id"]: s for s in subs}
+    settlements = Counter(r["submission_id"] for r in records if r["kind"] == "settlement")
+    for s in subs:
+        want = 1 if s["state"] == "settled" else 0
+        if settlements[s["submission_id"]] != want:
+            problems.append(
+                f"submission {s['submission_id']} ({s['state']}): "
+                f"{settlements[s['submission_id']]} settlement record(s), expected {want}"
+            )
+    ids = Counter(r["record_id"] for r in records)
+    problems += [f"record id {rid} used {n} times" for rid, n in ids.items() if n > 1]
+    for thread_id, thread in threads.items():
+        mine = [r for r in records if r["thread_id"] == thread_id]
+        problems += _thread_violations(
+            thread, mine, [s for s in subs if s["thread_id"] == thread_id], by_id
+        )
+    for host_id, host in hosts.items():
+        problems += _host_violations(host, [s for s in subs if s["host_id"] == host_id])
+    return problems
+
+
+def _thread_violations(
+    thread: dict[str, Any],
+    records: list[dict[str, Any]],
+    subs: list[dict[str, Any]],
+    by_id: dict[str, dict[str, Any]],
+) -> list[str]:
+    name = f"thread {thread['thread_id']}"
+    problems = []
+    sequences = [r["sequence"] for r in records]
+    if sequences != list(range(1, len(records) + 1)) or thread["next_record"] != len(records) + 1:
+        problems.append(
+            f"{name}: record sequences {sequences}, next_record {thread['next_record']}"
+        )
+    queue = [s["sequence"] for s in subs]
+    if queue != list(range(1, len(subs) + 1)) or thread["next_sequence"] != len(subs) + 1:
+        problems.append(f"{name}: submission sequences {queue}, next {thread['next_sequence']}")
+    epochs = [r["epoch"] for r in records]
+    if epochs != sorted(epochs) or any(e > thread["producer_epoch"] for e in epochs):
+        problems.append(
+            f"{name}: record epochs {epochs} (producer epoch {thread['producer_epoch']})"
+        )
+    settled_order = [
+        by_id[r["submission_id"]]["sequence"]
+        for r in records
+        if r["kind"] == "settlement" and by_id[r["submission_id"]]["outcome"] != "aborted"
+    ]
+    if settled_order != sorted(settled_order):
+        problems.append(f"{name}: settled out of queue order (sequences {settled_order})")
+    return problems
+
+
+def _host_violations(host: dict[str, Any], subs: list[dict[str, Any]]) -> list[str]:
+    name = f"host {host['host_id']}"
+    problems = []
+    unsettled = [s for s in subs if s["state"] != "settled"]
+    # The count is the finish's: a failed pass may leave it stale, never an acknowledged one.
+    if host["dirty"] == host["processed"] and host["nonterminal"] != len(unsettled):
+        problems.append(f"{name}: nonterminal {host['nonterminal']}, unsettled {len(unsettled)}")
+    heads: dict[str, dict[str, Any]] = {}
+    for s in unsettled:  # in thread, then queue order: the first one is the thread's head
+        heads.setdefault(s["thread_id"], s)
+    retries = host["binding_retries"]  # jsonb arrives as text on a connection without codecs
+    entries = json.loads(retries) if isinstance(retries, str) else retries or []
+    blocked = {entry["submission_id"] for entry in entries}
+    armed = host["alarm_at"] is not None
+    for head in heads.values():
+        what = f"{name}: head {head['submission_id']} of {head['thread_id']} ({head['state']})"
+        if head["state"] in STABLE_WAITS:
+            continue  # only an operator's or a child's mutation moves it on
+        if head["submission_id"] in blocked:
+            if not armed:
+                problems.append(f"{what} waits for a binding with no alarm armed")
+            continue
+        if not (host["dirty"] > host["processed"] and armed):
+            problems.append(
+                f"{what} is autonomous work left with dirty {host['dirty']}, processed"
+                f" {host['processed']}, alarm {host['alarm_at']} (lost: nothing will serve it)"
+            )
+    return problems
+
+
+async def assert_ledger_invariants(database_url: str) -> None:
+    """Fail naming every breach of `ledger_violations` in the database at ``database_url``."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        problems = await ledger_violations(conn)
+    finally:
+        await conn.close()
+    assert not problems, "ledger invariants broken:\n" + "\n".join(problems)
