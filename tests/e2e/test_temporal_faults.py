@@ -27,6 +27,7 @@ from tests.helpers.checks import (
     submission_rows,
 )
 from tests.helpers.polling import eventually
+from tests.helpers.workers import worker_without_sweeper
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
@@ -100,7 +101,21 @@ async def test_terminated_host_run_leaves_a_zombie_finish_that_writes_nothing(
 
 
 async def test_wakes_arriving_during_passes_are_never_lost(
-    worker: None, client: ThreadwardenClient, temporal_client: Client, ids: str
+    settings: Settings,
+    connections: Connections,
+    failpoints: Failpoints,
+    client: ThreadwardenClient,
+    temporal_client: Client,
+    ids: str,
+) -> None:
+    """With no sweeper on the task queue a lost wake would strand the second wave: only the
+    signals and the host workflows' own alarms can settle it."""
+    async with worker_without_sweeper(settings, connections, failpoints):
+        await _two_waves_settle_in_order(client, temporal_client, ids)
+
+
+async def _two_waves_settle_in_order(
+    client: ThreadwardenClient, temporal_client: Client, ids: str
 ) -> None:
     threads = [f"{ids}-{n}" for n in range(3)]
 

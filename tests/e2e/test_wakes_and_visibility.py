@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -13,33 +11,14 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from ledger.admission import Admissions
-from ledger.pool import create_pool
 from tests.helpers.checks import assert_settled_once, converged, say
 from tests.helpers.polling import eventually
+from tests.helpers.workers import worker_without_sweeper
 from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
-from worker.runtime import Connections, build_worker, connect_temporal, default_registry
-from worker.settings import Settings, worker_capacity
+from worker.runtime import Connections, connect_temporal
+from worker.settings import Settings
 from workflows.contracts import host_workflow_id, sweeper_workflow_id
-
-
-@contextlib.asynccontextmanager
-async def worker_without_sweeper(
-    settings: Settings, connections: Connections, failpoints: Failpoints
-) -> AsyncIterator[Client]:
-    """`running_worker` minus the sweeper: with no sweeper on the task queue, nothing but a host
-    workflow's own timer acts on a durable alarm. Yields the worker's Temporal client."""
-    pool = await create_pool(connections.database_url, max_size=worker_capacity(settings).pool_size)
-    try:
-        temporal = await connect_temporal(connections.temporal_address, "default")
-        worker = build_worker(temporal, pool, settings, default_registry(), failpoints)
-        async with worker:
-            try:
-                yield temporal
-            finally:
-                failpoints.release_all()
-    finally:
-        await pool.close()
 
 
 async def signals_received(temporal: Client, workflow_id: str) -> int:
