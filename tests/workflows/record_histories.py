@@ -15,6 +15,7 @@ import asyncpg
 
 from ledger.migrations import migrate
 from tests.helpers.polling import eventually
+from threadwarden.failpoints import Failpoints
 from worker.client import ThreadwardenClient
 from worker.embedded import EmbeddedPostgres, TemporalDevServer
 from worker.runtime import Connections, connect_temporal, running_worker
@@ -22,7 +23,7 @@ from worker.settings import Settings
 from workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v5"
+VERSION = "v6"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -38,12 +39,14 @@ async def record() -> None:
             await temporal.start()
             connections = Connections(dsn, temporal.address)
             settings = Settings(task_queue=f"rec-{uuid.uuid4().hex[:6]}", data_dir=Path(tmp))
+            failpoints = Failpoints()
             async with (  # no host plug-in: the head activity finishes each pass itself
-                running_worker(settings, connections),
+                running_worker(settings, connections, failpoints=failpoints),
                 ThreadwardenClient.connect(settings, connections) as client,
             ):
                 await _record_settled(client, connections, "replay-settled", "settled")
                 await _record_stalled(client, connections)
+                await _record_begin_fault(client, connections, failpoints)
             waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
             async with (  # host waves beside the native work: the finish is its own step
                 running_worker(waves, connections, host=QuietHost()),
@@ -51,6 +54,7 @@ async def record() -> None:
             ):
                 await _record_settled(client, connections, "replay-waves", "settled_with_waves")
                 await _record_message(client, connections)
+                await _record_backlog(client, connections)
             hung = settings.model_copy(update={"task_queue": f"{settings.task_queue}-hung"})
             async with (
                 running_worker(hung, connections, host=HungHost()),
@@ -95,6 +99,37 @@ async def _record_message(client: ThreadwardenClient, connections: Connections) 
         lambda s: [x.state for x in s.submissions] == ["settled"],
     )
     await _save(connections, "replay-sender", f"host_pass_message_{VERSION}.json")
+
+
+async def _record_backlog(client: ThreadwardenClient, connections: Connections) -> None:
+    """More messages than one delivery batch: later batches run only while native work runs,
+    the rest in later passes."""
+    sends = [
+        {"send": {"thread": f"replay-backlog-{n}", "input": [{"say": "hi"}]}} for n in range(12)
+    ]
+    await client.submit("replay-backlog", agent_id="scripted", input=sends)
+    await eventually(
+        lambda: client.messages_sent("replay-backlog"),
+        lambda sent: len(sent) == 12 and all(m.state == "delivered" for m in sent),
+    )
+    await eventually(
+        lambda: client.host_status("replay-backlog"),
+        lambda h: h.processed == h.dirty and h.alarm_at is None,
+    )
+    await _save(connections, "replay-backlog", f"host_pass_backlog_{VERSION}.json")
+
+
+async def _record_begin_fault(
+    client: ThreadwardenClient, connections: Connections, failpoints: Failpoints
+) -> None:
+    """A fault after begin committed: the rearm with the observed generation, then a pass."""
+    failpoints.arm("maintenance:begin:after", times=1)
+    await client.submit("replay-begin-fault", agent_id="scripted", input=[{"say": "hi"}])
+    await eventually(
+        lambda: client.thread_status("replay-begin-fault"),
+        lambda s: [x.state for x in s.submissions] == ["settled"],
+    )
+    await _save(connections, "replay-begin-fault", f"host_pass_begin_fault_{VERSION}.json")
 
 
 async def _record_cut_off_wave(client: ThreadwardenClient, connections: Connections) -> None:
