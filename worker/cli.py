@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         return _run(argv)
     try:
         code = _run(sys.argv[1:])
-    except BaseException:  # -v re-raises: show the traceback, then leave like any failure
+    except BaseException:  # what _run does not turn into a line (a bug): show it, exit 1
         traceback.print_exc()
         code = 1
     return _leave(code)
