@@ -139,7 +139,7 @@ async def test_cli_submit_and_status_print_the_documented_json(
         "binding_retries",
         "auxiliary_due",
     }
-    assert set(host["auxiliary_due"]) == {"publication", "message", "projection"}
+    assert set(host["auxiliary_due"]) == {"publication", "message", "projection", "host_work"}
 
 
 async def test_cli_without_a_stack_or_settings_exits_1(

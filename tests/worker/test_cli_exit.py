@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
 from worker.client import ThreadwardenClient
@@ -47,6 +49,7 @@ async def threadwarden(env: dict[str, str], *argv: str) -> Run:
     return Run(argv, process.returncode, out.decode(), err.decode())
 
 
+@pytest.mark.timeout(600)  # 100 processes one after another (~1.4 s each on 2 vCPUs)
 async def test_cli_short_lived_commands_exit_with_their_real_code_50_times_in_a_row(
     settings: Settings,
     connections: Connections,
