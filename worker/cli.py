@@ -13,6 +13,7 @@ import re
 import sys
 import traceback
 from collections.abc import Callable, Coroutine
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -31,7 +32,7 @@ from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input, validate_id, validate_text
 from worker import commands
 from worker.cli_output import print_error
-from worker.settings import Settings
+from worker.settings import Settings, with_temporal_envconfig
 
 BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting)
 FIELD_OF = {IdempotencyConflict: "idempotency_key", HostMismatch: "host", NotWaiting: "submission"}
@@ -75,74 +76,136 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, message)
 
 
+def _command(
+    sub: "argparse._SubParsersAction[_Parser]", name: str, summary: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` opens with the same line the command list shows."""
+    return sub.add_parser(name, help=summary, description=summary)
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (errors: one JSON object on stderr)"
+    )
+
+
+def _worker_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bindings",
+        metavar="MODULE:ATTR",
+        help="extra bindings: a BindingRegistry, a Binding or a list of them (the module is"
+        " imported from the current folder, then sys.path)",
+    )
+    parser.add_argument(
+        "--plugins",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="publication sinks and a host plug-in: a sink, a host plug-in or a list of them"
+        " (repeatable; imported like --bindings)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="threadwarden", description="Durable AI-agent threads on Temporal.")
     parser.add_argument(
+        "--version",
+        action="version",
+        version=f"threadwarden {_version()}",
+        help="print the installed version and exit",
+    )
+    parser.add_argument(
         "--data-dir", type=_path("data_dir"), help="embedded stack folder (default .threadwarden)"
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log at INFO level; tracebacks on errors"
+    )
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser, help="the command"
     )
 
-    sub.add_parser("demo", help="run the scripted demo on a throwaway embedded stack")
-    dev = sub.add_parser(
-        "dev", help="embedded Temporal (with UI) + PostgreSQL + worker, until Ctrl-C"
-    )
-    dev.add_argument("--bindings", help="module:attribute with extra bindings")
-    work = sub.add_parser("worker", help="run a worker against the configured services")
-    work.add_argument("--bindings", help="module:attribute with extra bindings")
-    sub.add_parser("migrate", help="apply pending ledger migrations")
-    sub.add_parser("setup", help="register threadwarden's search attributes in the namespace")
+    _command(sub, "demo", "run the scripted demo on a throwaway embedded stack")
+    dev = _command(sub, "dev", "embedded Temporal (with UI) + PostgreSQL + worker, until Ctrl-C")
+    _worker_flags(dev)
+    work = _command(sub, "worker", "run a worker against the configured services")
+    _worker_flags(work)
+    _command(sub, "migrate", "apply pending ledger migrations")
+    _command(sub, "setup", "register threadwarden's search attributes in the namespace")
 
-    submit = sub.add_parser("submit", help="admit one submission onto a thread")
-    submit.add_argument("thread", type=_id("thread"))
-    submit.add_argument("--agent", required=True, type=_id("agent"))
+    submit = _command(sub, "submit", "admit one submission onto a thread")
+    submit.add_argument("thread", type=_id("thread"), help="the thread to admit onto")
+    submit.add_argument(
+        "--agent", required=True, type=_id("agent"), help="the agent id of the binding to run"
+    )
     submit.add_argument("--input", required=True, help="the submission's input as JSON")
-    submit.add_argument("--idempotency-key", type=_id("idempotency_key"))
-    submit.add_argument("--host", type=_id("host"))
+    submit.add_argument(
+        "--idempotency-key",
+        type=_id("idempotency_key"),
+        help="admit at most once per key on this thread (a repeat returns the first)",
+    )
+    submit.add_argument(
+        "--host", type=_id("host"), help="the host to group the thread under (default: itself)"
+    )
     submit.add_argument(
         "--agent-digest", type=_id("agent_digest"), help="pin the work to this binding digest"
     )
-    submit.add_argument("--json", action="store_true")
+    _json_flag(submit)
 
-    approve = sub.add_parser("approve", help="grant a suspended submission's pending approval")
-    approve.add_argument("submission", type=_id("submission"))
-    approve.add_argument("--json", action="store_true")
-    deny = sub.add_parser("deny", help="refuse a pending approval (the submission fails)")
-    deny.add_argument("submission", type=_id("submission"))
+    approve = _command(sub, "approve", "grant a suspended submission's pending approval")
+    approve.add_argument("submission", type=_id("submission"), help="the submission id")
+    _json_flag(approve)
+    deny = _command(sub, "deny", "refuse a pending approval (the submission fails)")
+    deny.add_argument("submission", type=_id("submission"), help="the submission id")
     deny.add_argument("--reason", type=_text("reason"), help="why (one line, recorded)")
-    deny.add_argument("--json", action="store_true")
-    resolve = sub.add_parser("resolve", help="decide an unknown side effect")
-    resolve.add_argument("submission", type=_id("submission"))
-    resolve.add_argument("--outcome", required=True, choices=["ran", "not-run", "fail"])
+    _json_flag(deny)
+    resolve = _command(sub, "resolve", "decide an unknown side effect")
+    resolve.add_argument("submission", type=_id("submission"), help="the submission id")
+    resolve.add_argument(
+        "--outcome",
+        required=True,
+        choices=["ran", "not-run", "fail"],
+        help="the tool call ran, did not run, or the submission fails",
+    )
     resolve.add_argument("--result", help="with --outcome ran: the tool's result as JSON")
-    resolve.add_argument("--json", action="store_true")
-    abort = sub.add_parser("abort", help="abort a submission (at once, or at its next boundary)")
-    abort.add_argument("submission", type=_id("submission"))
-    abort.add_argument("--json", action="store_true")
+    _json_flag(resolve)
+    abort = _command(sub, "abort", "abort a submission (at once, or at its next boundary)")
+    abort.add_argument("submission", type=_id("submission"), help="the submission id")
+    _json_flag(abort)
 
-    watch = sub.add_parser("watch", help="print a thread's records, then new ones live")
-    watch.add_argument("thread", type=_id("thread"))
+    watch = _command(sub, "watch", "print a thread's records, then new ones live")
+    watch.add_argument("thread", type=_id("thread"), help="the thread to watch")
     watch.add_argument("--no-follow", action="store_true", help="print what is there and exit")
     watch.add_argument("--json", action="store_true", help="one JSON record per line")
 
-    rebuild = sub.add_parser(
-        "rebuild-projection", help="drop a host's thread summaries; its passes rebuild them"
+    rebuild = _command(
+        sub, "rebuild-projection", "drop a host's thread summaries; its passes rebuild them"
     )
-    rebuild.add_argument("host", type=_id("host"))
-    rebuild.add_argument("--json", action="store_true")
+    rebuild.add_argument("host", type=_id("host"), help="the host id")
+    _json_flag(rebuild)
 
-    status = sub.add_parser("status", help="show a thread's submissions or a host's state")
+    status = _command(sub, "status", "show a thread's submissions or a host's state")
     which = status.add_mutually_exclusive_group(required=True)
-    which.add_argument("--thread", type=_id("thread"))
-    which.add_argument("--host", type=_id("host"))
-    status.add_argument("--json", action="store_true")
+    which.add_argument("--thread", type=_id("thread"), help="show this thread's submissions")
+    which.add_argument("--host", type=_id("host"), help="show this host's state")
+    _json_flag(status)
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("threadwarden")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "unknown"
+
+
+EMBEDDED_COMMANDS = {"dev", "demo"}
+"""Commands that run their own embedded Temporal server: Temporal's envconfig (which describes
+another server) does not apply to them."""
 
 
 def _settings(args: argparse.Namespace) -> Settings:
     settings = Settings()
+    if args.command not in EMBEDDED_COMMANDS:
+        settings = with_temporal_envconfig(settings)
     if args.data_dir is not None:
         settings = settings.model_copy(update={"data_dir": args.data_dir})
     return settings
@@ -245,17 +308,24 @@ def _run(argv: list[str]) -> int:
         return _fail(f"settings: {where}{message}", code=2, field=field or None, as_json=as_json)
     except BAD_INPUT as error:
         named = error.field if isinstance(error, InvalidInput) else FIELD_OF[type(error)]
+        if args.verbose and error.__cause__ is not None:  # e.g. the error inside --bindings
+            _print_traceback(error.__cause__, settings)
         return _fail(str(error), code=2, field=named, as_json=as_json, settings=settings)
     except (StackNotFound, ThreadwardenError) as error:
         return _fail(str(error), code=1, as_json=as_json, settings=settings)
     except KeyboardInterrupt:
         return 130
     except Exception as error:  # one line for operators; -v shows the traceback first
-        if args.verbose:  # masked like every other line: a driver's frame may hold the DSN
-            shown = "".join(traceback.format_exception(error))
-            print(settings.redact(shown) if settings else shown, end="", file=sys.stderr)
+        if args.verbose:
+            _print_traceback(error, settings)
         message = f"{type(error).__name__}: {error}"
         return _fail(message, code=1, as_json=as_json, settings=settings)
+
+
+def _print_traceback(error: BaseException, settings: Settings | None) -> None:
+    """The traceback on stderr, masked like every other line (a frame may hold the DSN)."""
+    shown = "".join(traceback.format_exception(error))
+    print(settings.redact(shown) if settings else shown, end="", file=sys.stderr)
 
 
 def _fail(

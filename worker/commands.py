@@ -21,7 +21,7 @@ from threadwarden.errors import ThreadwardenError
 from worker import demo as demo_module
 from worker.cli_output import print_json, print_table
 from worker.client import ThreadwardenClient
-from worker.loading import load_registry
+from worker.loading import load_plugins, load_registry
 from worker.runtime import connect_configured, running_worker, verify_search_attributes
 from worker.runtime import resolve as resolve_connections
 from worker.settings import Settings
@@ -64,10 +64,11 @@ async def demo(settings: Settings, _: argparse.Namespace) -> int:
 
 async def dev(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
+    plugins = load_plugins(args.plugins)
     namespace = settings.temporal_namespace
     async with (
         embedded_stack(settings.data_dir, record=True) as connections,
-        running_worker(settings, connections, registry),
+        running_worker(settings, connections, registry, sinks=plugins.sinks, host=plugins.host),
     ):
         print(f"threadwarden dev stack in {settings.data_dir.resolve()}")
         print(f"  temporal   {connections.temporal_address}  (namespace {namespace})")
@@ -81,7 +82,10 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
 
 async def worker(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
-    async with running_worker(settings, resolve_connections(settings), registry):
+    plugins = load_plugins(args.plugins)
+    async with running_worker(
+        settings, resolve_connections(settings), registry, sinks=plugins.sinks, host=plugins.host
+    ):
         print(
             f"threadwarden worker on task queue {settings.task_queue}; agents:"
             f" {', '.join(registry.agent_ids())}",
