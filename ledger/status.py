@@ -18,7 +18,13 @@ from ledger.models import (
     from_ms,
     retry_from_json,
 )
+from ledger.pool import Connection
 from threadwarden.errors import NotFound
+
+_RECORDS_AFTER = (
+    "SELECT sequence, record_id, submission_id, kind, body, epoch"
+    "  FROM threadwarden.records WHERE thread_id = $1 AND sequence > $2 ORDER BY sequence"
+)
 
 
 class StatusReader:
@@ -95,12 +101,33 @@ class StatusReader:
 
     async def records(self, thread_id: str) -> list[dict[str, Any]]:
         """A thread's canonical records in order."""
-        rows = await self._pool.fetch(
-            "SELECT sequence, record_id, submission_id, kind, body, epoch"
-            "  FROM threadwarden.records WHERE thread_id = $1 ORDER BY sequence",
-            thread_id,
-        )
-        return [dict(r) for r in rows]
+        return [dict(r) for r in await self._pool.fetch(_RECORDS_AFTER, thread_id, 0)]
+
+
+async def records_after(conn: Connection, thread_id: str, after: int) -> list[dict[str, Any]]:
+    """The thread's canonical records with a sequence above ``after``, in order.
+
+    Sequences commit in order (the thread row is locked from allocation to commit), so a
+    reader that remembers the last sequence it saw never skips one.
+    """
+    return [dict(r) for r in await conn.fetch(_RECORDS_AFTER, thread_id, after)]
+
+
+async def settlement_of(conn: Connection, submission_id: str) -> tuple[str, Any]:
+    """The submission's thread and its settlement record's body (None while unsettled).
+
+    Raises `NotFound` for an unknown submission.
+    """
+    row = await conn.fetchrow(
+        "SELECT s.thread_id, r.body FROM threadwarden.submissions s"
+        "  LEFT JOIN threadwarden.records r"
+        "    ON r.submission_id = s.submission_id AND r.kind = 'settlement'"
+        " WHERE s.submission_id = $1",
+        submission_id,
+    )
+    if row is None:
+        raise NotFound(f"submission: no submission {submission_id!r}")
+    return row["thread_id"], row["body"]
 
 
 def _waiting_for(row: asyncpg.Record, blocked: set[str]) -> WaitingFor | None:

@@ -23,6 +23,10 @@ class NotFound(ThreadwardenError):
     """A named thread, host or submission does not exist."""
 
 
+class ResultTimeout(ThreadwardenError, TimeoutError):
+    """A submission did not settle within the caller's timeout; it may still settle later."""
+
+
 class HostMismatch(ThreadwardenError):
     """A thread was addressed under a host other than the one that owns it."""
 

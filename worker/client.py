@@ -1,4 +1,5 @@
-"""The application-facing client: admit work, read status. Mutations commit, then wake."""
+"""The application-facing client: admit work, decide waits, read status, await outcomes and
+follow records (docs/client.md). Mutations commit, then wake."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from pydantic import BaseModel
 from temporalio.client import Client
 
 from activities.wake import wake_host
 from ledger.admission import Admissions
 from ledger.host_work import HostWork
 from ledger.messages import Message, Messages
-from ledger.models import HostStatus, Receipt, ThreadStatus
+from ledger.models import HostStatus, Outcome, Receipt, ThreadStatus
 from ledger.operator import Operator, OperatorResult, Resolution
 from ledger.pool import create_pool
 from ledger.projection import Projection, ThreadSummary
@@ -28,11 +30,27 @@ from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import validate_id, validate_input, validate_text
 from worker.runtime import Connections, connect_configured
 from worker.settings import Settings
+from worker.watch import RecordFeed, await_settlement
 
 logger = logging.getLogger(__name__)
 
 RESOLUTIONS: tuple[Resolution, ...] = ("ran", "not-run", "fail")
 """The decisions `ThreadwardenClient.resolve` accepts for an unknown side effect."""
+CLIENT_POOL_SIZE = 4
+"""Connections of the pool a client opens itself (from settings or a DSN). Each `result` wait
+and each `records` iteration holds one while it waits."""
+
+
+class SubmissionResult(BaseModel):
+    """A settled submission's outcome, from its settlement record."""
+
+    submission_id: str
+    thread_id: str
+    outcome: Outcome
+    result: Any = None
+    """What the binding returned (``completed``; ``resolve(..., "ran", result)`` included)."""
+    reason: str | None = None
+    """Why it failed or was aborted (``failed``, ``aborted``); None when completed."""
 
 
 class ThreadwardenClient:
@@ -49,6 +67,7 @@ class ThreadwardenClient:
     ) -> None:
         self._failpoints = failpoints or Failpoints()
         self._publications = Publications(pool, [NotifySink(pool), *sinks])
+        self._pool = pool
         self._temporal = temporal
         self._settings = settings
         self._admissions = Admissions(
@@ -73,12 +92,43 @@ class ThreadwardenClient:
         sinks: Sequence[PublicationSink] = (),
     ) -> AsyncIterator[ThreadwardenClient]:
         """A client for the ledger and Temporal named by ``connections``."""
-        pool = await create_pool(connections.database_url, max_size=4)
+        pool = await create_pool(connections.database_url, max_size=CLIENT_POOL_SIZE)
         try:
             temporal = await connect_configured(settings, connections)
             yield cls(pool, temporal, settings, failpoints=failpoints, sinks=sinks)
         finally:
             await pool.close()
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_client(
+        cls,
+        temporal: Client,
+        *,
+        database: str | asyncpg.Pool[Any],
+        settings: Settings | None = None,
+        sinks: Sequence[PublicationSink] = (),
+    ) -> AsyncIterator[ThreadwardenClient]:
+        """A client on an existing Temporal client and a Postgres DSN or pool.
+
+        A DSN gets a pool of its own, closed on exit; a pool stays the caller's and is left
+        open. The pool must decode json/jsonb to Python values, as ``create_pool`` from
+        ``ledger.pool`` builds it; another raises `InvalidInput`. ``settings`` defaults to
+        ``Settings()`` (the ``THREADWARDEN_*`` environment: task queue, limits, timing).
+        """
+        settings = settings or Settings()
+        if isinstance(database, str):
+            pool = await create_pool(database, max_size=CLIENT_POOL_SIZE)
+            try:
+                yield cls(pool, temporal, settings, sinks=sinks)
+            finally:
+                await pool.close()
+            return
+        if not isinstance(await database.fetchval("SELECT '{}'::jsonb"), dict):
+            raise InvalidInput(
+                "database", "a pool with json/jsonb codecs (ledger.pool.create_pool builds one)"
+            )
+        yield cls(database, temporal, settings, sinks=sinks)
 
     async def submit(
         self,
@@ -178,7 +228,25 @@ class ThreadwardenClient:
         except Exception as error:  # a wake is a hint; the durable alarm is the guarantee
             logger.warning("wake of host %s failed (the sweeper will catch up): %s", host_id, error)
 
+    async def result(self, submission_id: str, *, timeout: float | None = None) -> SubmissionResult:
+        """Wait until the submission settled and return its outcome.
+
+        ``timeout`` is in seconds (None waits as long as it takes). Raises `NotFound` for an
+        unknown submission and `ResultTimeout` (a `TimeoutError`) when the timeout passes first;
+        the submission goes on and may settle later. The wait listens for the ledger's record
+        notifications and reads the row again at least every `RECHECK_S` seconds.
+        """
+        validate_id("submission", submission_id)
+        if timeout is not None and timeout < 0:
+            raise InvalidInput("timeout", "seconds, at least 0, or None", timeout)
+        thread_id, body = await await_settlement(self._pool, submission_id, timeout_s=timeout)
+        return SubmissionResult(submission_id=submission_id, thread_id=thread_id, **body)
+
     async def thread_status(self, thread_id: str) -> ThreadStatus:
+        """A thread's submissions in queue order, with state, outcome and what each waits for.
+
+        Raises `NotFound` for an unknown thread.
+        """
         validate_id("thread", thread_id)
         return await self._status.thread(thread_id)
 
@@ -206,6 +274,10 @@ class ThreadwardenClient:
             await self.wake(host_id, reason="host-work")
 
     async def host_status(self, host_id: str) -> HostStatus:
+        """A host's maintenance state: generations, alarm, retries, last pass outcome.
+
+        Raises `NotFound` for an unknown host.
+        """
         validate_id("host", host_id)
         return await self._status.host(host_id)
 
@@ -214,6 +286,8 @@ class ThreadwardenClient:
         validate_id("thread", thread_id)
         return await self._messages.sent_by(thread_id)
 
-    async def records(self, thread_id: str) -> list[dict[str, Any]]:
+    def records(self, thread_id: str) -> RecordFeed:
+        """The thread's records: ``async for`` follows them live (`ThreadRecord` models),
+        ``await`` returns the committed ones now. See `RecordFeed`."""
         validate_id("thread", thread_id)
-        return await self._status.records(thread_id)
+        return RecordFeed(self._pool, thread_id)
