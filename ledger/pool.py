@@ -35,8 +35,9 @@ async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
     """Release a connection without asyncpg's default reset query (advisory unlock, CLOSE ALL,
     UNLISTEN, RESET ALL): one round trip per release, on the hot path. asyncpg still rolls back
     an open transaction and drops listeners first; threadwarden keeps no other session state on
-    pooled connections (LISTEN runs on connections of its own, the migration lock is released
-    in a ``finally``, nothing is ``SET`` for a session)."""
+    pooled connections (a LISTEN on a pooled connection, as the client's ``result`` and
+    ``records`` waits do, is UNLISTENed by its user before release; the migration lock is
+    released in a ``finally``; nothing is ``SET`` for a session)."""
 
 
 class BoundedPool(_Pool):
