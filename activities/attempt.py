@@ -13,7 +13,7 @@ from typing import Any, Literal
 from opentelemetry import trace
 from temporalio import activity
 
-from activities.context import (
+from threadwarden.activities.context import (
     DECISIVE,
     INFRASTRUCTURE,
     AttemptContext,
@@ -22,13 +22,10 @@ from activities.context import (
     UnknownEffect,
     Yield,
 )
-from activities.errors import domain_errors
-from activities.lease import LeaseKeeper
-from activities.lease import stop as lease_stop
-from activities.pass_steps import PassSteps
-from ledger.attempts import Attempts, Claim
-from ledger.projection import Projection
-from ledger.publication import Publications
+from threadwarden.activities.errors import domain_errors
+from threadwarden.activities.lease import LeaseKeeper
+from threadwarden.activities.lease import stop as lease_stop
+from threadwarden.activities.pass_steps import PassSteps
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
 from threadwarden.errors import (
     AbortRequested,
@@ -38,8 +35,11 @@ from threadwarden.errors import (
     StalePass,
 )
 from threadwarden.failpoints import Failpoints
+from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.projection import Projection
+from threadwarden.ledger.publication import Publications
 from threadwarden.validation import validate_input
-from workflows import contracts as c
+from threadwarden.workflows import contracts as c
 
 
 def _checked(outcome: object) -> Outcome:

@@ -22,16 +22,16 @@ from opentelemetry import trace
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.errors import domain_errors
-from activities.wake import wake_host
-from ledger.host_work import HostWork
-from ledger.messages import DELIVERY_BATCH, PERMANENT, DeliveryClaim, Messages
-from ledger.models import Receipt
-from ledger.projection import Projection
-from ledger.publication import Publications
+from threadwarden.activities.errors import domain_errors
+from threadwarden.activities.wake import wake_host
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance, HostWaveStillRunning
-from workflows import contracts as c
+from threadwarden.ledger.host_work import HostWork
+from threadwarden.ledger.messages import DELIVERY_BATCH, PERMANENT, DeliveryClaim, Messages
+from threadwarden.ledger.models import Receipt
+from threadwarden.ledger.projection import Projection
+from threadwarden.ledger.publication import Publications
+from threadwarden.workflows import contracts as c
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

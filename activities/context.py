@@ -16,8 +16,6 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 
-from ledger.attempts import Attempts, Claim
-from ledger.records import HistoryRecord
 from threadwarden.bindings import ThreadRecord
 from threadwarden.errors import (
     AbortRequested,
@@ -29,6 +27,8 @@ from threadwarden.errors import (
     ThreadwardenError,
 )
 from threadwarden.failpoints import FailpointError, Failpoints
+from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.records import HistoryRecord
 from threadwarden.validation import validate_id, validate_input
 
 T = TypeVar("T")

@@ -6,8 +6,8 @@ from typing import Any
 
 from temporalio import activity
 
-from ledger.attempts import Attempts, Claim
 from threadwarden.failpoints import Failpoints
+from threadwarden.ledger.attempts import Attempts, Claim
 
 
 class LeaseKeeper:

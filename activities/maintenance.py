@@ -4,11 +4,9 @@ from dataclasses import dataclass
 
 from temporalio import activity
 
-from activities.auxiliary import host_deadline
-from activities.errors import domain_errors
-from activities.pass_steps import PassSteps
-from ledger.deadlines import AuxiliaryDue
-from ledger.maintenance import Maintenance
+from threadwarden.activities.auxiliary import host_deadline
+from threadwarden.activities.errors import domain_errors
+from threadwarden.activities.pass_steps import PassSteps
 from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import (
@@ -17,7 +15,9 @@ from threadwarden.hosts import (
     HostMaintenance,
     validate_allowance,
 )
-from workflows import contracts as c
+from threadwarden.ledger.deadlines import AuxiliaryDue
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.workflows import contracts as c
 
 
 @dataclass(frozen=True)

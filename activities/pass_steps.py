@@ -5,12 +5,12 @@ runs the last two itself when nothing else of its pass is running (one activity 
 import logging
 from datetime import datetime
 
-from activities.auxiliary import host_deadline
-from ledger.maintenance import HostView, Maintenance
-from ledger.models import from_ms
+from threadwarden.activities.auxiliary import host_deadline
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
-from workflows import contracts as c
+from threadwarden.ledger.maintenance import HostView, Maintenance
+from threadwarden.ledger.models import from_ms
+from threadwarden.workflows import contracts as c
 
 logger = logging.getLogger(__name__)
 

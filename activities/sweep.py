@@ -3,10 +3,10 @@
 from temporalio import activity
 from temporalio.client import Client
 
-from activities.wake import wake_host
-from ledger.sweep import Sweeps
+from threadwarden.activities.wake import wake_host
 from threadwarden.failpoints import Failpoints
-from workflows import contracts as c
+from threadwarden.ledger.sweep import Sweeps
+from threadwarden.workflows import contracts as c
 
 
 def next_sweep_ms(

@@ -3,7 +3,7 @@
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
-from workflows import contracts as c
+from threadwarden.workflows import contracts as c
 
 
 async def wake_host(client: Client, host_id: str, *, task_queue: str, reason: str) -> None:

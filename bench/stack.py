@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from worker.embedded import EmbeddedPostgres, TemporalDevServer
+from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
 
 OBSERVER = "bench_observer"
 """The role of the bench's own queries on a measured database."""

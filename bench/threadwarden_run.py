@@ -19,11 +19,11 @@ import asyncpg
 
 from bench.procs import WorkerCommand
 from bench.side import Driver
-from ledger.migrations import migrate
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections
-from worker.settings import Settings
-from workflows.contracts import host_workflow_id, sweeper_workflow_id
+from threadwarden.ledger.migrations import migrate
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 
 AGENT = "scripted"
 INPUT = [{"say": "hi"}]
@@ -63,7 +63,11 @@ class ThreadwardenSide:
     ) -> WorkerCommand:
         script = Path(sys.executable).with_name("threadwarden")
         found = str(script) if script.exists() else shutil.which("threadwarden")
-        argv = [found, "worker"] if found else [sys.executable, "-m", "worker.cli", "worker"]
+        argv = (
+            [found, "worker"]
+            if found
+            else [sys.executable, "-m", "threadwarden.worker.cli", "worker"]
+        )
         env = {
             "THREADWARDEN_DATABASE_URL": dsn,
             "THREADWARDEN_TEMPORAL_ADDRESS": temporal_address,

@@ -33,9 +33,9 @@ from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
 from chaos.workload import AGENT, Planned, plan_workload
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
 
 TASK_QUEUE = "chaos"
 POLL_S = 0.2

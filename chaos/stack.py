@@ -17,8 +17,8 @@ from typing import Any
 
 import asyncpg
 
-from ledger.migrations import migrate
-from worker.embedded import DATABASE, EmbeddedPostgres, TemporalDevServer
+from threadwarden.ledger.migrations import migrate
+from threadwarden.worker.embedded import DATABASE, EmbeddedPostgres, TemporalDevServer
 
 RESTART_TIMEOUT_S = 60
 

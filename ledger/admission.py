@@ -14,9 +14,9 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.models import Receipt
-from ledger.pool import Connection
 from threadwarden.errors import HostMismatch, IdempotencyConflict
+from threadwarden.ledger.models import Receipt
+from threadwarden.ledger.pool import Connection
 from threadwarden.validation import canonical_json
 
 # Lock order everywhere: hosts, then threads, then submissions.

@@ -15,10 +15,6 @@ from typing import Any, Literal, cast
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.messages import enqueue, message_id_for
-from ledger.models import STABLE_WAITS, Outcome
-from ledger.pool import Connection
-from ledger.records import HistoryRecord, insert_record, record_statement, settle_now
 from threadwarden.errors import (
     AbortRequested,
     BindingDigestMismatch,
@@ -26,6 +22,10 @@ from threadwarden.errors import (
     StaleAttempt,
     StalePass,
 )
+from threadwarden.ledger.messages import enqueue, message_id_for
+from threadwarden.ledger.models import STABLE_WAITS, Outcome
+from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.records import HistoryRecord, insert_record, record_statement, settle_now
 
 HISTORY_LIMIT = 1_000
 """Most recent canonical records handed to a binding as thread history."""

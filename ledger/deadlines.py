@@ -10,7 +10,7 @@ from datetime import datetime
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.models import to_ms
+from threadwarden.ledger.models import to_ms
 
 DEADLINES = """
        (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
@@ -31,7 +31,7 @@ class AuxiliaryDue(BaseModel):
     message_due: datetime | None
     projection_due: datetime | None
     host_work_due: datetime | None = None
-    """Host work marked durably for the host plug-in (`ledger.host_work`)."""
+    """Host work marked durably for the host plug-in (`threadwarden.ledger.host_work`)."""
     checked_at: datetime | None = None
     """Postgres' clock when they were read: "is it due" is decided on the clock that set them,
     so a skewed worker clock cannot make due work look early (and spin the alarm)."""

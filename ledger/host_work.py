@@ -4,9 +4,9 @@ The original's host obligations mutate through the mutation gate without invalid
 the alarm is armed in the same transaction as the obligation, the host is not made dirty. Here
 the mark is ``hosts.host_work_due_at``, set in one statement with ``alarm_at`` (ensure-by, an
 earlier alarm is kept). Every step that sets the alarm reads the mark with the host row under
-its lock (`ledger.deadlines.DEADLINES`), so a pass that finishes while a mark commits can never
-clear the alarm the mark armed. The first host wave of a pass that finds the mark due takes it;
-a wave that fails or is cut off puts it back.
+its lock (`threadwarden.ledger.deadlines.DEADLINES`), so a pass that finishes while a mark commits
+can never clear the alarm the mark armed. The first host wave of a pass that finds the mark due
+takes it; a wave that fails or is cut off puts it back.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import asyncpg
 
-from ledger.pool import Connection
 from threadwarden.errors import NotFound
+from threadwarden.ledger.pool import Connection
 
 _MARK = """
 WITH armed AS (

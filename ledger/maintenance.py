@@ -2,7 +2,7 @@
 
 Each locks the host row, and every step after begin first checks the pass epoch: a step from a
 replaced pass raises `StalePass` and writes nothing. The decisions themselves are the pure
-functions of `workflows.decisions`.
+functions of `threadwarden.protocol.decisions`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any, cast
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.deadlines import DEADLINES, AuxiliaryDue, auxiliary_due_of
-from ledger.models import (
+from threadwarden.errors import StalePass
+from threadwarden.ledger.deadlines import DEADLINES, AuxiliaryDue, auxiliary_due_of
+from threadwarden.ledger.models import (
     STABLE_WAITS,
     binding_retries_from_json,
     binding_retries_to_json,
@@ -25,10 +26,9 @@ from ledger.models import (
     retry_to_json,
     to_ms,
 )
-from ledger.pool import Connection
-from ledger.recovery import Recovery, recover_host
-from threadwarden.errors import StalePass
-from workflows import decisions as d
+from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.recovery import Recovery, recover_host
+from threadwarden.protocol import decisions as d
 
 _HOST_COLUMNS = """
 dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch, alarm_at
@@ -230,7 +230,7 @@ class Maintenance:
         )
 
     async def recover(self, host_id: str, epoch: int) -> Recovery:
-        """Classify every stalled head before any new claim (see `ledger.recovery`)."""
+        """Classify every stalled head before any new claim (see `threadwarden.ledger.recovery`)."""
         async with self._pool.acquire() as conn, conn.transaction():
             await _lock_fenced(conn, host_id, epoch)
             return await recover_host(conn, host_id)

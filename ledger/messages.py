@@ -17,11 +17,14 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.admission import Admissions, MessageSource, payload_digest
-from ledger.models import Receipt
-from ledger.pool import Connection
-from ledger.publication import RETRY_BASE_MS, RETRY_CAP_MS  # the outboxes back off alike
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
+from threadwarden.ledger.admission import Admissions, MessageSource, payload_digest
+from threadwarden.ledger.models import Receipt
+from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.publication import (  # the outboxes back off alike
+    RETRY_BASE_MS,
+    RETRY_CAP_MS,
+)
 
 DELIVERY_BATCH = 10
 """Messages one delivery activity claims at most, one after another. The batch is where delivery

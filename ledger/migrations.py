@@ -19,8 +19,8 @@ from importlib.resources.abc import Traversable
 
 import asyncpg
 
-from ledger.pool import Connection
 from threadwarden.errors import SchemaVersionMismatch
+from threadwarden.ledger.pool import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,9 @@ class Migration:
 def available_migrations(folder: Traversable | None = None) -> list[Migration]:
     """Every migration in ``folder`` (default: the ones shipped with this package), in order."""
     found = []
-    for entry in (folder or resources.files("ledger").joinpath("migrations")).iterdir():
+    for entry in (
+        folder or resources.files("threadwarden.ledger").joinpath("migrations")
+    ).iterdir():
         match = _FILE.fullmatch(entry.name)
         if match:
             raw = entry.read_bytes()

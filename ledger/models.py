@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.decisions import BindingRetry, Retry
+from threadwarden.protocol.decisions import BindingRetry, Retry
 
 SubmissionState = Literal[
     "admitted",

@@ -12,9 +12,10 @@ from typing import Any, Literal, cast
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.admission import mark_dirty
-from ledger.pool import Connection
-from ledger.records import (
+from threadwarden.errors import NotFound, NotWaiting
+from threadwarden.ledger.admission import mark_dirty
+from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.records import (
     HistoryRecord,
     fence_thread,
     insert_record,
@@ -23,7 +24,6 @@ from ledger.records import (
     settle_now,
     unresolved_side_effect,
 )
-from threadwarden.errors import NotFound, NotWaiting
 
 Resolution = Literal["ran", "not-run", "fail"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.admission import mark_dirty
-from ledger.pool import Connection
 from threadwarden.errors import NotFound
+from threadwarden.ledger.admission import mark_dirty
+from threadwarden.ledger.pool import Connection
 
 BATCH = 50
 

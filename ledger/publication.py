@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from ledger.pool import Connection
+from threadwarden.ledger.pool import Connection
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 logger = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ledger.models import Outcome
-from ledger.pool import Connection
+from threadwarden.ledger.models import Outcome
+from threadwarden.ledger.pool import Connection
 
 
 class HistoryRecord(BaseModel):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.pool import Connection
-from ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
+from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
 
 _STALLED = """
 SELECT s.submission_id, s.thread_id, s.state, s.abort_requested, s.reserved_outcome,

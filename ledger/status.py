@@ -6,8 +6,9 @@ from typing import Any
 
 import asyncpg
 
-from ledger.deadlines import DEADLINES
-from ledger.models import (
+from threadwarden.errors import NotFound
+from threadwarden.ledger.deadlines import DEADLINES
+from threadwarden.ledger.models import (
     AuxiliaryDueView,
     BindingRetryView,
     HostStatus,
@@ -18,8 +19,7 @@ from ledger.models import (
     from_ms,
     retry_from_json,
 )
-from ledger.pool import Connection
-from threadwarden.errors import NotFound
+from threadwarden.ledger.pool import Connection
 
 _RECORDS_AFTER = (
     "SELECT sequence, record_id, submission_id, kind, body, epoch"

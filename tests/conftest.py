@@ -13,13 +13,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.migrations import migrate
-from ledger.pool import create_pool
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.embedded import EmbeddedPostgres, TemporalDevServer
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.ledger.migrations import migrate
+from threadwarden.ledger.pool import create_pool
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 TEMPLATE = "tw_template"
 

@@ -30,9 +30,9 @@ from threadwarden.errors import (
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input, validate_id, validate_text
-from worker import commands
-from worker.cli_output import print_error
-from worker.settings import Settings, with_temporal_envconfig
+from threadwarden.worker import commands
+from threadwarden.worker.cli_output import print_error
+from threadwarden.worker.settings import Settings, with_temporal_envconfig
 
 BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting)
 FIELD_OF = {IdempotencyConflict: "idempotency_key", HostMismatch: "host", NotWaiting: "submission"}
@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadwarden`` console script.
 
     With ``argv`` (tests, applications embedding the CLI) it returns the exit code. Without
-    (the console script, ``python -m worker.cli``) the command line is ``sys.argv`` and the
-    process ends here, through `_leave`, with the command's real exit code.
+    (the console script, ``python -m threadwarden.worker.cli``) the command line is ``sys.argv`` and
+    the process ends here, through `_leave`, with the command's real exit code.
     """
     if argv is not None:
         return _run(argv)

@@ -13,24 +13,24 @@ import asyncpg
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from activities.wake import wake_host
-from ledger.admission import Admissions
-from ledger.host_work import HostWork
-from ledger.messages import Message, Messages
-from ledger.models import HostStatus, Outcome, Receipt, ThreadStatus
-from ledger.operator import Operator, OperatorResult, Resolution
-from ledger.pool import create_pool
-from ledger.projection import Projection, ThreadSummary
-from ledger.publication import NotifySink, Publications
-from ledger.status import StatusReader
+from threadwarden.activities.wake import wake_host
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.host_work import HostWork
+from threadwarden.ledger.messages import Message, Messages
+from threadwarden.ledger.models import HostStatus, Outcome, Receipt, ThreadStatus
+from threadwarden.ledger.operator import Operator, OperatorResult, Resolution
+from threadwarden.ledger.pool import create_pool
+from threadwarden.ledger.projection import Projection, ThreadSummary
+from threadwarden.ledger.publication import NotifySink, Publications
+from threadwarden.ledger.status import StatusReader
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import validate_id, validate_input, validate_text
-from worker.runtime import Connections, connect_configured
-from worker.settings import Settings
-from worker.watch import RecordFeed, await_settlement
+from threadwarden.worker.runtime import Connections, connect_configured
+from threadwarden.worker.settings import Settings
+from threadwarden.worker.watch import RecordFeed, await_settlement
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ class ThreadwardenClient:
 
         A DSN gets a pool of its own, closed on exit; a pool stays the caller's and is left
         open. The pool must decode json/jsonb to Python values, as ``create_pool`` from
-        ``ledger.pool`` builds it; another raises `InvalidInput`. ``settings`` defaults to
-        ``Settings()`` (the ``THREADWARDEN_*`` environment: task queue, limits, timing).
+        ``threadwarden.ledger.pool`` builds it; another raises `InvalidInput`. ``settings`` defaults
+        to ``Settings()`` (the ``THREADWARDEN_*`` environment: task queue, limits, timing).
         """
         settings = settings or Settings()
         if isinstance(database, str):
@@ -126,7 +126,8 @@ class ThreadwardenClient:
             return
         if not isinstance(await database.fetchval("SELECT '{}'::jsonb"), dict):
             raise InvalidInput(
-                "database", "a pool with json/jsonb codecs (ledger.pool.create_pool builds one)"
+                "database",
+                "a pool with json/jsonb codecs (threadwarden.ledger.pool.create_pool builds one)",
             )
         yield cls(database, temporal, settings, sinks=sinks)
 

@@ -14,20 +14,20 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from ledger.migrations import current_version
-from ledger.migrations import migrate as apply_migrations
-from ledger.operator import OperatorResult
 from threadwarden.errors import ThreadwardenError
-from worker import demo as demo_module
-from worker.cli_output import print_json, print_table
-from worker.client import ThreadwardenClient
-from worker.loading import load_plugins, load_registry
-from worker.runtime import connect_configured, running_worker, verify_search_attributes
-from worker.runtime import resolve as resolve_connections
-from worker.settings import Settings
-from worker.stack import embedded_stack
-from worker.watch import watch as watch_thread
-from workflows.host import SEARCH_ATTRIBUTES
+from threadwarden.ledger.migrations import current_version
+from threadwarden.ledger.migrations import migrate as apply_migrations
+from threadwarden.ledger.operator import OperatorResult
+from threadwarden.worker import demo as demo_module
+from threadwarden.worker.cli_output import print_json, print_table
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.loading import load_plugins, load_registry
+from threadwarden.worker.runtime import connect_configured, running_worker, verify_search_attributes
+from threadwarden.worker.runtime import resolve as resolve_connections
+from threadwarden.worker.settings import Settings
+from threadwarden.worker.stack import embedded_stack
+from threadwarden.worker.watch import watch as watch_thread
+from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 THREAD_STATUS_FIELDS = {
     "submission_id",

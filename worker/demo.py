@@ -12,15 +12,15 @@ from typing import Any
 
 import asyncpg
 
-from ledger.messages import Message
-from ledger.models import SubmissionView, ThreadStatus
-from ledger.publication import NOTIFY_CHANNEL
 from threadwarden.bindings import AttemptContext, Binding, Completed, Outcome
-from worker.cli_output import format_table
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, default_registry, running_worker
-from worker.settings import Settings
-from worker.stack import embedded_stack
+from threadwarden.ledger.messages import Message
+from threadwarden.ledger.models import SubmissionView, ThreadStatus
+from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.worker.cli_output import format_table
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.settings import Settings
+from threadwarden.worker.stack import embedded_stack
 
 SETTLE_TIMEOUT_S = 180
 FEED_CATCH_UP_S = 5.0

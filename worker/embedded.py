@@ -23,7 +23,7 @@ import asyncpg
 from temporalio.client import Client
 
 from threadwarden.errors import InvalidInput
-from workflows.host import SEARCH_ATTRIBUTES
+from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 logger = logging.getLogger(__name__)
 

@@ -18,33 +18,33 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.attempt import AttemptActivities
-from activities.auxiliary import AuxiliaryActivities
-from activities.maintenance import MaintenanceActivities, PassLimits
-from activities.pass_steps import PassSteps
-from activities.sweep import SweepActivities
-from ledger.admission import Admissions
-from ledger.attempts import Attempts
-from ledger.host_work import HostWork
-from ledger.maintenance import Maintenance
-from ledger.messages import Messages
-from ledger.migrations import verify
-from ledger.pool import create_pool
-from ledger.projection import Projection
-from ledger.publication import NotifySink, Publications
-from ledger.sweep import Sweeps
+from threadwarden.activities.attempt import AttemptActivities
+from threadwarden.activities.auxiliary import AuxiliaryActivities
+from threadwarden.activities.maintenance import MaintenanceActivities, PassLimits
+from threadwarden.activities.pass_steps import PassSteps
+from threadwarden.activities.sweep import SweepActivities
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound, ThreadwardenError
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.host_work import HostWork
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.messages import Messages
+from threadwarden.ledger.migrations import verify
+from threadwarden.ledger.pool import create_pool
+from threadwarden.ledger.projection import Projection
+from threadwarden.ledger.publication import NotifySink, Publications
+from threadwarden.ledger.sweep import Sweeps
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
-from worker.embedded import read_endpoints
-from worker.settings import Settings, worker_capacity
-from worker.telemetry import configure_tracing, interceptors
-from workflows import contracts as c
-from workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
-from workflows.sweeper import SweeperWorkflow
+from threadwarden.worker.embedded import read_endpoints
+from threadwarden.worker.settings import Settings, worker_capacity
+from threadwarden.worker.telemetry import configure_tracing, interceptors
+from threadwarden.workflows import contracts as c
+from threadwarden.workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
+from threadwarden.workflows.sweeper import SweeperWorkflow
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from temporalio.envconfig import ClientConfigProfile
 
 from threadwarden.errors import InvalidInput
-from workflows.decisions import Timing
+from threadwarden.protocol.decisions import Timing
 
 logger = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import asyncpg
 
-from ledger.migrations import migrate
-from worker.embedded import (
+from threadwarden.ledger.migrations import migrate
+from threadwarden.worker.embedded import (
     EmbeddedPostgres,
     Endpoints,
     TemporalDevServer,
@@ -17,7 +17,7 @@ from worker.embedded import (
     read_endpoints,
     write_endpoints,
 )
-from worker.runtime import Connections
+from threadwarden.worker.runtime import Connections
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from worker.settings import Settings
+from threadwarden.worker.settings import Settings
 
 _configured = False
 

@@ -26,11 +26,11 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from ledger.pool import Connection, create_pool
-from ledger.publication import NOTIFY_CHANNEL
-from ledger.status import StatusReader, records_after, settlement_of
 from threadwarden.errors import ResultTimeout
-from worker.cli_output import print_json
+from threadwarden.ledger.pool import Connection, create_pool
+from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.ledger.status import StatusReader, records_after, settlement_of
+from threadwarden.worker.cli_output import print_json
 
 logger = logging.getLogger(__name__)
 

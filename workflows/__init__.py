@@ -1,1 +1,1 @@
-"""Deterministic Temporal code: the host maintenance workflow, the sweeper and pure decisions."""
+"""Deterministic Temporal code: the host maintenance workflow, its passes and the sweeper."""

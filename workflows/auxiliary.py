@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
-from workflows import contracts as c
+from threadwarden.workflows import contracts as c
 
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 AUX_HEARTBEAT = timedelta(seconds=10)

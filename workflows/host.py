@@ -18,8 +18,8 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
-from workflows import contracts as c
-from workflows.passes import MaintenancePass
+from threadwarden.workflows import contracts as c
+from threadwarden.workflows.passes import MaintenancePass
 
 MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""

@@ -19,8 +19,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
-from workflows import contracts as c
-from workflows.auxiliary import AuxiliaryScope
+from threadwarden.workflows import contracts as c
+from threadwarden.workflows.auxiliary import AuxiliaryScope
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from workflows import contracts as c
-from workflows.passes import ONE_ATTEMPT
+from threadwarden.workflows import contracts as c
+from threadwarden.workflows.passes import ONE_ATTEMPT
 
 ITERATIONS_PER_RUN = 200
 """Sweeps per run before continuing as new, to keep history short."""

@@ -13,9 +13,9 @@ import pytest
 
 from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, default_registry, running_worker
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.settings import Settings
 
 
 async def _unjsonable(_: AttemptContext) -> Outcome:

@@ -28,9 +28,9 @@ from tests.helpers.checks import (
 )
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 LONG = [{"say": "long"}, {"sleep_ms": 4_000}, {"say": "long done"}]
 STEPPED = [

@@ -23,7 +23,6 @@ import asyncpg
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from ledger.models import HostStatus, SubmissionView
 from tests.helpers.checks import (
     assert_settled_once,
     converged,
@@ -36,9 +35,10 @@ from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
 from threadwarden.errors import NotWaiting
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal
-from workflows.contracts import host_workflow_id
+from threadwarden.ledger.models import HostStatus, SubmissionView
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.workflows.contracts import host_workflow_id
 
 APPROVAL = [{"say": "before"}, {"approval": "refund"}, {"say": "after"}]
 MIN_DELAY = timedelta(milliseconds=50)

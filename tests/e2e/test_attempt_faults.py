@@ -15,13 +15,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.models import HostStatus
 from tests.helpers.checks import assert_settled_once, converged, say, submission_rows
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome, Retryable
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, default_registry, running_worker
-from worker.settings import Settings
+from threadwarden.ledger.models import HostStatus
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.settings import Settings
 
 LOST_CONNECTION = "connection was closed in the middle of operation"
 

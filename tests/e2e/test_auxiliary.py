@@ -18,10 +18,10 @@ from tests.helpers.checks import assert_settled_once, converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal, running_worker
-from worker.settings import Settings
-from workflows import contracts as c
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows import contracts as c
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import asyncpg
 import pytest
 
 from tests.helpers.polling import eventually
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 THREADS, SUBMISSIONS = 200, 5
 UNITS = THREADS * SUBMISSIONS

@@ -8,10 +8,10 @@ from temporalio.client import WorkflowExecutionStatus
 
 from tests.helpers.checks import assert_settled_once, converged, say
 from tests.helpers.polling import eventually
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal
-from workflows.contracts import host_workflow_id
-from workflows.host import MAX_PASSES_PER_RUN
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.workflows.contracts import host_workflow_id
+from threadwarden.workflows.host import MAX_PASSES_PER_RUN
 
 
 async def test_backlog_longer_than_a_run_continues_as_new_with_wakes_pending(

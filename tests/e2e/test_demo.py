@@ -20,7 +20,7 @@ async def test_demo_settles_everything_and_shows_the_message_and_the_feed(tmp_pa
     demo = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "worker.cli",
+        "threadwarden.worker.cli",
         "--data-dir",
         str(tmp_path / "tw"),
         "demo",

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers.polling import eventually
 
-CLI = [sys.executable, "-m", "worker.cli"]
+CLI = [sys.executable, "-m", "threadwarden.worker.cli"]
 
 
 async def _cli(data_dir: Path, *argv: str) -> tuple[int, str]:

@@ -9,13 +9,13 @@ from typing import Any
 
 import asyncpg
 
-from ledger.host_work import HostWork
 from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.ledger.host_work import HostWork
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 
 class CountingHost:

@@ -11,15 +11,15 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.messages import DELIVERY_BATCH, Message, Messages
 from tests.helpers.checks import assert_settled_once, converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.messages import DELIVERY_BATCH, Message, Messages
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 
 def send(thread: str, text: str, **extra: Any) -> list[dict[str, Any]]:

@@ -9,9 +9,9 @@ import asyncpg
 from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 
 async def test_projection_summary_follows_the_thread(

@@ -16,9 +16,9 @@ import pytest
 from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RecordingSink
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,7 +117,7 @@ async def test_watch_streams_a_threads_records_live(
     watcher = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "worker.cli",
+        "threadwarden.worker.cli",
         "watch",
         ids,
         "--json",

@@ -36,13 +36,13 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from ledger.models import HostStatus, ThreadStatus
 from tests.helpers.polling import eventually
 from threadwarden.errors import NotFound
 from threadwarden.failpoints import FailpointError, Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal
-from workflows.contracts import host_workflow_id
+from threadwarden.ledger.models import HostStatus, ThreadStatus
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.workflows.contracts import host_workflow_id
 
 ROLES = ("alpha", "beta", "solo")
 HOST_OF = {"alpha": "shared", "beta": "shared", "solo": "solo"}

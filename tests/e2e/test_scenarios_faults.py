@@ -33,9 +33,9 @@ from tests.helpers.checks import (
 from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.failpoints import FailpointError, Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, default_registry, running_worker
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.settings import Settings
 
 MIN_DELAY = timedelta(milliseconds=50)
 """minimum_alarm_delay with the default 100 ms backoff base."""

@@ -18,22 +18,22 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.sweep import SweepActivities
-from ledger.admission import Admissions
-from ledger.sweep import Sweeps
 from tests.helpers.polling import eventually
+from threadwarden.activities.sweep import SweepActivities
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import (
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.sweep import Sweeps
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import (
     Connections,
     build_worker,
     connect_temporal,
     default_registry,
     start_sweeper,
 )
-from worker.settings import Settings
-from workflows.contracts import sweeper_workflow_id
-from workflows.sweeper import ITERATIONS_PER_RUN, SweeperWorkflow
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import sweeper_workflow_id
+from threadwarden.workflows.sweeper import ITERATIONS_PER_RUN, SweeperWorkflow
 
 IDLE_MS = 400
 """A short idle interval for the tests; the cost is extrapolated to the default one."""

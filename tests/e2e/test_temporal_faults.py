@@ -30,10 +30,15 @@ from tests.helpers.polling import eventually
 from tests.helpers.workers import worker_without_sweeper
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal, default_registry, running_worker
-from worker.settings import Settings
-from workflows.contracts import host_workflow_id
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import (
+    Connections,
+    connect_temporal,
+    default_registry,
+    running_worker,
+)
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ import pytest
 from asyncpg.connection import LoggedQuery
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from ledger import pool as ledger_pool
 from tests.helpers.polling import eventually
-from worker import client as client_module
-from worker import runtime
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal, running_worker
-from worker.settings import Settings
-from workflows.contracts import host_workflow_id
+from threadwarden.ledger import pool as ledger_pool
+from threadwarden.worker import client as client_module
+from threadwarden.worker import runtime
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id
 
 HOSTS, SUBMISSIONS = 4, 10
 UNITS = HOSTS * SUBMISSIONS

@@ -23,17 +23,22 @@ import asyncpg
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from ledger.models import HostStatus
 from tests.helpers.checks import converged, settled, submission_rows
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden import AttemptContext, Binding, BindingRegistry, Completed, Outcome
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal, default_registry, running_worker
-from worker.settings import Settings
-from workflows.contracts import host_workflow_id
+from threadwarden.ledger.models import HostStatus
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import (
+    Connections,
+    connect_temporal,
+    default_registry,
+    running_worker,
+)
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id
 
 AGENT, DIGEST = "charger", "charger-v1"
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,15 +10,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from ledger.admission import Admissions
 from tests.helpers.checks import assert_settled_once, converged, say
 from tests.helpers.polling import eventually
 from tests.helpers.workers import worker_without_sweeper
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal
-from worker.settings import Settings
-from workflows.contracts import host_workflow_id, sweeper_workflow_id
+from threadwarden.ledger.admission import Admissions
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 
 
 async def signals_received(temporal: Client, workflow_id: str) -> int:

@@ -7,9 +7,9 @@ from typing import Any
 
 import asyncpg
 
-from ledger.models import ThreadStatus
 from tests.helpers.polling import eventually
-from worker.client import ThreadwardenClient
+from threadwarden.ledger.models import ThreadStatus
+from threadwarden.worker.client import ThreadwardenClient
 
 
 def _all_settled(status: ThreadStatus) -> bool:

@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from ledger.models import ThreadStatus
 from tests.helpers.checks import assert_settled_once, converged, settled
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from tests.helpers.slow_tool import AGENT_ID as SLOW_TOOL_AGENT
 from tests.helpers.slow_tool import slow_tool_binding
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, default_registry, running_worker
-from worker.settings import Settings
+from threadwarden.ledger.models import ThreadStatus
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.settings import Settings
 
 SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import asyncpg
 
-from ledger.models import STABLE_WAITS, HostStatus, ThreadStatus
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
+from threadwarden.ledger.models import STABLE_WAITS, HostStatus, ThreadStatus
+from threadwarden.worker.client import ThreadwardenClient
 
 
 def say(text: str) -> list[dict[str, Any]]:

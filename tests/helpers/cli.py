@@ -2,7 +2,7 @@
 
 import asyncio
 
-from worker.cli import main
+from threadwarden.worker.cli import main
 
 
 async def run_cli(*argv: str) -> int:

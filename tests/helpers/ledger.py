@@ -8,12 +8,12 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts, Claim
-from ledger.maintenance import BeginResult, Maintenance
-from ledger.operator import Operator
-from ledger.publication import Publications
-from ledger.records import insert_record
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.maintenance import BeginResult, Maintenance
+from threadwarden.ledger.operator import Operator
+from threadwarden.ledger.publication import Publications
+from threadwarden.ledger.records import insert_record
 
 BINDINGS = {"echo": "digest-1"}
 """The one binding the ledger tests claim with."""

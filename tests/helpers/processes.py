@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from tests.helpers.polling import eventually
-from worker.runtime import Connections
-from worker.settings import Settings
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = "threadwarden worker on task queue"
@@ -43,7 +43,7 @@ async def worker_process(
         "THREADWARDEN_MESSAGE_CLAIM_TIMEOUT_MS": str(settings.message_claim_timeout_ms),
         "THREADWARDEN_DATA_DIR": str(folder / "tw"),
     }
-    argv = [sys.executable, "-m", "worker.cli", "worker"]
+    argv = [sys.executable, "-m", "threadwarden.worker.cli", "worker"]
     if bindings is not None:
         argv += ["--bindings", bindings]
     out, err = folder / "stdout", folder / "stderr"

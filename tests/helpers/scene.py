@@ -16,12 +16,12 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts
-from ledger.maintenance import BeginResult, Maintenance, Report
-from ledger.models import to_ms
-from ledger.projection import Projection
 from tests.helpers.ledger import publish
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import BeginResult, Maintenance, Report
+from threadwarden.ledger.models import to_ms
+from threadwarden.ledger.projection import Projection
 
 BINDINGS = {"echo": "digest-1"}
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -7,10 +7,15 @@ from collections.abc import AsyncIterator
 
 from temporalio.client import Client
 
-from ledger.pool import create_pool
 from threadwarden.failpoints import Failpoints
-from worker.runtime import Connections, build_worker, connect_temporal, default_registry
-from worker.settings import Settings, worker_capacity
+from threadwarden.ledger.pool import create_pool
+from threadwarden.worker.runtime import (
+    Connections,
+    build_worker,
+    connect_temporal,
+    default_registry,
+)
+from threadwarden.worker.settings import Settings, worker_capacity
 
 
 @contextlib.asynccontextmanager

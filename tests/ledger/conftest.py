@@ -7,11 +7,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts
-from ledger.maintenance import Maintenance
 from tests.helpers.scene import MIN_DELAY, Scene
-from workflows.decisions import Timing
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.protocol.decisions import Timing
 
 
 @pytest.fixture

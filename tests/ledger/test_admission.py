@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.admission import Admissions, mark_dirty
 from threadwarden.errors import HostMismatch, IdempotencyConflict
+from threadwarden.ledger.admission import Admissions, mark_dirty
 
 MIN_DELAY = timedelta(milliseconds=50)
 

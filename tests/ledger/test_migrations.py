@@ -14,7 +14,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.migrations import (
+from threadwarden.errors import SchemaVersionMismatch
+from threadwarden.ledger.migrations import (
     Migration,
     available_migrations,
     current_version,
@@ -22,7 +23,6 @@ from ledger.migrations import (
     migrate,
     verify,
 )
-from threadwarden.errors import SchemaVersionMismatch
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ async def _versions(conn: asyncpg.Connection[Any]) -> list[tuple[int, str, str]]
 
 def _sha256_of_shipped_file(migration: Migration) -> str:
     """Computed here from the file itself, independently of the code under test."""
-    folder = resources.files("ledger").joinpath("migrations")
+    folder = resources.files("threadwarden.ledger").joinpath("migrations")
     return hashlib.sha256(folder.joinpath(f"{migration.label}.sql").read_bytes()).hexdigest()
 
 
@@ -50,7 +50,9 @@ def _sha256_of_shipped_file(migration: Migration) -> str:
 def own_migrations(tmp_path: Path) -> Path:
     """A copy of the shipped migration files that a test may edit."""
     folder = tmp_path / "migrations"
-    shutil.copytree(Path(str(resources.files("ledger").joinpath("migrations"))), folder)
+    shutil.copytree(
+        Path(str(resources.files("threadwarden.ledger").joinpath("migrations"))), folder
+    )
     return folder
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts
-from ledger.maintenance import FINISH_TRIES, Maintenance
-from workflows.decisions import Timing
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import FINISH_TRIES, Maintenance
+from threadwarden.protocol.decisions import Timing
 
 BINDINGS = {"echo": "d"}
 

@@ -9,12 +9,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts, Claim
-from ledger.maintenance import Maintenance
-from ledger.models import from_ms, retry_to_json, to_ms
 from threadwarden.errors import StaleAttempt, StalePass
-from workflows.decisions import Retry
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.models import from_ms, retry_to_json, to_ms
+from threadwarden.protocol.decisions import Retry
 
 BINDINGS = {"echo": "digest-1"}
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from ledger.pool import DEFAULT_ACQUIRE_TIMEOUT_MS, BoundedPool, create_pool
 from threadwarden.errors import PoolExhausted, ThreadwardenError
+from threadwarden.ledger.pool import DEFAULT_ACQUIRE_TIMEOUT_MS, BoundedPool, create_pool
 
 HANG_GUARD_S = 30
 """Only a guard against a hang (the failure this file is about); never a measured threshold."""

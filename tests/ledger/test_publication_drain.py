@@ -15,16 +15,16 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.pool import create_pool
-from ledger.publication import (
+from tests.helpers.sinks import RecordingSink
+from threadwarden.ledger.pool import create_pool
+from threadwarden.ledger.publication import (
     CLAIM_LEASE_MS,
     NOTIFY_CHANNEL,
     NotifySink,
     Publications,
     pending_deadline,
 )
-from ledger.records import insert_record
-from tests.helpers.sinks import RecordingSink
+from threadwarden.ledger.records import insert_record
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 DEADLINE_S = 60

@@ -12,9 +12,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.maintenance import BEGIN, LOCK_HOST_WITH_DEADLINES, LOCK_WITH_HEADS
-from ledger.messages import CLAIM
-from ledger.sweep import OVERDUE
+from threadwarden.ledger.maintenance import BEGIN, LOCK_HOST_WITH_DEADLINES, LOCK_WITH_HEADS
+from threadwarden.ledger.messages import CLAIM
+from threadwarden.ledger.sweep import OVERDUE
 
 
 async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:

@@ -8,14 +8,14 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts, Claim
-from ledger.maintenance import Maintenance
-from ledger.operator import Operator
-from ledger.recovery import Recovery
 from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now, publish
 from threadwarden.errors import StaleAttempt
-from workflows.decisions import Timing
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.operator import Operator
+from threadwarden.ledger.recovery import Recovery
+from threadwarden.protocol.decisions import Timing
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from ledger.records import insert_record
 from tests.helpers.scene import MIN_DELAY, Scene, alarm_of, at, bound, rel
+from threadwarden.ledger.records import insert_record
 
 AUX_SOURCES = ("host", "publication", "message", "projection")
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import asyncpg
 
-from ledger.attempts import Attempts
-from ledger.maintenance import BEGIN, Maintenance, Report
-from ledger.models import to_ms
-from ledger.pool import _init_connection, create_pool
 from tests.helpers.scene import BASE, BINDINGS, MIN_DELAY, Scene, alarm_of, at, bound, rel
-from workflows.decisions import Timing
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import BEGIN, Maintenance, Report
+from threadwarden.ledger.models import to_ms
+from threadwarden.ledger.pool import _init_connection, create_pool
+from threadwarden.protocol.decisions import Timing
 
 # --- scenario 3 -----------------------------------------------------------------------------
 

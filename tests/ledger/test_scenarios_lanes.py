@@ -16,15 +16,15 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions, mark_dirty
-from ledger.attempts import Attempts
-from ledger.maintenance import BeginResult, Maintenance, Report, Selection
-from ledger.models import to_ms
-from ledger.pool import create_pool
 from tests.helpers.ledger import publish
 from tests.helpers.scene import assert_leftovers_armed
 from threadwarden.errors import BindingUnavailable
-from workflows.decisions import BindingRetry, Timing
+from threadwarden.ledger.admission import Admissions, mark_dirty
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import BeginResult, Maintenance, Report, Selection
+from threadwarden.ledger.models import to_ms
+from threadwarden.ledger.pool import create_pool
+from threadwarden.protocol.decisions import BindingRetry, Timing
 
 BINDINGS = {"echo": "digest-1"}
 UNBOUND = "ghost"  # no binding registered on this worker

@@ -7,9 +7,9 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.maintenance import Maintenance
-from workflows.decisions import Timing
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.protocol.decisions import Timing
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

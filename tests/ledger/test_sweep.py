@@ -7,11 +7,11 @@ from typing import Any
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.attempts import Attempts
-from ledger.maintenance import Maintenance
-from ledger.sweep import Sweeps
-from workflows.decisions import Timing
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.sweep import Sweeps
+from threadwarden.protocol.decisions import Timing
 
 
 async def _make_overdue(pool: asyncpg.Pool[Any], host_id: str) -> None:

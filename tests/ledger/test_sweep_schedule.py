@@ -8,12 +8,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from activities.sweep import next_sweep_ms
-from ledger.admission import Admissions
-from ledger.attempts import Attempts
-from ledger.maintenance import Maintenance
-from ledger.sweep import NEXT_DUE, OVERDUE, Sweeps
-from workflows.decisions import Timing
+from threadwarden.activities.sweep import next_sweep_ms
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.sweep import NEXT_DUE, OVERDUE, Sweeps
+from threadwarden.protocol.decisions import Timing
 
 GRACE = 2_000
 

@@ -12,14 +12,14 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.errors import domain_errors
+from threadwarden.activities.errors import domain_errors
 from threadwarden.errors import (
     PoolExhausted,
     StaleAttempt,
     StalePass,
     ThreadwardenError,
 )
-from worker.runtime import connect_temporal
+from threadwarden.worker.runtime import connect_temporal
 
 ERRORS: dict[str, ThreadwardenError] = {
     "StalePass": StalePass("host h: pass epoch 3 is stale (current 4)"),
@@ -45,7 +45,7 @@ async def test_fencing_is_a_benign_non_retryable_error_logged_in_one_line(
     assert error.type == name
     assert error.non_retryable
     assert error.message == str(ERRORS[name])
-    lines = [r for r in caplog.records if r.name == "activities.errors"]
+    lines = [r for r in caplog.records if r.name == "threadwarden.activities.errors"]
     assert [(r.levelno, r.getMessage()) for r in lines] == [
         (logging.WARNING, f"step superseded: {ERRORS[name]}")
     ]
@@ -61,7 +61,7 @@ async def test_other_threadwarden_errors_stay_ordinary_failures(
     assert raised.value.category == ApplicationErrorCategory.UNSPECIFIED
     assert raised.value.type == "PoolExhausted"
     assert raised.value.non_retryable
-    assert not [r for r in caplog.records if r.name == "activities.errors"]
+    assert not [r for r in caplog.records if r.name == "threadwarden.activities.errors"]
 
 
 @activity.defn(name="fenced_step")
@@ -124,7 +124,7 @@ async def test_a_real_worker_reports_fencing_as_benign_without_a_traceback(
         )
     # Non-retryable although the policy allows five attempts: one attempt each.
     assert seen == ["StalePass:BENIGN:True", "StalePass:BENIGN:True"]
-    ours = [r for r in caplog.records if r.name == "activities.errors"]
+    ours = [r for r in caplog.records if r.name == "threadwarden.activities.errors"]
     assert [r.levelno for r in ours] == [logging.WARNING, logging.WARNING]
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING and r.exc_info]
     assert loud == [], [r.getMessage() for r in loud]

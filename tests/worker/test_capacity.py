@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ledger.pool import BoundedPool, create_pool
-from worker import runtime
-from worker.runtime import Connections, running_worker
-from worker.settings import POOL_RESERVE, Capacity, Settings
+from threadwarden.ledger.pool import BoundedPool, create_pool
+from threadwarden.worker import runtime
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import POOL_RESERVE, Capacity, Settings
 
 
 def test_the_default_pool_serves_every_slot_plus_the_reserve() -> None:
@@ -128,7 +128,7 @@ async def test_a_worker_on_a_small_explicit_pool_runs_fewer_slots_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     small = settings.model_copy(update={"pool_max_size": 10})
-    caplog.set_level(logging.WARNING, logger="worker.settings")
+    caplog.set_level(logging.WARNING, logger="threadwarden.worker.settings")
     async with running_worker(small, connections) as worker:
         config = worker.config()
         assert (
@@ -136,7 +136,7 @@ async def test_a_worker_on_a_small_explicit_pool_runs_fewer_slots_and_says_so(
             config.get("max_concurrent_local_activities"),
         ) == (4, 2)
         assert [p.get_max_size() for p in created_pools] == [10]
-    warnings = [r.getMessage() for r in caplog.records if r.name == "worker.settings"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "threadwarden.worker.settings"]
     assert warnings == [
         "pool_max_size=10 is below the worker's slots (20 activities + 10 local activities"
         " + 4 reserve): running 4 activities and 2 local activities"

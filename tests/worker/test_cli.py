@@ -18,13 +18,13 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
-from ledger.migrations import expected_version
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
 from threadwarden.errors import ThreadwardenError
-from worker.client import ThreadwardenClient
-from worker.runtime import verify_search_attributes
-from workflows.host import SEARCH_ATTRIBUTES
+from threadwarden.ledger.migrations import expected_version
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import verify_search_attributes
+from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 
 async def submissions_count(pool: asyncpg.Pool[Any]) -> int:

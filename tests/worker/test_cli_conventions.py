@@ -17,10 +17,10 @@ import pytest
 
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
-from worker.cli import build_parser
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections
-from worker.settings import Settings
+from threadwarden.worker.cli import build_parser
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
 READY = "threadwarden worker on task queue"

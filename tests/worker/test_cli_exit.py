@@ -2,8 +2,8 @@
 
 The Temporal SDK's native threads used to crash a process at interpreter exit after it printed
 success (SIGABRT, ``PyGILState_Release``, about 1 in 3 `setup` runs, 1 in 40 `submit` runs);
-`worker.cli.main` now leaves through ``os._exit`` after flushing. These tests run the installed
-console script many times in a row against a live stack and count the exits.
+`threadwarden.worker.cli.main` now leaves through ``os._exit`` after flushing. These tests run the
+installed console script many times in a row against a live stack and count the exits.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pytest
 
 from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections
-from worker.settings import Settings
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
 
 SCRIPT = Path(sys.executable).parent / "threadwarden"
 ROUNDS = 50

@@ -13,9 +13,9 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from tests.helpers.cli import run_cli
-from worker.runtime import Connections
-from worker.settings import Settings, with_temporal_envconfig
-from workflows.host import SEARCH_ATTRIBUTES
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings, with_temporal_envconfig
+from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 UNREACHABLE = "127.0.0.1:1"
 

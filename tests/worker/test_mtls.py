@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.runtime import Connections, connect_configured
-from worker.settings import Settings
+from threadwarden.worker.runtime import Connections, connect_configured
+from threadwarden.worker.settings import Settings
 
 SERVER_NAME = "temporal.test"
 

@@ -16,10 +16,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.helpers.checks import settled
 from tests.helpers.polling import eventually
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, connect_temporal
-from worker.settings import Settings
-from workflows import contracts as c
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows import contracts as c
 
 MARKER = "PAYLOAD-MARKER-7f3e91"
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import asyncpg
 
-from ledger.migrations import migrate
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.embedded import EmbeddedPostgres, TemporalDevServer
-from worker.runtime import Connections, connect_temporal, running_worker
-from worker.settings import Settings
-from workflows.contracts import host_workflow_id
+from threadwarden.ledger.migrations import migrate
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
 VERSION = "v6"

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import asyncpg
 
-from ledger.admission import Admissions
-from ledger.migrations import migrate
-from ledger.pool import create_pool
 from tests.helpers.polling import eventually
-from worker.client import ThreadwardenClient
-from worker.embedded import EmbeddedPostgres, TemporalDevServer
-from worker.runtime import Connections, connect_temporal, running_worker
-from worker.settings import Settings
-from workflows.contracts import sweeper_workflow_id
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.migrations import migrate
+from threadwarden.ledger.pool import create_pool
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import sweeper_workflow_id
 
 HERE = Path(__file__).parent / "histories"
 VERSION = "v3"

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workflows.auxiliary import host_join_bound
+from threadwarden.workflows.auxiliary import host_join_bound
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -16,7 +16,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from ledger.models import from_ms, to_ms
 from tests.helpers.checks import (
     assert_autonomous_work_armed,
     assert_settled_once,
@@ -27,9 +26,10 @@ from tests.helpers.checks import (
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from threadwarden.failpoints import Failpoints
-from worker.client import ThreadwardenClient
-from worker.runtime import Connections, running_worker
-from worker.settings import Settings
+from threadwarden.ledger.models import from_ms, to_ms
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
 
 MIN_DELAY = timedelta(milliseconds=50)
 """minimum_alarm_delay with the default 100 ms backoff base."""

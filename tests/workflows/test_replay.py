@@ -13,8 +13,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows.host import HostWorkflow
-from workflows.sweeper import SweeperWorkflow
+from threadwarden.workflows.host import HostWorkflow
+from threadwarden.workflows.sweeper import SweeperWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workflows.decisions import (
+from threadwarden.protocol.decisions import (
     MAX_STALLS,
     AlarmPlan,
     NativeFinish,

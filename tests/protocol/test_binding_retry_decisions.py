@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workflows.decisions import (
+from threadwarden.protocol.decisions import (
     BINDING_REPORT_INTERVAL_MS,
     MAX_BINDING_ATTEMPTS,
     BindingRetry,
