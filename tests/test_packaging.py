@@ -1,0 +1,139 @@
+"""The installed distribution is one import package, `threadwarden` (issue 11).
+
+The repository keeps the design's folders (`api/`, `protocol/`, `workflows/`, `activities/`,
+`ledger/`, `worker/`) and pyproject.toml maps them into `threadwarden`. These tests install a copy
+of the sources non-editable into a fresh virtualenv and look at it from a neutral folder. The
+venv borrows the dependencies of the running (dev) venv through a `.pth` line, which adds that
+site-packages to the path without running its `.pth` files, so the editable install's link tree
+stays out of sight. Offline: no index, no build isolation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROOMS = ("protocol", "workflows", "activities", "ledger", "worker")
+SOURCES = ("pyproject.toml", "README.md", "api", *ROOMS)
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def _run(argv: list[str], cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with a non-editable `pip install .` of a copy of the sources; its python."""
+    base = tmp_path_factory.mktemp("packaging")
+    source = base / "src"
+    source.mkdir()
+    for name in SOURCES:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(path, source / name)
+    env_dir = base / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    purelib = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], base
+    )
+    own = Path(purelib.stdout.strip())
+    (own / "_dev_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet"]
+    pip += ["--no-deps", "--no-index", "--no-build-isolation", str(source)]
+    done = _run(pip, base)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return python
+
+
+def _neutral(tmp_path: Path) -> Path:
+    folder = tmp_path / "neutral"
+    folder.mkdir()
+    return folder
+
+
+def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_path: Path) -> None:
+    code = (
+        "import threadwarden, threadwarden.workflows.host, threadwarden.worker.cli, "
+        "threadwarden.ledger.pool, threadwarden.activities.attempt, "
+        "threadwarden.protocol.decisions;"
+        "from importlib import resources;"
+        "print(threadwarden.__file__);"
+        "print(sorted(p.name for p in resources.files('threadwarden.ledger')"
+        ".joinpath('migrations').iterdir())[0]);"
+        "print(resources.files('threadwarden').joinpath('py.typed').is_file())"
+    )
+    done = _run([str(installed), "-c", code], _neutral(tmp_path))
+    assert done.returncode == 0, done.stderr
+    where, first_migration, typed = done.stdout.split()
+    assert Path(where).is_relative_to(installed.parent.parent), "imported from the fresh venv"
+    assert first_migration == "0001_initial.sql"
+    assert typed == "True"
+
+
+@pytest.mark.parametrize("name", ["workflows", "activities", "ledger", "worker", "api", "protocol"])
+def test_packaging_installed_has_no_other_top_level(
+    installed: Path, tmp_path: Path, name: str
+) -> None:
+    done = _run([str(installed), "-c", f"import {name}"], _neutral(tmp_path))
+    assert done.returncode != 0
+    assert f"No module named '{name}'" in done.stderr
+
+
+def test_packaging_distribution_top_level_is_threadwarden(installed: Path, tmp_path: Path) -> None:
+    code = (
+        "from importlib.metadata import distribution;"
+        "d = distribution('threadwarden');"
+        "print(repr((d.read_text('top_level.txt') or '').split()));"
+        "print(repr(sorted({str(f).split('/')[0] for f in d.files or []"
+        " if not str(f).startswith(('..', 'threadwarden-'))})))"
+    )
+    done = _run([str(installed), "-c", code], _neutral(tmp_path))
+    assert done.returncode == 0, done.stderr
+    top_level, recorded = done.stdout.splitlines()
+    assert top_level == "['threadwarden']"
+    assert recorded == "['threadwarden']", "RECORD lists files of one top-level package"
+
+
+def test_packaging_console_script_runs(installed: Path, tmp_path: Path) -> None:
+    done = _run([str(installed.parent / "threadwarden"), "--version"], _neutral(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "0.1.0" in done.stdout + done.stderr
+
+
+def test_packaging_every_package_folder_is_mapped() -> None:
+    setuptools = _pyproject()["tool"]["setuptools"]
+    mapped = {folder: package for package, folder in setuptools["package-dir"].items()}
+    assert set(mapped) == {"api", *ROOMS}
+    expected = set()
+    for folder, package in mapped.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder).parts
+            expected.add(".".join((package, *relative)))
+    assert set(setuptools["packages"]) == expected, "a new subpackage goes into `packages`"
+
+
+def test_packaging_public_api_contract_lists_every_api_module() -> None:
+    contracts = _pyproject()["tool"]["importlinter"]["contracts"]
+    (public,) = [c for c in contracts if c["name"] == "the public agent API stands alone"]
+    modules = {
+        f"threadwarden.{p.stem}" for p in (ROOT / "api").glob("*.py") if p.stem != "__init__"
+    }
+    assert set(public["source_modules"]) == modules
