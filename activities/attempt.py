@@ -32,7 +32,6 @@ from threadwarden.errors import (
     BindingDigestMismatch,
     BindingUnavailable,
     InvalidInput,
-    StalePass,
 )
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts, Claim
@@ -118,7 +117,7 @@ class AttemptActivities:
                 return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
             if result.failure is not None:  # the pass failed: its durable retry is what follows
                 return result
-            return await self._after_attempt(step, result)
+            return await self._steps.after_head(step, result)
         finally:
             beating.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -128,48 +127,6 @@ class AttemptActivities:
         while True:
             await asyncio.sleep(self._lease_renew_s)
             activity.heartbeat()
-
-    async def _after_attempt(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
-        """Brief §3.5 (e): the binding-retry record, then (folded) the native finish. A failure
-        here fails the pass after the attempt (reported, never raised: the attempt's outcome
-        is already committed)."""
-        now = datetime.now(UTC)
-        if head.binding_error is not None or step.binding_retry_pending:
-            try:
-                await self._steps.record_binding_result(
-                    step.host_id,
-                    step.epoch,
-                    thread_id=step.thread_id,
-                    submission_id=head.submission_id or step.submission_id,
-                    error=head.binding_error,
-                    now=now,
-                )
-            except StalePass:
-                raise
-            except Exception as error:
-                head.failure, head.native_failure = _describe(error), True
-                return head
-        if step.finish is None:
-            return head
-        try:
-            head.report = await self._steps.finish(
-                c.FinishPassInput(
-                    host_id=step.host_id,
-                    epoch=step.epoch,
-                    generation=step.finish.generation,
-                    stalls=step.finish.stalls,
-                    progressed=head.outcome is not None or step.repaired > 0,
-                    now=datetime.now(UTC),
-                    jitter=step.finish.jitter,
-                    selected_submission_id=step.submission_id,
-                    other_lanes_at=step.finish.other_lanes_at,
-                )
-            )
-        except StalePass:
-            raise
-        except Exception as error:
-            head.failure = _describe(error)
-        return head
 
     async def _attempt(self, step: c.RunHeadInput) -> c.RunHeadResult:
         digests = {

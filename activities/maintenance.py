@@ -27,6 +27,7 @@ class PassLimits:
     yield_after_ms: int = 600_000
     pass_deadline_ms: int = 840_000
     head_heartbeat_ms: int = 30_000
+    head_start_ms: int = 60_000
     projection_timeout_ms: int = 30_000
 
 
@@ -84,6 +85,7 @@ class MaintenanceActivities:
             yield_after_ms=self._limits.yield_after_ms,
             pass_deadline_ms=self._limits.pass_deadline_ms,
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
+            head_start_ms=self._limits.head_start_ms,
             auxiliary=self._auxiliary_plan(begun.due),
             native=native,
             error=error,
@@ -114,6 +116,14 @@ class MaintenanceActivities:
     async def prepare_native(self, step: c.PrepareNativeInput) -> c.NativePlan:
         """Recovery and selection, when begin left them to after the publication gate."""
         return await self._steps.prepare_native(step.host_id, step.epoch, step.now)
+
+    @activity.defn(name=c.HEAD_UNSTARTED)
+    @domain_errors
+    async def head_unstarted(self, step: c.HeadUnstartedInput) -> c.RunHeadResult:
+        """No worker with the head's binding started its attempt in time: the head backs off
+        as binding-unavailable (nothing was claimed), then (folded) the pass finishes."""
+        head = c.RunHeadResult(submission_id=step.head.submission_id, binding_error=step.error)
+        return await self._steps.after_head(step.head, head)
 
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors

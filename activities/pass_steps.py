@@ -3,9 +3,10 @@ binding-retry record and the native finish. Each is fenced by the pass epoch; th
 runs the last two itself when nothing else of its pass is running (one activity per unit)."""
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime
 
 from threadwarden.activities.auxiliary import host_deadline
+from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.maintenance import HostView, Maintenance
@@ -90,3 +91,49 @@ class PassSteps:
         )
         await self._failpoints.hit("maintenance:finish:after")
         return c.PassReport(**report.model_dump())
+
+    async def after_head(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
+        """Brief §3.5 (e) after the head attempt (or after no worker started it): the
+        binding-retry record, then (folded) the native finish. A failure here fails the pass
+        after the attempt (reported, never raised: the attempt's outcome is already
+        committed)."""
+        if head.binding_error is not None or step.binding_retry_pending:
+            try:
+                await self.record_binding_result(
+                    step.host_id,
+                    step.epoch,
+                    thread_id=step.thread_id,
+                    submission_id=head.submission_id or step.submission_id,
+                    error=head.binding_error,
+                    now=datetime.now(UTC),
+                )
+            except StalePass:
+                raise
+            except Exception as error:
+                head.failure, head.native_failure = _describe(error), True
+                return head
+        if step.finish is None:
+            return head
+        try:
+            head.report = await self.finish(
+                c.FinishPassInput(
+                    host_id=step.host_id,
+                    epoch=step.epoch,
+                    generation=step.finish.generation,
+                    stalls=step.finish.stalls,
+                    progressed=head.outcome is not None or step.repaired > 0,
+                    now=datetime.now(UTC),
+                    jitter=step.finish.jitter,
+                    selected_submission_id=step.submission_id,
+                    other_lanes_at=step.finish.other_lanes_at,
+                )
+            )
+        except StalePass:
+            raise
+        except Exception as error:
+            head.failure = _describe(error)
+        return head
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:500]

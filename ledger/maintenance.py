@@ -42,8 +42,10 @@ SELECT {_HOST_COLUMNS}, {DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1
 """For the steps that set the alarm (begin, finish, rearm): the host row and its deadlines."""
 _HEADS_JSON = """
 (SELECT json_agg(json_build_object('thread_id', x.thread_id, 'submission_id', x.submission_id,
-                                   'state', x.state) ORDER BY x.thread_id)
-   FROM (SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state
+                                   'state', x.state, 'agent_id', x.agent_id,
+                                   'agent_digest', x.agent_digest) ORDER BY x.thread_id)
+   FROM (SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state, s.agent_id,
+                s.agent_digest
            FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
           WHERE t.host_id = h.host_id AND s.state <> 'settled'
           ORDER BY s.thread_id, s.sequence) x)
@@ -96,6 +98,8 @@ class Head(BaseModel):
     thread_id: str
     submission_id: str
     state: str
+    agent_id: str
+    agent_digest: str | None = None
 
 
 class HostView(BaseModel):
@@ -130,6 +134,8 @@ class BeginResult(BaseModel):
 class Selection(BaseModel):
     thread_id: str | None
     submission_id: str | None = None
+    agent_id: str | None = None
+    agent_digest: str | None = None
     binding_retry_pending: bool = False
     other_lanes_at: datetime | None = None
     """When the earliest eligible lane besides the selected one may run (the selection time,
@@ -258,6 +264,7 @@ class Maintenance:
         heads = view.heads
         eligible = [h.thread_id for h in heads if h.state not in STABLE_WAITS]
         head_of = {h.thread_id: h.submission_id for h in heads}
+        by_thread = {h.thread_id: h for h in heads}
         current = [r for r in view.binding_retries if head_of.get(r.thread_id) == r.submission_id]
         blocked_until = {r.thread_id: r.not_before for r in current}
         picked = d.select_lane(
@@ -283,6 +290,8 @@ class Maintenance:
         return Selection(
             thread_id=picked,
             submission_id=head_of[picked],
+            agent_id=by_thread[picked].agent_id,
+            agent_digest=by_thread[picked].agent_digest,
             binding_retry_pending=any(r.thread_id == picked for r in current),
             other_lanes_at=other_lanes_at,
         )

@@ -93,6 +93,40 @@ class _BoundedAcquire(_AcquireContext):
         return self.pool.exhausted(self.timeout)
 
 
+def new_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    acquire_timeout_ms: int = DEFAULT_ACQUIRE_TIMEOUT_MS,
+    on_query: Callable[[LoggedQuery], None] | None = None,
+) -> BoundedPool:
+    """`create_pool`'s pool, not yet opened: ``await`` it (inside the loop that will use it)
+    before the first acquisition."""
+    if acquire_timeout_ms < 1:
+        raise ValueError("acquire_timeout_ms: expected at least 1")
+
+    async def init(conn: asyncpg.Connection[Any]) -> None:
+        await _init_connection(conn)
+        if on_query is not None:
+            conn.add_query_logger(on_query)
+
+    # Constructed as asyncpg.create_pool does, with its defaults.
+    return BoundedPool(
+        dsn,
+        acquire_timeout_ms=acquire_timeout_ms,
+        min_size=min_size,
+        max_size=max_size,
+        max_queries=50_000,
+        max_inactive_connection_lifetime=300.0,
+        init=init,
+        reset=_keep_session,
+        loop=None,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
+    )
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -106,27 +140,12 @@ async def create_pool(
 
     ``on_query`` sees every statement the pool's connections run (tests count them with it).
     """
-    if acquire_timeout_ms < 1:
-        raise ValueError("acquire_timeout_ms: expected at least 1")
-
-    async def init(conn: asyncpg.Connection[Any]) -> None:
-        await _init_connection(conn)
-        if on_query is not None:
-            conn.add_query_logger(on_query)
-
-    # Constructed as asyncpg.create_pool does, with its defaults.
-    pool = BoundedPool(
+    pool = new_pool(
         dsn,
-        acquire_timeout_ms=acquire_timeout_ms,
         min_size=min_size,
         max_size=max_size,
-        max_queries=50_000,
-        max_inactive_connection_lifetime=300.0,
-        init=init,
-        reset=_keep_session,
-        loop=None,
-        connection_class=asyncpg.Connection,
-        record_class=asyncpg.Record,
+        acquire_timeout_ms=acquire_timeout_ms,
+        on_query=on_query,
     )
     await pool
     return pool

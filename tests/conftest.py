@@ -96,6 +96,9 @@ def settings(tmp_path: Path) -> Settings:
         sweep_grace_ms=200,
         lease_ms=3_000,
         lease_renew_ms=500,
+        # A head for an agent no worker has waits this long on its agent queue before it counts
+        # as binding-unavailable (the default 60 s would dominate the binding-retry tests).
+        head_start_timeout_ms=3_000,
     )
 
 

@@ -22,7 +22,8 @@ from threadwarden.worker import demo as demo_module
 from threadwarden.worker.cli_output import print_json, print_table
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.loading import load_plugins, load_registry
-from threadwarden.worker.runtime import connect_configured, running_worker, verify_search_attributes
+from threadwarden.worker.plugin import verify_search_attributes
+from threadwarden.worker.runtime import connect_configured, running_worker
 from threadwarden.worker.runtime import resolve as resolve_connections
 from threadwarden.worker.settings import Settings
 from threadwarden.worker.stack import embedded_stack

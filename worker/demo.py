@@ -18,7 +18,8 @@ from threadwarden.ledger.models import SubmissionView, ThreadStatus
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
 from threadwarden.worker.cli_output import format_table
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.plugin import default_registry
+from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.worker.stack import embedded_stack
 

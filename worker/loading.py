@@ -16,7 +16,7 @@ from threadwarden.bindings import Binding, BindingRegistry
 from threadwarden.errors import InvalidInput
 from threadwarden.hosts import HostMaintenance
 from threadwarden.publication import PublicationSink
-from threadwarden.worker.runtime import default_registry
+from threadwarden.worker.plugin import default_registry
 
 MAX_SPEC_CHARS = 500
 

@@ -81,6 +81,9 @@ class Settings(BaseSettings):
     """A head attempt yields at a committed boundary this long after its pass started."""
     pass_deadline_ms: int = Field(default=840_000, ge=2_000, le=3_600_000)
     """A pass still running this long after it started is cancelled and its retry recorded."""
+    head_start_timeout_ms: int = Field(default=60_000, ge=1_000, le=600_000)
+    """How long a head attempt waits on its agent's task queue for a worker with the binding
+    (and a free slot) to start it before it counts as binding-unavailable (binding retry)."""
     projection_dispatch_timeout_ms: int = Field(default=30_000, ge=1, le=300_000)
     """Bound of one projection backfill batch in a pass; a timeout is not a failure."""
     message_claim_timeout_ms: int = Field(default=30_000, ge=100, le=600_000)

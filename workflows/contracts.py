@@ -17,6 +17,7 @@ STATUS_QUERY = "status"
 BEGIN_PASS = "begin_pass"
 PREPARE_NATIVE = "prepare_native"
 RUN_HEAD = "run_head"
+HEAD_UNSTARTED = "head_unstarted"
 FINISH_PASS = "finish_pass"
 FINISH_CAUGHT_UP = "finish_caught_up"
 REARM_FAILURE = "rearm_failure"
@@ -34,6 +35,14 @@ PASS_DEADLINE_ERROR = "maintenance pass deadline"
 def host_workflow_id(host_id: str) -> str:
     """The one workflow id per host: Temporal's id uniqueness makes the host's owner loop."""
     return f"threadwarden-host/{host_id}"
+
+
+def head_task_queue(task_queue: str, agent_id: str, agent_digest: str | None = None) -> str:
+    """The task queue of the head attempts for ``agent_id`` (pinned to ``agent_digest``): only
+    workers that register that binding (at that digest) poll it (docs/architecture.md,
+    binding-aware routing)."""
+    queue = f"{task_queue}/agent/{agent_id}"
+    return queue if agent_digest is None else f"{queue}/digest/{agent_digest}"
 
 
 def sweeper_workflow_id(task_queue: str) -> str:
@@ -108,6 +117,9 @@ class BeginPassResult(BaseModel):
     head_heartbeat_ms: int = 30_000
     """Heartbeat timeout of the head attempt: the attempt lease, so a dead worker is noticed
     when its lease lapses."""
+    head_start_ms: int = 60_000
+    """How long the head attempt may wait on its agent's task queue for a worker with the
+    binding to start it; past that the head counts as binding-unavailable (binding retry)."""
     auxiliary: AuxiliaryPlan
     """What auxiliary work is due."""
     native: "NativePlan | None" = None
@@ -139,6 +151,10 @@ class NativePlan(BaseModel):
     """The selected lane (None: nothing runnable)."""
     submission_id: str | None = None
     """The selected thread's head."""
+    agent_id: str | None = None
+    """The head's agent: its attempt runs on that agent's task queue."""
+    agent_digest: str | None = None
+    """The digest the head is pinned to (None: any digest of the agent)."""
     binding_retry_pending: bool = False
     """The head has a binding-retry record (a success must remove it)."""
     other_lanes_at: datetime | None = None
@@ -171,6 +187,13 @@ class RunHeadInput(PassStepInput):
     finish: FinishPlan | None = None
     """Set when nothing else of the pass is running: the activity finishes the pass too, so a
     unit costs one activity instead of an activity and a step."""
+
+
+class HeadUnstartedInput(BaseModel):
+    head: RunHeadInput
+    """The head activity no worker started."""
+    error: str
+    """Why: no worker with the agent's binding (at its pinned digest) polled in time."""
 
 
 class RunHeadResult(BaseModel):

@@ -15,7 +15,7 @@ from typing import TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutType
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
@@ -30,8 +30,6 @@ SHORT_STEP = timedelta(seconds=30)
 STEP_QUEUE = timedelta(seconds=30)
 """How long a local step may wait for a local-activity slot before the pass fails (queueing
 is bounded apart from running)."""
-HEAD_QUEUE = timedelta(seconds=60)
-"""How long the head activity may wait for a worker (with a free slot) to start it."""
 HEAD_CANCEL_GRACE = timedelta(seconds=60)
 """The head activity outlives the pass deadline by this much, so that the deadline's
 cancellation (not a server timeout) ends it and it can release its claim first."""
@@ -173,6 +171,8 @@ class MaintenancePass:
             # Nothing runs beside the attempt: it finishes the pass itself (one activity).
             folded = scope.idle
             head = await self._run_head(step, begin, started, native, fold=folded)
+            if head is None:  # no worker with the binding started it: binding-unavailable
+                head = await self._head_unstarted(step, begin, started, native, fold=folded)
             if head.failure is not None:
                 self._native_only = head.native_failure
                 raise PassFailed(head.failure)
@@ -197,7 +197,7 @@ class MaintenancePass:
             c.PassReport,
         )
 
-    async def _run_head(
+    def _head_input(
         self,
         step: c.PassStepInput,
         begin: c.BeginPassResult,
@@ -205,7 +205,7 @@ class MaintenancePass:
         native: c.NativePlan,
         *,
         fold: bool,
-    ) -> c.RunHeadResult:
+    ) -> c.RunHeadInput:
         assert native.thread_id is not None and native.submission_id is not None
         finish = None
         if fold:
@@ -215,29 +215,80 @@ class MaintenancePass:
                 jitter=workflow.random().random(),
                 other_lanes_at=native.other_lanes_at,
             )
-        result = await workflow.execute_activity(
-            c.RUN_HEAD,
-            c.RunHeadInput(
-                **step.model_dump(),
-                thread_id=native.thread_id,
-                submission_id=native.submission_id,
-                binding_retry_pending=native.binding_retry_pending,
-                repaired=native.repaired,
-                yield_after=started + timedelta(milliseconds=begin.yield_after_ms),
-                pass_deadline=started + timedelta(milliseconds=begin.pass_deadline_ms),
-                finish=finish,
-            ),
-            result_type=c.RunHeadResult,
-            schedule_to_start_timeout=HEAD_QUEUE,
-            start_to_close_timeout=timedelta(milliseconds=begin.pass_deadline_ms)
-            + HEAD_CANCEL_GRACE,
-            heartbeat_timeout=timedelta(milliseconds=begin.head_heartbeat_ms),
-            retry_policy=ONE_ATTEMPT,
-            # On the pass deadline, wait until the attempt has released its claim.
-            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"head of {native.thread_id}",
+        return c.RunHeadInput(
+            **step.model_dump(),
+            thread_id=native.thread_id,
+            submission_id=native.submission_id,
+            binding_retry_pending=native.binding_retry_pending,
+            repaired=native.repaired,
+            yield_after=started + timedelta(milliseconds=begin.yield_after_ms),
+            pass_deadline=started + timedelta(milliseconds=begin.pass_deadline_ms),
+            finish=finish,
         )
+
+    async def _run_head(
+        self,
+        step: c.PassStepInput,
+        begin: c.BeginPassResult,
+        started: datetime,
+        native: c.NativePlan,
+        *,
+        fold: bool,
+    ) -> c.RunHeadResult | None:
+        """The head attempt, on its agent's task queue (only workers with that binding poll
+        it). None when none of them started it within ``head_start_ms``."""
+        assert native.agent_id is not None
+        try:
+            result = await workflow.execute_activity(
+                c.RUN_HEAD,
+                self._head_input(step, begin, started, native, fold=fold),
+                result_type=c.RunHeadResult,
+                task_queue=c.head_task_queue(
+                    workflow.info().task_queue, native.agent_id, native.agent_digest
+                ),
+                schedule_to_start_timeout=timedelta(milliseconds=begin.head_start_ms),
+                start_to_close_timeout=timedelta(milliseconds=begin.pass_deadline_ms)
+                + HEAD_CANCEL_GRACE,
+                heartbeat_timeout=timedelta(milliseconds=begin.head_heartbeat_ms),
+                retry_policy=ONE_ATTEMPT,
+                # On the pass deadline, wait until the attempt has released its claim.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"head of {native.thread_id}",
+            )
+        except ActivityError as error:
+            cause = error.cause
+            if (
+                isinstance(cause, TemporalTimeoutError)
+                and cause.type == TimeoutType.SCHEDULE_TO_START
+            ):
+                return None
+            raise
         return cast(c.RunHeadResult, result)
+
+    async def _head_unstarted(
+        self,
+        step: c.PassStepInput,
+        begin: c.BeginPassResult,
+        started: datetime,
+        native: c.NativePlan,
+        *,
+        fold: bool,
+    ) -> c.RunHeadResult:
+        """Record the unstarted head as binding-unavailable (a binding retry), then (folded)
+        finish: the same record an attempt on a worker without the binding would make."""
+        pinned = f" at digest {native.agent_digest}" if native.agent_digest else ""
+        error = (
+            f"agent {native.agent_id}: no worker with its binding{pinned} started the head"
+            f" within {begin.head_start_ms} ms (submission {native.submission_id} stays pending)"
+        )
+        workflow.logger.info("host %s: %s", self._host_id, error)
+        return await _step(
+            c.HEAD_UNSTARTED,
+            c.HeadUnstartedInput(
+                head=self._head_input(step, begin, started, native, fold=fold), error=error
+            ),
+            c.RunHeadResult,
+        )
 
     async def _rearm(
         self, step: c.PassStepInput, begin: c.BeginPassResult, message: str

@@ -14,7 +14,8 @@ import pytest
 from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.plugin import default_registry
+from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 

@@ -20,7 +20,8 @@ from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome, Re
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import HostStatus
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.plugin import default_registry
+from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 LOST_CONNECTION = "connection was closed in the middle of operation"

@@ -34,7 +34,8 @@ from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.plugin import default_registry
+from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 MIN_DELAY = timedelta(milliseconds=50)
@@ -351,9 +352,9 @@ async def test_scenario_29_fault_at_binding_retry_before_persists_nothing(
     failpoints.arm("maintenance:binding-retry:before", pause=True, raise_error=failure)
     await client.submit(ids, agent_id="ghost", input={"n": 1})
     await failpoints.reached("maintenance:binding-retry:before")
-    failpoints.arm("claim", pause=True)  # the next pass's attempt
+    failpoints.arm("maintenance:begin:before", pause=True)  # the next pass
     failpoints.release("maintenance:binding-retry:before")
-    await failpoints.reached("claim")
+    await failpoints.reached("maintenance:begin:before")
 
     host = await client.host_status(ids)
     assert host.binding_retries == []
@@ -362,7 +363,7 @@ async def test_scenario_29_fault_at_binding_retry_before_persists_nothing(
     assert host.last_error is not None and "binding bookkeeping failed" in host.last_error
     assert_autonomous_work_armed(host)
 
-    failpoints.release("claim")  # the re-attempt records the first entry
+    failpoints.release("maintenance:begin:before")  # the next pass records the first entry
     host = await eventually(
         lambda: client.host_status(ids),
         lambda h: len(h.binding_retries) == 1,

@@ -24,13 +24,8 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.sweep import Sweeps
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import (
-    Connections,
-    build_worker,
-    connect_temporal,
-    default_registry,
-    start_sweeper,
-)
+from threadwarden.worker.plugin import start_sweeper
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import sweeper_workflow_id
 from threadwarden.workflows.sweeper import ITERATIONS_PER_RUN, SweeperWorkflow
@@ -129,7 +124,7 @@ async def test_an_idle_sweeper_repairs_a_lost_wake_and_then_idles_again(
     ids: str,
 ) -> None:
     temporal = await connect_temporal(connections.temporal_address, "default")
-    hosts = build_worker(temporal, pool, settings, default_registry(), Failpoints())
+    hosts = running_worker(settings, connections, sweeper=False)
     async with hosts, sweeper(temporal, pool, wakes_to=settings.task_queue) as sweeper_id:
         await eventually(
             lambda: events(temporal, sweeper_id),

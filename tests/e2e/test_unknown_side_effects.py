@@ -31,12 +31,8 @@ from threadwarden import AttemptContext, Binding, BindingRegistry, Completed, Ou
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import HostStatus
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import (
-    Connections,
-    connect_temporal,
-    default_registry,
-    running_worker,
-)
+from threadwarden.worker.plugin import default_registry
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 

@@ -22,7 +22,8 @@ from tests.helpers.slow_tool import AGENT_ID as SLOW_TOOL_AGENT
 from tests.helpers.slow_tool import slow_tool_binding
 from threadwarden.ledger.models import ThreadStatus
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, default_registry, running_worker
+from threadwarden.worker.plugin import default_registry
+from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]

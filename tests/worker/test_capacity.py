@@ -9,11 +9,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from temporalio.worker import FixedSizeSlotSupplier, Worker
 
 from threadwarden.ledger.pool import BoundedPool, create_pool
 from threadwarden.worker import runtime
+from threadwarden.worker.plugin import HEAD_POLLERS, MAIN_POLLERS
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import POOL_RESERVE, Capacity, Settings
+from threadwarden.worker.slots import SharedSlots
 
 
 def test_the_default_pool_serves_every_slot_plus_the_reserve() -> None:
@@ -99,6 +102,23 @@ def created_pools(monkeypatch: pytest.MonkeyPatch) -> list[BoundedPool]:
     return pools
 
 
+def slots(worker: Worker) -> tuple[int, int, int]:
+    """Workflow-task, activity and local-activity slots of a worker's tuner."""
+    tuner = worker.config().get("tuner")
+    assert tuner is not None
+    workflow = tuner._get_workflow_task_slot_supplier()
+    activity = tuner._get_activity_task_slot_supplier()
+    local = tuner._get_local_activity_task_slot_supplier()
+    assert isinstance(workflow, FixedSizeSlotSupplier)
+    assert isinstance(activity, SharedSlots)  # shared with the agent queues' workers
+    assert isinstance(local, FixedSizeSlotSupplier)
+    return workflow.num_slots, activity.slots, local.num_slots
+
+
+POLLERS = MAIN_POLLERS + 2 * HEAD_POLLERS
+"""The default registry's one binding (scripted) has two agent queues."""
+
+
 async def test_the_running_worker_has_the_configured_slots_and_pool(
     settings: Settings, connections: Connections, created_pools: list[BoundedPool]
 ) -> None:
@@ -111,13 +131,10 @@ async def test_the_running_worker_has_the_configured_slots_and_pool(
         }
     )
     async with running_worker(configured, connections) as worker:
-        config = worker.config()
-        assert config.get("max_concurrent_workflow_tasks") == 9
-        assert config.get("max_concurrent_activities") == 6
-        assert config.get("max_concurrent_local_activities") == 3
-        assert config.get("tuner") is None  # fixed-size slots (see docs/configuration.md)
+        # Every waiting poll holds an activity slot: the pollers are counted on top.
+        assert slots(worker) == (9, 6 + POLLERS, 3)
         [pool] = created_pools
-        assert pool.get_max_size() == 6 + 3 + POOL_RESERVE
+        assert pool.get_max_size() == 6 + POLLERS + 3 + POOL_RESERVE
         assert pool.acquire_timeout_ms == 1_500
 
 
@@ -130,17 +147,13 @@ async def test_a_worker_on_a_small_explicit_pool_runs_fewer_slots_and_says_so(
     small = settings.model_copy(update={"pool_max_size": 10})
     caplog.set_level(logging.WARNING, logger="threadwarden.worker.settings")
     async with running_worker(small, connections) as worker:
-        config = worker.config()
-        assert (
-            config.get("max_concurrent_activities"),
-            config.get("max_concurrent_local_activities"),
-        ) == (4, 2)
-        assert [p.get_max_size() for p in created_pools] == [10]
+        assert slots(worker)[1:] == (4 + POLLERS, 2)
+        assert [p.get_max_size() for p in created_pools] == [10]  # as given
     warnings = [r.getMessage() for r in caplog.records if r.name == "threadwarden.worker.settings"]
-    assert warnings == [
+    assert set(warnings) == {
         "pool_max_size=10 is below the worker's slots (20 activities + 10 local activities"
         " + 4 reserve): running 4 activities and 2 local activities"
-    ]
+    }
 
 
 def test_every_setting_is_documented() -> None:

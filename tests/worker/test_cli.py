@@ -23,7 +23,7 @@ from tests.helpers.polling import eventually
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.migrations import expected_version
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import verify_search_attributes
+from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 

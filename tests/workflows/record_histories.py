@@ -23,7 +23,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v6"
+VERSION = "v7"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -38,7 +38,11 @@ async def record() -> None:
             await conn.close()
             await temporal.start()
             connections = Connections(dsn, temporal.address)
-            settings = Settings(task_queue=f"rec-{uuid.uuid4().hex[:6]}", data_dir=Path(tmp))
+            settings = Settings(
+                task_queue=f"rec-{uuid.uuid4().hex[:6]}",
+                data_dir=Path(tmp),
+                head_start_timeout_ms=1_000,  # the stalled head: no worker has its binding
+            )
             failpoints = Failpoints()
             async with (  # no host plug-in: the head activity finishes each pass itself
                 running_worker(settings, connections, failpoints=failpoints),
