@@ -1,7 +1,13 @@
-"""threadwarden's public, application-facing API: bindings, outcomes and errors.
+"""threadwarden's public, application-facing API: bindings, outcomes and errors; the client,
+its result models and the Temporal plugin.
 
-Applications import from here; the Temporal, Postgres and worker rooms stay private.
+Applications import from here; the Temporal, Postgres and worker rooms stay private. Importing
+``threadwarden`` stays light (a bindings module loads neither Temporal nor asyncpg): the client,
+the plugin, the settings and the ledger's result models load on first access.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from threadwarden.bindings import (
     AttemptContext,
@@ -19,14 +25,50 @@ from threadwarden.errors import (
     IdempotencyConflict,
     InvalidInput,
     NotFound,
+    NotWaiting,
+    PoolExhausted,
+    ResultTimeout,
     Retryable,
     SchemaVersionMismatch,
+    StackNotFound,
     StaleAttempt,
     StalePass,
     ThreadwardenError,
 )
 from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance, HostWaveStillRunning
 from threadwarden.publication import PublicationSink, PublishedRecord
+
+if TYPE_CHECKING:
+    from threadwarden.ledger.models import HostStatus, Receipt, SubmissionView, ThreadStatus
+    from threadwarden.ledger.operator import OperatorResult
+    from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
+    from threadwarden.worker.plugin import ThreadwardenPlugin
+    from threadwarden.worker.settings import Settings
+    from threadwarden.worker.watch import RecordFeed
+
+_LAZY = {
+    "HostStatus": "threadwarden.ledger.models",
+    "OperatorResult": "threadwarden.ledger.operator",
+    "Receipt": "threadwarden.ledger.models",
+    "RecordFeed": "threadwarden.worker.watch",
+    "Settings": "threadwarden.worker.settings",
+    "SubmissionResult": "threadwarden.worker.client",
+    "SubmissionView": "threadwarden.ledger.models",
+    "ThreadStatus": "threadwarden.ledger.models",
+    "ThreadwardenClient": "threadwarden.worker.client",
+    "ThreadwardenPlugin": "threadwarden.worker.plugin",
+}
+"""Names that need Temporal or asyncpg, imported when first used (PEP 562)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'threadwarden' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AttemptContext",
@@ -40,16 +82,30 @@ __all__ = [
     "HostMaintenance",
     "HostWaveStillRunning",
     "HostMismatch",
+    "HostStatus",
     "IdempotencyConflict",
     "InvalidInput",
     "NotFound",
+    "NotWaiting",
+    "OperatorResult",
     "Outcome",
     "PublicationSink",
+    "PoolExhausted",
     "PublishedRecord",
+    "Receipt",
+    "RecordFeed",
+    "ResultTimeout",
     "Retryable",
     "SchemaVersionMismatch",
+    "Settings",
+    "StackNotFound",
     "StaleAttempt",
     "StalePass",
+    "SubmissionResult",
+    "SubmissionView",
     "ThreadRecord",
+    "ThreadStatus",
+    "ThreadwardenClient",
     "ThreadwardenError",
+    "ThreadwardenPlugin",
 ]

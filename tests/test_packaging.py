@@ -88,6 +88,25 @@ def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_pat
     assert typed == "True"
 
 
+def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
+    installed: Path, tmp_path: Path
+) -> None:
+    code = (
+        "import sys, threadwarden;"
+        "print(sorted(m for m in ('temporalio', 'asyncpg') if m in sys.modules));"
+        "from threadwarden import ThreadwardenClient, ThreadwardenPlugin, SubmissionResult;"
+        "from threadwarden import Settings, ThreadStatus, OperatorResult, RecordFeed;"
+        "print(ThreadwardenClient.__module__, ThreadwardenPlugin.__module__);"
+        "print(all(hasattr(threadwarden, n) for n in threadwarden.__all__))"
+    )
+    done = _run([str(installed), "-c", code], _neutral(tmp_path))
+    assert done.returncode == 0, done.stderr
+    loaded, modules, complete = done.stdout.strip().splitlines()
+    assert loaded == "[]"  # a bindings module imports threadwarden without Temporal or asyncpg
+    assert modules == "threadwarden.worker.client threadwarden.worker.plugin"
+    assert complete == "True"
+
+
 @pytest.mark.parametrize("name", ["workflows", "activities", "ledger", "worker", "api", "protocol"])
 def test_packaging_installed_has_no_other_top_level(
     installed: Path, tmp_path: Path, name: str

@@ -28,7 +28,7 @@ from threadwarden.ledger.status import StatusReader
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import validate_id, validate_input, validate_text
-from threadwarden.worker.runtime import Connections, connect_configured
+from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
 from threadwarden.worker.watch import RecordFeed, await_settlement
 
@@ -85,13 +85,17 @@ class ThreadwardenClient:
     @contextlib.asynccontextmanager
     async def connect(
         cls,
-        settings: Settings,
-        connections: Connections,
+        settings: Settings | None = None,
+        connections: Connections | None = None,
         *,
         failpoints: Failpoints | None = None,
         sinks: Sequence[PublicationSink] = (),
     ) -> AsyncIterator[ThreadwardenClient]:
-        """A client for the ledger and Temporal named by ``connections``."""
+        """A client for the ledger and Temporal named by ``connections``; by default those the
+        settings name (``Settings()``: the ``THREADWARDEN_*`` environment), or else the stack
+        ``threadwarden dev`` runs in the settings' data dir (`StackNotFound` when neither)."""
+        settings = settings or Settings()
+        connections = connections or resolve(settings)
         pool = await create_pool(connections.database_url, max_size=CLIENT_POOL_SIZE)
         try:
             temporal = await connect_configured(settings, connections)

@@ -250,6 +250,8 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         if config.get("task_queue") != self.task_queue:
             return config  # another of the application's workers (or an agent queue's)
+        if HostWorkflow in config.get("workflows", []):
+            return config  # registered on both the client and the worker: configured once
         client = config["client"]
         converter = client.data_converter.payload_converter_class
         if converter is DefaultPayloadConverter:
