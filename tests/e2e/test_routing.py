@@ -102,3 +102,35 @@ async def test_with_its_only_worker_stopped_an_agent_waits_in_binding_retry_then
         "agent beta: no worker with its binding" in line
         for line in binding_retries_logged(alpha_dir)
     )
+
+
+async def test_during_a_rolling_deploy_pinned_work_runs_only_on_the_matching_digest(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    tmp_path: Path,
+    ids: str,
+) -> None:
+    old_dir, new_dir = tmp_path / "v1", tmp_path / "v2"
+    async with (
+        worker_process(settings, connections, old_dir, bindings=f"{AGENTS}:ALPHA") as old,
+        worker_process(settings, connections, new_dir, bindings=f"{AGENTS}:ALPHA_V2") as new,
+    ):
+        pinned = {f"{ids}-v1-{n}": "alpha-v1" for n in range(PER_AGENT)}
+        pinned |= {f"{ids}-v2-{n}": "alpha-v2" for n in range(PER_AGENT)}
+        await asyncio.gather(
+            *(
+                client.submit(t, agent_id="alpha", input={"n": 1}, agent_digest=digest)
+                for t, digest in pinned.items()
+            )
+        )
+        for thread, digest in pinned.items():
+            status = await assert_settled_once(client, thread, 1)
+            assert (status.submissions[0].outcome, status.submissions[0].attempts) == (
+                "completed",
+                1,
+            )
+            [settlement] = [r for r in await client.records(thread) if r["kind"] == "settlement"]
+            expected = old.pid if digest == "alpha-v1" else new.pid
+            assert settlement["body"]["result"] == {"agent": "alpha", "pid": expected}
+    assert binding_retries_logged(old_dir, new_dir) == []

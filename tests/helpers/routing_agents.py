@@ -7,12 +7,14 @@ import os
 from threadwarden.bindings import AttemptContext, Binding, Completed, Outcome
 
 
-def _agent(agent_id: str) -> Binding:
+def _agent(agent_id: str, version: str = "v1") -> Binding:
     async def handle(context: AttemptContext) -> Outcome:
         return Completed({"agent": agent_id, "pid": os.getpid()})
 
-    return Binding(agent_id=agent_id, digest=f"{agent_id}-v1", handler=handle)
+    return Binding(agent_id=agent_id, digest=f"{agent_id}-{version}", handler=handle)
 
 
 ALPHA = [_agent("alpha")]
+ALPHA_V2 = [_agent("alpha", "v2")]
+"""The next release of alpha, as a rolling deploy brings it up beside ``ALPHA``."""
 BETA = [_agent("beta")]
