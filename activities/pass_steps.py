@@ -20,8 +20,14 @@ class PassSteps:
     """One instance per worker: the ledger's pass transactions with their failpoints."""
 
     def __init__(
-        self, maintenance: Maintenance, *, failpoints: Failpoints, host: HostMaintenance | None
+        self,
+        maintenance: Maintenance,
+        *,
+        failpoints: Failpoints,
+        host: HostMaintenance | None,
+        head_start_ms: int = 60_000,
     ) -> None:
+        self._head_start_ms = head_start_ms
         self._maintenance = maintenance
         self._failpoints = failpoints
         self._host = host
@@ -38,7 +44,9 @@ class PassSteps:
             repaired = (await self._maintenance.recover(host_id, epoch)).repaired
             view = None
         await self._failpoints.hit("maintenance:select:before")
-        selection = await self._maintenance.select_lane(host_id, epoch, now, view)
+        selection = await self._maintenance.select_lane(
+            host_id, epoch, now, view, head_wait_ms=self._head_start_ms
+        )
         await self._failpoints.hit("maintenance:select:after")
         return c.NativePlan(repaired=repaired, **selection.model_dump())
 

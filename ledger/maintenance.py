@@ -242,7 +242,13 @@ class Maintenance:
             return await recover_host(conn, host_id)
 
     async def select_lane(
-        self, host_id: str, epoch: int, now: datetime, view: HostView | None = None
+        self,
+        host_id: str,
+        epoch: int,
+        now: datetime,
+        view: HostView | None = None,
+        *,
+        head_wait_ms: int = 0,
     ) -> Selection:
         """Round-robin over eligible heads; the cursor is persisted every time one is picked.
 
@@ -250,6 +256,10 @@ class Maintenance:
         whose head is in binding backoff are skipped until its ``not_before``. ``view`` is what
         begin read (then only the cursor is written, fenced); without it the host row and the
         heads are read here.
+
+        A pick also keeps the alarm at least ``head_wait_ms`` ahead: the selected head may wait
+        that long on its agent's task queue before an attempt holds a lease, and the sweeper
+        must not wake a host whose pass is still waiting for it (the finish sets the alarm anew).
         """
         # No transaction: selection is advisory (the claim re-checks the head) and the one
         # write, the cursor, is fenced by the pass epoch in its own statement.
@@ -277,11 +287,13 @@ class Maintenance:
         other_lanes_at = from_ms(min(others)) if others else None
         if picked is not None:
             status = await self._pool.execute(
-                "UPDATE threadwarden.hosts SET last_served_thread_id = $3"
+                "UPDATE threadwarden.hosts SET last_served_thread_id = $3,"
+                " alarm_at = GREATEST(alarm_at, $4)"
                 " WHERE host_id = $1 AND pass_epoch = $2",
                 host_id,
                 epoch,
                 picked,
+                from_ms(to_ms(now) + head_wait_ms),
             )
             if status != "UPDATE 1":
                 raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")

@@ -172,6 +172,10 @@ async def run(settings: Settings) -> int:
     """Start the stack, submit the scripts, show progress, print the summary, stop."""
     run_id = uuid.uuid4().hex[:6]
     demo_settings = settings.model_copy(update={"data_dir": settings.data_dir / "demo"})
+    if "head_start_timeout_ms" not in settings.model_fields_set:
+        # The translator is deployed mid-demo: its heads show their binding retry after 5 s,
+        # not the production 60 s (THREADWARDEN_HEAD_START_TIMEOUT_MS still wins).
+        demo_settings = demo_settings.model_copy(update={"head_start_timeout_ms": 5_000})
     _line(f"Starting the embedded stack in {demo_settings.data_dir} …")
     async with embedded_stack(demo_settings.data_dir, record=False) as connections:
         _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")

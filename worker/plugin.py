@@ -63,10 +63,12 @@ logger = logging.getLogger(__name__)
 
 HEARTBEAT_THROTTLE = timedelta(seconds=2)
 """Longest delay before a heartbeat (and so a cancellation) reaches the server."""
-HEAD_POLLERS = 2
-"""Activity polls each agent task queue keeps open (each holds a slot while it waits)."""
-MAIN_POLLERS = 5
-"""The SDK's default activity polls of the main task queue's worker."""
+HEAD_POLLERS = 1
+"""Activity polls each agent task queue keeps open (each holds a slot while it waits); one
+poll takes the next head as soon as the last one was handed out."""
+MAIN_POLLERS = 2
+"""Activity polls of ``threadwarden worker``'s main task queue (only the auxiliary activities
+run there: publication, deliveries, host waves, projection backfill)."""
 
 
 def default_registry() -> BindingRegistry:
@@ -344,7 +346,12 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             claim_timeout_ms=settings.message_claim_timeout_ms,
             projection_timeout_ms=settings.projection_dispatch_timeout_ms,
         )
-        pass_steps = PassSteps(maintenance, failpoints=failpoints, host=self._host)
+        pass_steps = PassSteps(
+            maintenance,
+            failpoints=failpoints,
+            host=self._host,
+            head_start_ms=settings.head_start_timeout_ms,
+        )
         steps = MaintenanceActivities(
             maintenance,
             steps=pass_steps,

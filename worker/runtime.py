@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from temporalio.client import Client, Plugin
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 
 from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import StackNotFound
@@ -21,6 +21,7 @@ from threadwarden.ledger.pool import create_pool
 from threadwarden.publication import PublicationSink
 from threadwarden.worker.embedded import read_endpoints
 from threadwarden.worker.plugin import (
+    MAIN_POLLERS,
     ThreadwardenPlugin,
     default_registry,
     pool_size,
@@ -166,6 +167,7 @@ async def running_worker(
             # Only what the pool can serve inside the timeouts (docs/configuration.md,
             # capacity); the activity slots are shared with the agent queues' workers.
             tuner=plugin.tuner(),
+            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(MAIN_POLLERS),
         )
         async with worker:
             yield worker
