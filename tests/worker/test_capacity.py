@@ -13,7 +13,7 @@ from temporalio.worker import FixedSizeSlotSupplier, Worker
 
 from threadwarden.ledger.pool import BoundedPool, create_pool
 from threadwarden.worker import runtime
-from threadwarden.worker.plugin import HEAD_POLLERS, MAIN_POLLERS
+from threadwarden.worker.plugin import HEAD_POLLERS, MAIN_POLLERS, PINNED_POLLERS
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import POOL_RESERVE, Capacity, Settings
 from threadwarden.worker.slots import SharedSlots
@@ -115,7 +115,7 @@ def slots(worker: Worker) -> tuple[int, int, int]:
     return workflow.num_slots, activity.slots, local.num_slots
 
 
-POLLERS = MAIN_POLLERS + 2 * HEAD_POLLERS
+POLLERS = MAIN_POLLERS + HEAD_POLLERS + PINNED_POLLERS
 """The default registry's one binding (scripted) has two agent queues."""
 
 
