@@ -7,6 +7,7 @@ approval (``suspended``) or for an operator's decision on a side effect (``unkno
 
 import asyncio
 import contextlib
+import logging
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -39,6 +40,8 @@ from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
 from threadwarden.validation import validate_input
 from threadwarden.workflows import contracts as c
+
+logger = logging.getLogger(__name__)
 
 
 def _checked(outcome: object) -> Outcome:
@@ -206,8 +209,15 @@ class AttemptActivities:
             if isinstance(stop, UnknownEffect)
             else "ready"
         )
-        activity.logger.info(  # not the stop's text: an approval reason is payload
-            "attempt %s stops (%s: %s)", claim.attempt_id, state, type(stop).__name__
+        # An expected wait: one line, no activity-context dict, never the stop's text (an
+        # approval reason is payload).
+        waits = {"suspended": "waits for a person", "unknown": "waits for an operator's decision"}
+        logger.info(
+            "submission %s on %s %s (%s)",
+            claim.submission_id,
+            claim.thread_id,
+            waits.get(state, "yielded; it stays at the head"),
+            type(stop).__name__,
         )
         await self._attempts.stop(claim, state)
         await self._apply_committed(claim)

@@ -72,7 +72,9 @@ class PassSteps:
         )
         await self._failpoints.hit("maintenance:binding-retry:after")
         if entry is not None:
-            log = logger.error if report else logger.debug
+            # An expected wait (a binding not deployed yet, or no worker with it up): one
+            # warning per entry and 15 minutes, debug in between.
+            log = logger.warning if report else logger.debug
             log(
                 "submission %s awaits a compatible binding; original work remains pending"
                 " (attempt %d, next at %s): %s",

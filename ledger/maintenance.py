@@ -64,7 +64,8 @@ RETURNING {_HOST_COLUMNS}, {DEADLINES},
 _READ_WITH_REMAINING = f"""
 SELECT {_HOST_COLUMNS}, updated_at, {DEADLINES},
        (SELECT json_agg(json_build_object('thread_id', s.thread_id,
-                                          'submission_id', s.submission_id, 'state', s.state)
+                                          'submission_id', s.submission_id, 'state', s.state,
+                                          'agent_id', s.agent_id)
                         ORDER BY s.thread_id, s.sequence)
           FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
          WHERE t.host_id = h.host_id AND s.state <> 'settled') AS remaining
@@ -143,6 +144,20 @@ class Selection(BaseModel):
     The finish's binding delay is taken over this pre-attempt eligible set (brief §3.5 (e) 8)."""
 
 
+HEADS_SHOWN = 10
+"""Lane heads a finish reports (for the host workflow's current details in the Temporal UI)."""
+
+
+class HeadDetail(BaseModel):
+    """A lane head as the finish saw it: what it is and what it waits for."""
+
+    thread_id: str
+    submission_id: str
+    agent_id: str
+    state: str
+    waiting_for: str | None = None
+
+
 class Report(BaseModel):
     outcome: str
     generation: int
@@ -150,6 +165,16 @@ class Report(BaseModel):
     nonterminal: int
     alarm_at: datetime | None
     progressed: bool = False
+    heads: list[HeadDetail] | None = None
+    """The first `HEADS_SHOWN` lane heads, in thread order (None: this step did not read them)."""
+
+
+def _head_detail(head: dict[str, Any], retries: Sequence[d.BindingRetry]) -> HeadDetail:
+    """What a head waits for, as `status` words it (a person, an operator, its binding)."""
+    waiting = {"suspended": "approval", "unknown": "unknown-resolution"}.get(head["state"])
+    if waiting is None and any(r.submission_id == head["submission_id"] for r in retries):
+        waiting = "binding"
+    return HeadDetail(**head, waiting_for=waiting)
 
 
 def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
@@ -442,6 +467,7 @@ class Maintenance:
             nonterminal=len(remaining),
             alarm_at=alarm_at,
             progressed=progressed,
+            heads=[_head_detail(h, retries) for h in list(heads.values())[:HEADS_SHOWN]],
         )
         args = [
             plan.processed,

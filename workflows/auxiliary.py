@@ -132,6 +132,7 @@ class AuxiliaryScope:
                 heartbeat_timeout=AUX_HEARTBEAT,
                 retry_policy=ONE_ATTEMPT,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"host_wave {self._step.host_id}",
             )
             take = False
             if not result.more:
@@ -154,6 +155,7 @@ class AuxiliaryScope:
                 heartbeat_timeout=AUX_HEARTBEAT,
                 retry_policy=ONE_ATTEMPT,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"deliver_messages {self._step.host_id}",
             )
             if not result.more:
                 return
@@ -166,6 +168,7 @@ class AuxiliaryScope:
             start_to_close_timeout=timedelta(milliseconds=self._plan.projection_timeout_ms)
             + AUX_GRACE,
             retry_policy=ONE_ATTEMPT,
+            summary=f"backfill_projection {self._step.host_id}",
         )
 
 

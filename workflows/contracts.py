@@ -273,6 +273,16 @@ class BackfillResult(BaseModel):
     timed_out: bool = False
 
 
+class HeadView(BaseModel):
+    """A lane head after the pass, for the host workflow's current details."""
+
+    thread_id: str
+    submission_id: str
+    agent_id: str
+    state: str
+    waiting_for: str | None = None
+
+
 class PassReport(BaseModel):
     """What the finish step wrote: the host's visible state after the pass."""
 
@@ -283,6 +293,9 @@ class PassReport(BaseModel):
     alarm_at: datetime | None
     progressed: bool = False
     """The pass settled a submission or repaired one: more work may be ready right away."""
+    heads: list[HeadView] | None = None
+    """The first lane heads (at most ten) and what each waits for; None when the step did not
+    read them (a caught-up finish, a failure rearm)."""
     host_timed_out: bool = False
     """The host plug-in's running wave outlived its join bound and was cancelled."""
 

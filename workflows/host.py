@@ -31,11 +31,15 @@ upsert is a history event and a visibility write); a run that waits or goes idle
 upserts what changed."""
 
 PHASE = SearchAttributeKey.for_keyword("ThreadwardenPhase")
-LAST_OUTCOME = SearchAttributeKey.for_keyword("ThreadwardenLastOutcome")
+PASS_OUTCOME = SearchAttributeKey.for_keyword("ThreadwardenPassOutcome")
+"""The last pass's outcome (caught-up, actionable, failed), not a submission's."""
 GENERATION = SearchAttributeKey.for_int("ThreadwardenGeneration")
 NONTERMINAL = SearchAttributeKey.for_int("ThreadwardenNonterminal")
 NEXT_ALARM = SearchAttributeKey.for_datetime("ThreadwardenNextAlarm")
-SEARCH_ATTRIBUTES = (PHASE, LAST_OUTCOME, GENERATION, NONTERMINAL, NEXT_ALARM)
+SUBMISSION = SearchAttributeKey.for_keyword("ThreadwardenSubmission")
+"""The submission whose head attempt the running pass started (unset between passes): a
+submission is findable in the Temporal UI while it runs."""
+SEARCH_ATTRIBUTES = (PHASE, PASS_OUTCOME, GENERATION, NONTERMINAL, NEXT_ALARM, SUBMISSION)
 
 
 @workflow.defn(name=c.HOST_WORKFLOW)
@@ -80,7 +84,7 @@ class HostWorkflow:
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
             self._phase = "pass"
-            report = await MaintenancePass(self._host_id).run()
+            report = await MaintenancePass(self._host_id, self._show_head).run()
             self._passes += 1
             self._last = report
             if report is not None and report.alarm_at is None and not self._wake_pending:
@@ -118,14 +122,31 @@ class HostWorkflow:
         self._phase = phase
         now = workflow.now()
         busy = phase == "pass" and self._shown.get(PHASE.name) == "pass"
+        self._describe(report, phase)
         if busy and self._upserted_at and now - self._upserted_at < BUSY_UPSERT_INTERVAL:
             return
         values: dict[str, Any] = {PHASE.name: phase}
-        values[LAST_OUTCOME.name] = report.outcome if report else "failed"
+        values[PASS_OUTCOME.name] = report.outcome if report else "failed"
         if report is not None:
             values[GENERATION.name] = report.generation
             values[NONTERMINAL.name] = report.nonterminal
             values[NEXT_ALARM.name] = report.alarm_at
+        if phase != "pass":
+            values[SUBMISSION.name] = None  # no head runs until the next pass
+        self._upsert(values)
+
+    def _show_head(self, native: c.NativePlan) -> None:
+        """The head the pass is about to run: in the current details at once, and in the
+        ``ThreadwardenSubmission`` search attribute (one upsert per head: a long attempt right
+        after a short one must still be findable)."""
+        pinned = f" at digest `{native.agent_digest}`" if native.agent_digest else ""
+        workflow.set_current_details(
+            f"**pass** · running `{native.submission_id}` on thread `{native.thread_id}`"
+            f" (agent `{native.agent_id}`{pinned})"
+        )
+        self._upsert({PHASE.name: "pass", SUBMISSION.name: native.submission_id})
+
+    def _upsert(self, values: dict[str, Any]) -> None:
         keys = {key.name: key for key in SEARCH_ATTRIBUTES}
         updates: list[SearchAttributeUpdate[Any]] = []
         for name, value in values.items():
@@ -136,7 +157,30 @@ class HostWorkflow:
             updates.append(key.value_unset() if value is None else key.value_set(value))
         if updates:
             workflow.upsert_search_attributes(updates)
-            self._upserted_at = now
+            self._upserted_at = workflow.now()
+
+    def _describe(self, report: c.PassReport | None, phase: str) -> None:
+        """The current details the Temporal UI shows: phase, next alarm, last pass, and the
+        lane heads with what each waits for (no history event: served by a query)."""
+        lines = [f"**{phase}** · pass {self._passes}"]
+        if report is None:
+            lines.append("last pass: no report (it failed before its finish)")
+        else:
+            alarm = report.alarm_at.isoformat(timespec="seconds") if report.alarm_at else "none"
+            lines.append(
+                f"last pass: {report.outcome} · next alarm {alarm} ·"
+                f" {report.nonterminal} nonterminal"
+            )
+            for head in report.heads or []:
+                waits = f", waits for {head.waiting_for}" if head.waiting_for else ""
+                lines.append(
+                    f"- `{head.thread_id}`: `{head.submission_id}` {head.state}"
+                    f" (agent `{head.agent_id}`{waits})"
+                )
+            shown = len(report.heads or [])
+            if report.heads is not None and report.nonterminal > shown:
+                lines.append(f"- … {report.nonterminal - shown} more nonterminal")
+        workflow.set_current_details("\n".join(lines))
 
 
 def _continue_as_new_suggested() -> bool:

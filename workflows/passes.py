@@ -10,6 +10,7 @@ before the failure is recorded.
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar, cast
 
@@ -55,8 +56,10 @@ class PassFailed(Exception):
 class MaintenancePass:
     """Runs one pass of ``host_id``."""
 
-    def __init__(self, host_id: str) -> None:
+    def __init__(self, host_id: str, on_head: Callable[[c.NativePlan], None] | None = None) -> None:
         self._host_id = host_id
+        self._on_head = on_head
+        """Told of the head about to run (the host workflow shows it in the Temporal UI)."""
         self._native_only = False
 
     async def run(self) -> c.PassReport | None:
@@ -67,6 +70,7 @@ class MaintenancePass:
                 c.BEGIN_PASS,
                 c.BeginPassInput(host_id=self._host_id, now=started),
                 c.BeginPassResult,
+                self._host_id,
             )
         except STEP_FAILURES as error:
             # Begin did not commit (a failure after its commit is reported in its result), so
@@ -124,7 +128,9 @@ class MaintenancePass:
             if plan.publication_due is not None and (
                 not begin.caught_up or plan.publication_drain_due
             ):
-                publication = await _step(c.DRAIN_PUBLICATIONS, step, c.PublicationResult)
+                publication = await _step(
+                    c.DRAIN_PUBLICATIONS, step, c.PublicationResult, self._host_id
+                )
                 blocked = publication.pending is not None
             if begin.caught_up or blocked:
                 await scope.finish()
@@ -134,6 +140,7 @@ class MaintenancePass:
                         **step.model_dump(), now=workflow.now(), generation=begin.generation
                     ),
                     c.PassReport,
+                    self._host_id,
                 )
             else:
                 report = await self._native(step, begin, started, scope)
@@ -161,6 +168,7 @@ class MaintenancePass:
                 c.PREPARE_NATIVE,
                 c.PrepareNativeInput(**step.model_dump(), now=workflow.now()),
                 c.NativePlan,
+                self._host_id,
             )
         if native.error is not None:
             raise PassFailed(native.error)
@@ -170,6 +178,8 @@ class MaintenancePass:
             assert native.submission_id is not None
             # Nothing runs beside the attempt: it finishes the pass itself (one activity).
             folded = scope.idle
+            if self._on_head is not None:
+                self._on_head(native)
             head = await self._run_head(step, begin, started, native, fold=folded)
             if head is None:  # no worker with the binding started it: binding-unavailable
                 head = await self._head_unstarted(step, begin, started, native, fold=folded)
@@ -195,6 +205,7 @@ class MaintenancePass:
                 other_lanes_at=native.other_lanes_at,
             ),
             c.PassReport,
+            self._host_id,
         )
 
     def _head_input(
@@ -253,7 +264,7 @@ class MaintenancePass:
                 retry_policy=ONE_ATTEMPT,
                 # On the pass deadline, wait until the attempt has released its claim.
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"head of {native.thread_id}",
+                summary=f"{c.RUN_HEAD} {_head_subject(native)}",
             )
         except ActivityError as error:
             cause = error.cause
@@ -281,13 +292,13 @@ class MaintenancePass:
             f"agent {native.agent_id}: no worker with its binding{pinned} started the head"
             f" within {begin.head_start_ms} ms (submission {native.submission_id} stays pending)"
         )
-        workflow.logger.info("host %s: %s", self._host_id, error)
         return await _step(
             c.HEAD_UNSTARTED,
             c.HeadUnstartedInput(
                 head=self._head_input(step, begin, started, native, fold=fold), error=error
             ),
             c.RunHeadResult,
+            _head_subject(native),
         )
 
     async def _rearm(
@@ -306,13 +317,21 @@ class MaintenancePass:
                     error=message[:500],
                 ),
                 c.PassReport,
+                self._host_id,
             )
         except STEP_FAILURES as rearm_error:
             workflow.logger.warning("failure rearm failed on %s: %s", self._host_id, rearm_error)
             return None
 
 
-async def _step(name: str, arg: object, result_type: type[T]) -> T:
+def _head_subject(native: c.NativePlan) -> str:
+    """``sub_… on support-42 (agent helper)``: what a head step works on, for its summary."""
+    pinned = f" at {native.agent_digest}" if native.agent_digest else ""
+    return f"{native.submission_id} on {native.thread_id} (agent {native.agent_id}{pinned})"
+
+
+async def _step(name: str, arg: object, result_type: type[T], subject: str) -> T:
+    """A local pass step; its summary (shown in the Temporal UI) names the step and subject."""
     result = await workflow.execute_local_activity(
         name,
         arg,
@@ -320,5 +339,6 @@ async def _step(name: str, arg: object, result_type: type[T]) -> T:
         schedule_to_start_timeout=STEP_QUEUE,
         start_to_close_timeout=SHORT_STEP,
         retry_policy=ONE_ATTEMPT,
+        summary=f"{name} {subject}",
     )
     return cast(T, result)

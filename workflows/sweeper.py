@@ -52,6 +52,7 @@ async def _sweep() -> c.SweepResult:
         result_type=c.SweepResult,
         start_to_close_timeout=SWEEP_TIMEOUT,
         retry_policy=ONE_ATTEMPT,
+        summary=f"sweep {workflow.info().task_queue}",
     )
     assert isinstance(result, c.SweepResult)
     return result

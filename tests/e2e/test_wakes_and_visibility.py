@@ -104,7 +104,7 @@ async def test_idle_host_completes_its_workflow_and_shows_search_attributes(
         what="idle host workflow completed",
     )
     query = (
-        f"WorkflowId = '{host_workflow_id(thread)}' AND ThreadwardenLastOutcome = 'actionable'"
+        f"WorkflowId = '{host_workflow_id(thread)}' AND ThreadwardenPassOutcome = 'actionable'"
         " AND ThreadwardenNonterminal = 0"
     )
 

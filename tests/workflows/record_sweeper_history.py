@@ -23,7 +23,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import sweeper_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v3"
+VERSION = "v4"
 """Bump when the sweeper's commands change (and delete the older sweeper history)."""
 
 

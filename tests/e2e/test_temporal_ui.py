@@ -1,0 +1,107 @@
+"""What the Temporal UI shows of threadwarden: a summary on every activity naming its step and
+subject, the host workflow's current details (phase, next alarm, heads and their waits) and a
+search attribute that finds a submission while it runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import History, HistoryEvent
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import Client
+
+from tests.helpers.polling import eventually
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.workflows.contracts import host_workflow_id
+
+HISTORIES = Path(__file__).resolve().parents[1] / "workflows" / "histories"
+SLOW = [{"say": "before"}, {"sleep_ms": 3_000}, {"say": "after"}]
+
+
+def _summary(event: HistoryEvent) -> str | None:
+    if not event.HasField("user_metadata") or not event.user_metadata.HasField("summary"):
+        return None
+    payload: Payload = event.user_metadata.summary
+    return str(json.loads(payload.data))
+
+
+def _summaries(events: list[HistoryEvent], kind: int) -> list[str]:
+    return [s for e in events if e.event_type == kind and (s := _summary(e)) is not None]
+
+
+async def _details(temporal: Client, host: str) -> str:
+    handle = temporal.get_workflow_handle(host_workflow_id(host))
+    metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return metadata.current_details
+
+
+async def test_a_running_submission_is_findable_and_every_step_is_summarised(
+    worker: None, client: ThreadwardenClient, connections: Connections, ids: str
+) -> None:
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    receipt = await client.submit(ids, agent_id="scripted", input=SLOW)
+    await eventually(
+        lambda: client.thread_status(ids),
+        lambda s: s.submissions[0].state == "running",
+        what="the head running",
+    )
+    query = f"ThreadwardenSubmission = '{receipt.submission_id}'"
+
+    async def listed() -> list[str]:
+        return [w.id async for w in temporal.list_workflows(query)]
+
+    found = await eventually(listed, bool, what="the host found by its running submission")
+    assert found == [host_workflow_id(ids)]
+    running = await _details(temporal, ids)
+    assert f"running `{receipt.submission_id}` on thread `{ids}` (agent `scripted`)" in running
+
+    await eventually(
+        lambda: client.thread_status(ids),
+        lambda s: s.submissions[0].state == "settled",
+        what="settled",
+    )
+    await eventually(listed, lambda hosts: hosts == [], what="unset once the host idles")
+    history = await temporal.get_workflow_handle(host_workflow_id(ids)).fetch_history()
+    events = list(history.events)
+    heads = _summaries(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    assert f"run_head {receipt.submission_id} on {ids} (agent scripted)" in heads
+    steps = _summaries(events, EventType.EVENT_TYPE_MARKER_RECORDED)
+    assert f"begin_pass {ids}" in steps, steps
+
+
+async def test_the_current_details_list_the_heads_and_what_they_wait_for(
+    worker: None, client: ThreadwardenClient, connections: Connections, ids: str
+) -> None:
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    receipt = await client.submit(
+        ids, agent_id="scripted", input=[{"approval": "refund 10 EUR"}, {"say": "done"}]
+    )
+    await eventually(
+        lambda: client.thread_status(ids),
+        lambda s: s.submissions[0].waiting_for == "approval",
+        what="waiting for approval",
+    )
+    details = await eventually(
+        lambda: _details(temporal, ids),
+        lambda text: "waits for approval" in text,
+        what="the head's wait in the current details",
+    )
+    assert f"- `{ids}`: `{receipt.submission_id}` suspended (agent `scripted`," in details
+    assert "refund" not in details  # payload never shows
+    assert details.startswith("**idle**") or details.startswith("**waiting**"), details
+
+
+def test_a_recorded_history_carries_the_step_summaries() -> None:
+    [path] = sorted(HISTORIES.glob("host_pass_settled_v*.json"))
+    history = json_format.Parse(path.read_text(), History())
+    events = list(history.events)
+    heads = _summaries(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    assert heads and all(h.startswith("run_head sub_") and "(agent " in h for h in heads), heads
+    steps = _summaries(events, EventType.EVENT_TYPE_MARKER_RECORDED)
+    assert any(s.startswith("begin_pass ") for s in steps), steps
+    assert any(s.startswith("finish_") for s in steps) or not steps, steps
