@@ -3,6 +3,7 @@
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 import time
 import uuid
@@ -176,6 +177,11 @@ async def run(settings: Settings) -> int:
         # The translator is deployed mid-demo: its heads show their binding retry after 5 s,
         # not the production 60 s (THREADWARDEN_HEAD_START_TIMEOUT_MS still wins).
         demo_settings = demo_settings.model_copy(update={"head_start_timeout_ms": 5_000})
+    # The demo narrates the translator's binding wait itself: the worker's own warning about
+    # it would land in the middle of the progress lines (unless --verbose asked for logs).
+    binding_log = logging.getLogger("threadwarden.activities.pass_steps")
+    if binding_log.getEffectiveLevel() > logging.INFO:
+        binding_log.setLevel(logging.ERROR)
     _line(f"Starting the embedded stack in {demo_settings.data_dir} …")
     async with embedded_stack(demo_settings.data_dir, record=False) as connections:
         _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
