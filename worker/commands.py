@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import json
 import signal
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -21,11 +22,13 @@ from threadwarden.ledger.operator import OperatorResult
 from threadwarden.worker import demo as demo_module
 from threadwarden.worker.cli_output import print_json, print_table
 from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
+from threadwarden.worker.health import scrape_url
 from threadwarden.worker.loading import load_plugins, load_registry
 from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.worker.runtime import connect_configured, running_worker
 from threadwarden.worker.runtime import resolve as resolve_connections
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.settings import DEFAULT_METRICS_ADDRESS, Settings
 from threadwarden.worker.stack import embedded_stack
 from threadwarden.worker.watch import watch as watch_thread
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
@@ -67,15 +70,23 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
     plugins = load_plugins(args.plugins)
     namespace = settings.temporal_namespace
+    if settings.metrics_address is None:
+        settings = settings.model_copy(update={"metrics_address": f"127.0.0.1:{free_port()}"})
     async with (
         embedded_stack(settings.data_dir, record=True) as connections,
         running_worker(settings, connections, registry, sinks=plugins.sinks, host=plugins.host),
     ):
+        metrics_url = scrape_url(settings.metrics_bind)
+        recorded = read_endpoints(settings.data_dir)
+        if metrics_url is not None and recorded is not None:
+            write_endpoints(settings.data_dir, replace(recorded, metrics_url=metrics_url))
         print(f"threadwarden dev stack in {settings.data_dir.resolve()}")
         print(f"  temporal   {connections.temporal_address}  (namespace {namespace})")
         print(f"  web ui     {connections.ui_url}")
         print(f"  postgres   {connections.database_url}")
         print(f"  task queue {settings.task_queue}")
+        if metrics_url is not None:
+            print(f"  metrics    {metrics_url}")
         print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
         await _until_interrupted()
     return 0
@@ -84,6 +95,8 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
 async def worker(settings: Settings, args: argparse.Namespace) -> int:
     registry = load_registry(args.bindings)
     plugins = load_plugins(args.plugins)
+    if settings.metrics_address is None:
+        settings = settings.model_copy(update={"metrics_address": DEFAULT_METRICS_ADDRESS})
     async with running_worker(
         settings, resolve_connections(settings), registry, sinks=plugins.sinks, host=plugins.host
     ):

@@ -40,6 +40,8 @@ class Endpoints:
     temporal_address: str
     ui_url: str
     pid: int
+    metrics_url: str | None = None
+    """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
 
 
 def search_attribute_flags() -> list[str]:
@@ -185,6 +187,8 @@ def read_endpoints(data_dir: Path) -> Endpoints | None:
         endpoints = Endpoints(**json.loads(path.read_text()))
         if not isinstance(endpoints.pid, int) or not 0 < endpoints.pid < 2**31:
             raise TypeError("pid")
+        if not isinstance(endpoints.metrics_url, str | None):
+            raise TypeError("metrics_url")
     except (ValueError, TypeError, RecursionError) as error:  # also non-UTF-8 bytes
         raise InvalidInput(
             "data_dir", f"{path} as `threadwarden dev` writes it (remove it if no stack runs)"

@@ -18,6 +18,7 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, ClientConfig
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.service import ConnectConfig, ServiceClient
@@ -48,10 +49,18 @@ from threadwarden.ledger.messages import Messages
 from threadwarden.ledger.migrations import verify
 from threadwarden.ledger.pool import new_pool
 from threadwarden.ledger.projection import Projection
-from threadwarden.ledger.publication import NotifySink, Publications
+from threadwarden.ledger.publication import NotifySink
 from threadwarden.ledger.sweep import Sweeps
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
+from threadwarden.worker.health import MetricsEndpoint, serving
+from threadwarden.worker.metrics import (
+    ActivityMetering,
+    CountedPublications,
+    MeteredRuntime,
+    WorkerTelemetry,
+    global_metrics,
+)
 from threadwarden.worker.settings import Settings, worker_capacity
 from threadwarden.worker.slots import SharedSlots
 from threadwarden.worker.telemetry import interceptors
@@ -162,6 +171,8 @@ class _Assembly:
     owns_pool: bool
     main: list[Callable[..., Any]]
     run_head: Callable[..., Any]
+    telemetry: WorkerTelemetry | None = None
+    """The worker's own metrics pipeline, when ``metrics_address`` asks for an endpoint."""
 
 
 class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
@@ -301,7 +312,25 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                 await stack.enter_async_context(self._head_worker(client, queue, polls, assembly))
             if self._sweeper:
                 await start_sweeper(client, self.task_queue)
+            await self._serve_metrics(stack, worker, assembly)
             await next(worker)
+
+    async def _serve_metrics(
+        self, stack: contextlib.AsyncExitStack, worker: Worker, assembly: _Assembly
+    ) -> None:
+        """The worker's endpoint (and, when its client's runtime buffers them, the Temporal
+        SDK's metrics drained onto it) until the worker stops."""
+        telemetry, bind = assembly.telemetry, self.settings.metrics_bind
+        if telemetry is None or bind is None:
+            return
+        stack.callback(telemetry.shutdown)
+        runtime = worker.client.service_client.config.runtime
+        if isinstance(runtime, MeteredRuntime):
+            await stack.enter_async_context(
+                MetricsExporter(runtime.metric_buffer, telemetry.provider, meter_name="temporalio")
+            )
+        endpoint = MetricsEndpoint(telemetry, assembly.pool, ready=lambda: worker.is_running)
+        await stack.enter_async_context(serving(endpoint, bind))
 
     def _head_worker(self, client: Client, queue: str, polls: int, assembly: _Assembly) -> Worker:
         return Worker(
@@ -333,8 +362,16 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             pool = self._database
         delay = settings.timing.minimum_alarm_delay
         failpoints = self._failpoints
+        telemetry = None
+        if settings.metrics_bind is not None:
+            interval_s = settings.metrics_gauge_interval_ms / 1000
+            telemetry = WorkerTelemetry(pool, gauge_interval_s=interval_s)
+        metering = ActivityMetering(
+            telemetry.domain if telemetry else global_metrics(),
+            pass_deadline_ms=settings.pass_deadline_ms,
+        )
         maintenance = Maintenance(pool, settings.timing)
-        publications = Publications(pool, [NotifySink(pool), *self._sinks])
+        publications = CountedPublications(pool, [NotifySink(pool), *self._sinks], metering.domain)
         admissions = Admissions(pool, minimum_alarm_delay_ms=delay)
         auxiliary = AuxiliaryActivities(
             publications=publications,
@@ -400,7 +437,13 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             auxiliary.backfill_projection,
             sweep.sweep,
         ]
-        return _Assembly(pool, owns, main, attempts.run_head)
+        return _Assembly(
+            pool,
+            owns,
+            [metering.wrap(fn) for fn in main],
+            metering.wrap(attempts.run_head),
+            telemetry,
+        )
 
     # -- replayer -----------------------------------------------------------------------------
 

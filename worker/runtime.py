@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from temporalio.client import Client, Plugin
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.service import TLSConfig
 from temporalio.worker import PollerBehaviorSimpleMaximum, UnsandboxedWorkflowRunner, Worker
 
@@ -20,6 +21,7 @@ from threadwarden.ledger.migrations import verify
 from threadwarden.ledger.pool import create_pool
 from threadwarden.publication import PublicationSink
 from threadwarden.worker.embedded import read_endpoints
+from threadwarden.worker.metrics import MeteredRuntime
 from threadwarden.worker.plugin import (
     MAIN_POLLERS,
     ThreadwardenPlugin,
@@ -63,13 +65,20 @@ async def connect_temporal(
     tls: bool | TLSConfig = False,
     api_key: str | None = None,
     plugins: Sequence[Plugin] = (),
+    runtime: Runtime | None = None,
 ) -> Client:
     """A client with the pydantic data converter and the tracing interceptor (or with
-    ``plugins``, which bring their own: `ThreadwardenPlugin` does)."""
+    ``plugins``, which bring their own: `ThreadwardenPlugin` does), on ``runtime`` (default:
+    the SDK's default runtime)."""
     tls_setting = tls if tls is not False else api_key is not None
     if plugins:
         return await Client.connect(
-            address, namespace=namespace, plugins=plugins, tls=tls_setting, api_key=api_key
+            address,
+            namespace=namespace,
+            plugins=plugins,
+            tls=tls_setting,
+            api_key=api_key,
+            runtime=runtime,
         )
     return await Client.connect(
         address,
@@ -78,6 +87,7 @@ async def connect_temporal(
         interceptors=interceptors(),
         tls=tls_setting,
         api_key=api_key,
+        runtime=runtime,
     )
 
 
@@ -103,7 +113,11 @@ def tls_config(settings: Settings) -> bool | TLSConfig:
 
 
 async def connect_configured(
-    settings: Settings, connections: Connections, plugins: Sequence[Plugin] = ()
+    settings: Settings,
+    connections: Connections,
+    plugins: Sequence[Plugin] = (),
+    *,
+    runtime: Runtime | None = None,
 ) -> Client:
     """The Temporal client the settings describe (namespace, TLS or mutual TLS, API key)."""
     return await connect_temporal(
@@ -112,6 +126,7 @@ async def connect_configured(
         tls=tls_config(settings),
         api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
         plugins=plugins,
+        runtime=runtime,
     )
 
 
@@ -154,7 +169,10 @@ async def running_worker(
             failpoints=failpoints,
             sweeper=sweeper,
         )
-        client = await connect_configured(settings, connections, plugins=[plugin])
+        # With an endpoint, the client's runtime buffers the Temporal SDK's metrics (task
+        # latencies, slots, polls) so that the plugin serves them beside threadwarden's own.
+        runtime = MeteredRuntime() if settings.metrics_bind is not None else None
+        client = await connect_configured(settings, connections, [plugin], runtime=runtime)
         await verify_search_attributes(client)
         worker = Worker(
             client,

@@ -25,6 +25,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _reported: set[str] = set()
 """Unknown variables already warned about by this process (each is reported once)."""
 
+DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"
+"""Where ``threadwarden worker`` serves its metrics when ``metrics_address`` is unset."""
+_ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):([0-9]{1,5})$")
+"""``host:port`` (an empty host binds every interface; an IPv6 host in brackets)."""
+
 POOL_RESERVE = 4
 """Connections a worker's pool holds beyond one per activity and local-activity slot: a running
 head's lease renewal beside its binding's write, the startup checks, a few to spare."""
@@ -107,6 +112,13 @@ class Settings(BaseSettings):
     """Longest wait for a pooled connection before `PoolExhausted` (below the 30 s local steps)."""
     otel_console: bool = False
     """Print OpenTelemetry spans to stderr (for local debugging)."""
+    metrics_address: str | None = Field(default=None, min_length=1, max_length=300)
+    """``host:port`` of the worker's Prometheus endpoint (with ``/healthz`` and ``/readyz``),
+    or ``off``. Unset: ``threadwarden worker`` serves on `DEFAULT_METRICS_ADDRESS`, ``dev`` on
+    a free port, a `ThreadwardenPlugin` in an application on none (its domain metrics go to the
+    global OpenTelemetry meter provider)."""
+    metrics_gauge_interval_ms: int = Field(default=5_000, ge=1_000, le=600_000)
+    """The ledger gauges are read (one query) at most this often, when scraped."""
     failpoints: str = ""
     """Failpoints armed in a worker process (``location=probability,…[:seed=N]``, see
     `Failpoints.from_spec`); empty arms none. For chaos runs, never production."""
@@ -138,6 +150,24 @@ class Settings(BaseSettings):
         if text is not None and _CONTROL.search(text) is not None:  # the value is not shown
             raise ValueError("expected UTF-8 text without control characters")
         return value
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None or value == "off":
+            return value
+        found = _ADDRESS.match(value)
+        if found is None or int(found.group(2)) > 65_535:
+            raise ValueError("expected host:port (port 0 to 65535) or off")
+        return value
+
+    @property
+    def metrics_bind(self) -> tuple[str, int] | None:
+        """Host and port of the metrics endpoint, or None when unset or ``off``."""
+        if self.metrics_address is None or self.metrics_address == "off":
+            return None
+        host, _, port = self.metrics_address.rpartition(":")
+        return host.strip("[]"), int(port)
 
     @model_validator(mode="after")
     def _report_unknown_variables(self) -> "Settings":
@@ -329,3 +359,37 @@ def _envconfig_values(profile: ClientConfigProfile) -> dict[str, object]:
         elif source is not None:  # inline PEM data: never echoed
             raise InvalidInput(variable, "a file path (inline TLS data is not supported)")
     return found
+
+
+@dataclass(frozen=True)
+class OtelEnvironment:
+    """The standard OpenTelemetry variables threadwarden acts on itself (the exporters read
+    ``OTEL_EXPORTER_OTLP_*`` and the SDK ``OTEL_SERVICE_NAME`` on their own)."""
+
+    traces_exporter: tuple[str, ...]
+    """``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``; comma-separated). Unset:
+    ``otlp`` when an OTLP endpoint variable is set, else none."""
+    protocol: str
+    """``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``, else
+    ``http/protobuf``."""
+
+
+def otel_environment(environ: Mapping[str, str] | None = None) -> OtelEnvironment:
+    """The `OtelEnvironment` of ``environ`` (default: the process environment)."""
+    env = os.environ if environ is None else environ
+    listed = env.get("OTEL_TRACES_EXPORTER")
+    if listed is None:
+        endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        exporters: tuple[str, ...] = ("otlp",) if endpoint else ()
+    else:
+        exporters = tuple(
+            name.strip().lower() for name in listed.split(",") if name.strip() not in ("", "none")
+        )
+    protocol = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    return OtelEnvironment(exporters, protocol.strip().lower())

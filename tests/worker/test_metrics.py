@@ -1,0 +1,177 @@
+"""The worker's metrics endpoint: threadwarden's and the Temporal SDK's series on one real HTTP
+endpoint, the health checks beside them, and the ledger gauges' one query."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import urllib.error
+import urllib.request
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.helpers.polling import eventually
+from threadwarden.ledger.gauges import GAUGES, read_gauges
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.embedded import EmbeddedPostgres, free_port
+from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.settings import Settings
+
+
+async def get(url: str) -> tuple[int, str]:
+    """A real HTTP GET: status and body."""
+
+    def fetch() -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode()
+        except urllib.error.URLError:
+            return 0, ""  # not listening (yet, or any more)
+
+    return await asyncio.to_thread(fetch)
+
+
+def value(text: str, series: str) -> float:
+    """The value of one exact series (name and labels) in Prometheus text; 0 when absent."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+@pytest.fixture
+def metered(settings: Settings) -> Settings:
+    """The test's settings with a metrics endpoint on a free loopback port."""
+    return settings.model_copy(
+        update={"metrics_address": f"127.0.0.1:{free_port()}", "metrics_gauge_interval_ms": 1000}
+    )
+
+
+def base_url(settings: Settings) -> str:
+    return f"http://{settings.metrics_address}"
+
+
+async def serving(settings: Settings) -> None:
+    """Wait until the worker's endpoint answers (the plugin starts it once the worker runs)."""
+    await eventually(
+        lambda: get(f"{base_url(settings)}/healthz"), lambda a: a[0] != 0, what="endpoint"
+    )
+
+
+async def test_metrics_scrape_after_submissions_shows_threadwarden_and_temporal_series(
+    metered: Settings, connections: Connections, ids: str
+) -> None:
+    async with (
+        running_worker(metered, connections),
+        ThreadwardenClient.connect(metered, connections) as client,
+    ):
+        await serving(metered)
+        _, before = await get(f"{base_url(metered)}/metrics")
+        completed = 'threadwarden_submissions_settled_total{outcome="completed"}'
+        failed = 'threadwarden_submissions_settled_total{outcome="failed"}'
+        assert value(before, completed) == 0
+        receipts = [
+            await client.submit(f"{ids}-{n}", agent_id="scripted", input=[{"say": f"hi {n}"}])
+            for n in range(3)
+        ]
+        receipts.append(
+            await client.submit(f"{ids}-x", agent_id="scripted", input=[{"fail": "no"}])
+        )
+        for receipt in receipts:
+            await client.result(receipt.submission_id, timeout=60)
+
+        def moved(scrape: tuple[int, str]) -> bool:
+            # The SDK's metrics reach the endpoint within a drain (1 s) of being recorded.
+            return (
+                value(scrape[1], completed) >= 3
+                and value(scrape[1], failed) >= 1
+                and "temporal_activity_execution_latency" in scrape[1]
+            )
+
+        status, text = await eventually(
+            lambda: get(f"{base_url(metered)}/metrics"), moved, what="settled counters"
+        )
+    assert status == 200
+    assert value(text, 'threadwarden_passes_total{outcome="actionable"}') >= 4
+    assert value(text, "threadwarden_publications_total") >= 4  # at least a settlement each
+    assert value(text, 'threadwarden_attempt_duration_seconds_count{result="completed"}') >= 3
+    assert value(text, 'threadwarden_pass_duration_seconds_count{outcome="actionable"}') >= 1
+    assert 'threadwarden_submissions{state="ready"}' in text  # the ledger gauges
+    assert "threadwarden_outbox_backlog " in text
+    assert "threadwarden_oldest_overdue_alarm_seconds " in text
+    temporal = {m.group(1) for m in re.finditer(r"^(temporal_\w+)", text, re.MULTILINE)}
+    for series in ("temporal_num_pollers", "temporal_worker_task_slots_available"):
+        assert series in temporal, sorted(temporal)
+    assert any(name.startswith("temporal_workflow_task_") for name in temporal), sorted(temporal)
+    for receipt in receipts:  # ids never become labels
+        assert receipt.submission_id not in text
+
+
+async def test_healthz_and_readyz_answer_beside_the_metrics(
+    metered: Settings, connections: Connections
+) -> None:
+    async with running_worker(metered, connections):
+        await serving(metered)
+        assert await get(f"{base_url(metered)}/healthz") == (200, "ok\n")
+        await eventually(
+            lambda: get(f"{base_url(metered)}/readyz"),
+            lambda answer: answer == (200, "ready\n"),
+            what="readyz",
+        )
+        status, _ = await get(f"{base_url(metered)}/nothing")
+        assert status == 404
+    assert await get(f"{base_url(metered)}/healthz") == (0, "")  # it stops with the worker
+
+
+async def test_healthz_fails_when_the_ledger_is_unreachable(
+    metered: Settings, connections: Connections, postgres: EmbeddedPostgres
+) -> None:
+    async with running_worker(metered, connections):
+        await serving(metered)
+        own = await asyncpg.connect(connections.database_url)
+        name = await own.fetchval("SELECT current_database()")
+        await own.close()
+        admin = await asyncpg.connect(postgres.dsn("postgres"))
+        try:  # no new connection to the test's database, and the pool's are cut
+            await admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                name,
+            )
+            status, body = await get(f"{base_url(metered)}/healthz")
+            assert status == 503
+            assert body.startswith("ledger unreachable")
+        finally:
+            await admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+            await admin.close()
+
+
+async def test_gauges_count_nonterminal_work(
+    pool: asyncpg.Pool[Any], settings: Settings, connections: Connections, ids: str
+) -> None:
+    async with ThreadwardenClient.connect(settings, connections) as client:  # no worker runs
+        await client.submit(f"{ids}-a", agent_id="scripted", input=[{"say": "a"}])
+        await client.submit(f"{ids}-a", agent_id="scripted", input=[{"say": "b"}])
+    gauges = await read_gauges(pool)
+    assert gauges.submissions["ready"] == 2
+    assert gauges.submissions["suspended"] == 0
+    assert gauges.message_backlog == 0
+    # No worker serves the host: its alarm (admission + 50 ms) falls overdue.
+    overdue = await eventually(
+        lambda: read_gauges(pool), lambda g: g.oldest_overdue_alarm_s > 0.1, what="overdue"
+    )
+    assert overdue.oldest_overdue_alarm_s < 60
+
+
+async def test_gauge_query_uses_its_indexes(pool: asyncpg.Pool[Any]) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in await conn.fetch(f"EXPLAIN {GAUGES}"))
+    for index in ("submissions_lane", "hosts_alarm_at", "publications_due", "messages_due"):
+        assert index in plan, f"{index} not used\n{plan}"
+    assert "Seq Scan" not in plan, plan

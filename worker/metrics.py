@@ -1,0 +1,308 @@
+"""threadwarden's domain metrics (OpenTelemetry instruments) and how the activities feed them.
+
+The plugin wraps the activities it assembles with `metered`: the wrapper reads the activity's
+input and result (ids, outcomes, counts; never payloads), so recording adds no SQL statement and
+no history event. Counters and histograms are in-process; the ledger gauges are one query, run
+when the endpoint is scraped and at most every ``metrics_gauge_interval_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+import asyncpg
+from opentelemetry import metrics, trace
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+from threadwarden.ledger.gauges import LedgerGauges, read_gauges
+from threadwarden.ledger.publication import Publications
+from threadwarden.publication import PublicationSink
+from threadwarden.workflows import contracts as c
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+"""Histogram buckets (seconds): a pass step takes milliseconds, a binding up to minutes."""
+OPEN_PASSES = 10_000
+"""Pass starts remembered for the pass-duration histogram (the oldest are forgotten first: a
+pass whose finish runs on another worker never comes back for its entry)."""
+SPAN_IDS = ("host_id", "thread_id", "submission_id", "agent_id")
+"""Input fields copied onto the activity's span as ``threadwarden.<field>``."""
+METRIC_BUFFER = 100_000
+"""Temporal SDK metric updates buffered between two drains (one a second)."""
+FENCED = {"StalePass", "StaleAttempt"}
+"""The `ApplicationError` types of a fence refusal (activities/errors.py)."""
+
+
+class DomainMetrics:
+    """The instruments of threadwarden's own work, on one meter."""
+
+    def __init__(self, meter: Meter) -> None:
+        self.admitted = meter.create_counter(
+            "threadwarden_submissions_admitted",
+            unit="1",
+            description="Submissions admitted by this process (message deliveries)",
+        )
+        self.settled = meter.create_counter(
+            "threadwarden_submissions_settled",
+            unit="1",
+            description="Submissions settled by an attempt, by outcome",
+        )
+        self.passes = meter.create_counter(
+            "threadwarden_passes", unit="1", description="Maintenance passes finished, by outcome"
+        )
+        self.binding_retries = meter.create_counter(
+            "threadwarden_binding_retries",
+            unit="1",
+            description="Heads backed off because no worker with their binding took them",
+        )
+        self.stale_refusals = meter.create_counter(
+            "threadwarden_stale_fence_refusals",
+            unit="1",
+            description="Pass steps refused by the fence (a newer pass or attempt took over)",
+        )
+        self.publications = meter.create_counter(
+            "threadwarden_publications", unit="1", description="Records published to the sinks"
+        )
+        self.delivered = meter.create_counter(
+            "threadwarden_messages_delivered",
+            unit="1",
+            description="Messages between threads delivered",
+        )
+        self.pass_duration = meter.create_histogram(
+            "threadwarden_pass_duration",
+            unit="s",
+            description="From a pass's begin to its finish, by outcome",
+            explicit_bucket_boundaries_advisory=SECONDS,
+        )
+        self.attempt_duration = meter.create_histogram(
+            "threadwarden_attempt_duration",
+            unit="s",
+            description="Head attempts (run_head), by how they ended",
+            explicit_bucket_boundaries_advisory=SECONDS,
+        )
+        self._starts: OrderedDict[tuple[str, int], datetime] = OrderedDict()
+
+    def pass_began(self, host_id: str, epoch: int, started: datetime) -> None:
+        self._starts[(host_id, epoch)] = started
+        while len(self._starts) > OPEN_PASSES:
+            self._starts.popitem(last=False)
+
+    def pass_finished(
+        self, host_id: str, epoch: int, report: c.PassReport, started: datetime | None = None
+    ) -> None:
+        self.passes.add(1, {"outcome": report.outcome})
+        started = self._starts.pop((host_id, epoch), None) or started
+        if started is not None:
+            elapsed = (datetime.now(UTC) - started).total_seconds()
+            self.pass_duration.record(max(elapsed, 0.0), {"outcome": report.outcome})
+
+    def head_ended(self, result: c.RunHeadResult, elapsed_s: float | None) -> None:
+        """What one ``run_head`` (``elapsed_s``: its duration) or ``head_unstarted`` (None)
+        reported."""
+        if result.outcome is not None:
+            self.settled.add(1, {"outcome": result.outcome})
+        if result.binding_error is not None:
+            self.binding_retries.add(1)
+        ended = (
+            result.outcome
+            or result.stopped
+            or ("binding-unavailable" if result.binding_error else None)
+            or ("pass-failed" if result.failure and result.native_failure else "none")
+        )
+        if elapsed_s is not None:
+            self.attempt_duration.record(elapsed_s, {"result": ended})
+
+
+class MeteredRuntime(Runtime):
+    """A Temporal runtime whose SDK metrics are buffered, for a `WorkerTelemetry` to drain
+    onto the worker's endpoint (``temporalio.contrib.opentelemetry.MetricsExporter``). Each
+    runtime has its own thread pool: one per ``threadwarden worker`` process."""
+
+    def __init__(self) -> None:
+        self.metric_buffer = MetricBuffer(METRIC_BUFFER)
+        super().__init__(telemetry=TelemetryConfig(metrics=self.metric_buffer))
+
+
+class WorkerTelemetry:
+    """One worker's metrics pipeline: a meter provider whose Prometheus reader renders into a
+    registry of its own (so two workers in one process never mix), the domain instruments, the
+    ledger gauges and, when the client's runtime buffers them, the Temporal SDK's metrics."""
+
+    def __init__(self, pool: asyncpg.Pool[Any] | None, *, gauge_interval_s: float) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.provider = MeterProvider(
+            metric_readers=[
+                PrometheusMetricReader(scope_info_enabled=False, registry=self.registry)
+            ],
+            resource=Resource.create(),
+        )
+        meter = self.provider.get_meter("threadwarden")
+        self.domain = DomainMetrics(meter)
+        self._pool = pool
+        self._interval_s = gauge_interval_s
+        self._gauges: LedgerGauges | None = None
+        self._read_at = -float("inf")
+        self._lock = asyncio.Lock()
+        meter.create_observable_gauge(
+            "threadwarden_submissions",
+            callbacks=[self._submissions],
+            unit="1",
+            description="Nonterminal submissions by state (suspended: waiting for approval)",
+        )
+        meter.create_observable_gauge(
+            "threadwarden_oldest_overdue_alarm",
+            callbacks=[self._single("oldest_overdue_alarm_s")],
+            unit="s",
+            description="How long the earliest alarm in the past is overdue (0: none)",
+        )
+        meter.create_observable_gauge(
+            "threadwarden_outbox_backlog",
+            callbacks=[self._single("outbox_backlog")],
+            unit="1",
+            description="Records not yet published to every sink",
+        )
+        meter.create_observable_gauge(
+            "threadwarden_message_backlog",
+            callbacks=[self._single("message_backlog")],
+            unit="1",
+            description="Messages between threads not yet delivered",
+        )
+
+    async def refresh_gauges(self) -> None:
+        """Read the ledger gauges unless the last reading is recent enough."""
+        if self._pool is None:
+            return
+        async with self._lock:
+            if time.monotonic() - self._read_at < self._interval_s:
+                return
+            self._read_at = time.monotonic()
+            self._gauges = await read_gauges(self._pool)
+
+    def _submissions(self, _: CallbackOptions) -> Iterable[Observation]:
+        if self._gauges is None:
+            return []
+        return [Observation(n, {"state": s}) for s, n in self._gauges.submissions.items()]
+
+    def _single(self, field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_: CallbackOptions) -> Iterable[Observation]:
+            return [] if self._gauges is None else [Observation(getattr(self._gauges, field))]
+
+        return observe
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+def global_metrics() -> DomainMetrics:
+    """Instruments on the process's global meter provider (an application's, or a no-op): for
+    a plugin that serves no endpoint of its own."""
+    return DomainMetrics(metrics.get_meter("threadwarden"))
+
+
+class ActivityMetering:
+    """Wraps a worker's activities so that they report to ``domain`` (one per assembly)."""
+
+    def __init__(self, domain: DomainMetrics, *, pass_deadline_ms: int) -> None:
+        self.domain = domain
+        self._pass_deadline_ms = pass_deadline_ms
+        self._observers: dict[str, Callable[[Any, Any, float], None]] = {
+            c.BEGIN_PASS: self._began,
+            c.FINISH_CAUGHT_UP: self._finished,
+            c.FINISH_PASS: self._finished,
+            c.REARM_FAILURE: self._finished,
+            c.RUN_HEAD: self._head,
+            c.HEAD_UNSTARTED: self._unstarted,
+            c.DELIVER_MESSAGES: self._delivered,
+        }
+
+    def wrap(self, fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        """``fn`` (an activity) as an activity of the same name that tags its span with the
+        input's ids, counts the fence refusals it raises and reports its result."""
+        name = activity._Definition.must_from_callable(fn).name
+        assert name is not None  # threadwarden's activities are all named
+        observe = self._observers.get(name)
+        domain = self.domain
+
+        @wraps(fn, updated=())  # not its __dict__: that holds fn's own activity definition
+        async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            step = args[0] if args else None
+            _tag_span(step)
+            started = time.monotonic()
+            try:
+                result = await fn(*args, **kwargs)
+            except ApplicationError as error:
+                if error.type in FENCED:
+                    domain.stale_refusals.add(1, {"step": name})
+                raise
+            if observe is not None:
+                observe(step, result, time.monotonic() - started)
+            return result
+
+        return activity.defn(name=name)(wrapper)
+
+    def _began(self, step: c.BeginPassInput, result: c.BeginPassResult, _: float) -> None:
+        self.domain.pass_began(step.host_id, result.epoch, step.now)
+
+    def _finished(self, step: c.PassStepInput, report: c.PassReport, _: float) -> None:
+        self.domain.pass_finished(step.host_id, step.epoch, report)
+
+    def _head(self, step: c.RunHeadInput, result: c.RunHeadResult, elapsed_s: float) -> None:
+        self.domain.head_ended(result, elapsed_s)
+        if result.report is not None:  # the head activity finished its pass
+            started = step.pass_deadline - timedelta(milliseconds=self._pass_deadline_ms)
+            self.domain.pass_finished(step.host_id, step.epoch, result.report, started)
+
+    def _unstarted(self, step: c.HeadUnstartedInput, result: c.RunHeadResult, _: float) -> None:
+        self.domain.head_ended(result, None)
+        if result.report is not None:
+            self.domain.pass_finished(step.head.host_id, step.head.epoch, result.report)
+
+    def _delivered(self, _: c.DeliverInput, result: c.DeliverResult, __: float) -> None:
+        if result.delivered:
+            self.domain.delivered.add(result.delivered)
+            self.domain.admitted.add(result.delivered, {"source": "message"})
+
+
+class CountedPublications(Publications):
+    """`Publications` counting what it publishes (the drain activity's batches and the records
+    an attempt or operator publishes right after its commit)."""
+
+    def __init__(
+        self, pool: asyncpg.Pool[Any], sinks: Sequence[PublicationSink], domain: DomainMetrics
+    ) -> None:
+        super().__init__(pool, sinks)
+        self._domain = domain
+
+    async def drain(self, host_id: str) -> int:
+        published = await super().drain(host_id)
+        if published:
+            self._domain.publications.add(published)
+        return published
+
+
+def _tag_span(step: object) -> None:
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    for model in (step, getattr(step, "head", None)):
+        if isinstance(model, BaseModel):
+            for field in SPAN_IDS:
+                value = getattr(model, field, None)
+                if isinstance(value, str):
+                    span.set_attribute(f"threadwarden.{field}", value)
