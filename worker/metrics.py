@@ -300,6 +300,10 @@ def _tag_span(step: object) -> None:
     span = trace.get_current_span()
     if not span.is_recording():
         return
+    # A head attempt's input does not name its agent; its task queue does (`head_task_queue`).
+    _, agent_queue, agent = activity.info().task_queue.partition("/agent/")
+    if agent_queue:
+        span.set_attribute("threadwarden.agent_id", agent.split("/digest/")[0])
     for model in (step, getattr(step, "head", None)):
         if isinstance(model, BaseModel):
             for field in SPAN_IDS:

@@ -372,16 +372,19 @@ class OtelEnvironment:
     protocol: str
     """``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``, else
     ``http/protobuf``."""
+    endpoint: str | None = None
+    """``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (the exporter
+    reads it itself; kept to tell exporters to different collectors apart)."""
 
 
 def otel_environment(environ: Mapping[str, str] | None = None) -> OtelEnvironment:
     """The `OtelEnvironment` of ``environ`` (default: the process environment)."""
     env = os.environ if environ is None else environ
     listed = env.get("OTEL_TRACES_EXPORTER")
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
     if listed is None:
-        endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
-            "OTEL_EXPORTER_OTLP_ENDPOINT"
-        )
         exporters: tuple[str, ...] = ("otlp",) if endpoint else ()
     else:
         exporters = tuple(
@@ -392,4 +395,4 @@ def otel_environment(environ: Mapping[str, str] | None = None) -> OtelEnvironmen
         or env.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         or "http/protobuf"
     )
-    return OtelEnvironment(exporters, protocol.strip().lower())
+    return OtelEnvironment(exporters, protocol.strip().lower(), endpoint)
