@@ -81,7 +81,7 @@ def collector() -> Iterator[Collector]:
 
 
 def attributes(span: Span) -> dict[str, Any]:
-    return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in span.attributes}
+    return {a.key: getattr(a.value, a.value.WhichOneof("value") or "") for a in span.attributes}
 
 
 def ancestors(span: Span, by_id: dict[bytes, Span]) -> list[Span]:
