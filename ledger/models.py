@@ -64,6 +64,10 @@ class SubmissionView(BaseModel):
     source_thread_id: str | None = None
     """Set when the submission was accepted from another thread's message."""
     source_message_id: str | None = None
+    created_at: datetime | None = None
+    """When it was admitted (None only on a view built without it)."""
+    settled_at: datetime | None = None
+    """When its outcome was finalized; None until settled."""
 
 
 class ThreadStatus(BaseModel):
@@ -113,6 +117,8 @@ class HostStatus(BaseModel):
     last_outcome: str | None
     last_error: str | None
     auxiliary_due: AuxiliaryDueView | None = None
+    updated_at: datetime | None = None
+    """When the host row last changed (a mutation, a pass step)."""
 
 
 def retry_from_json(value: dict[str, Any] | None) -> Retry | None:

@@ -3,6 +3,12 @@
 Each is one transaction through the mutation gate: it records the decision canonically, moves
 the submission on (or settles it), bumps ``dirty`` and ensures the alarm. The caller wakes the
 host after commit.
+
+Decisions are idempotent: when nothing waits for a decision any more and the submission's latest
+decision of that kind is the same one (approve after approve, deny after deny, resolve with the
+same outcome and result, abort of a settled submission or of one already asked to stop), the
+result says ``changed=False`` and nothing is written. A different decision than the one recorded
+raises `DecisionConflict`.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ from threadwarden.ledger.records import (
 Resolution = Literal["ran", "not-run", "fail"]
 
 
+class DecisionConflict(NotWaiting):
+    """The submission no longer waits: another decision was recorded (deny after approve, a
+    resolution with another outcome or result). Nothing was written."""
+
+
 class OperatorResult(BaseModel):
     """What an operator action did."""
 
@@ -50,7 +61,10 @@ class Operator:
         """Grant the pending approval: the submission resumes (``input-applied``)."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
-            request = await self._pending(conn, row, "suspended", "approval-requested")
+            steps = await journal(conn, submission_id)
+            request = self._pending(row, steps, "suspended", "approval-requested")
+            if request is None:
+                return self._repeat(row, _approval(steps), True, "approved")
             await self._decide(conn, row, request, {"approved": True})
             await self._move(conn, row, "input-applied")
             return self._result(row, "input-applied")
@@ -59,7 +73,10 @@ class Operator:
         """Refuse the pending approval: the decision is recorded and the submission fails."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
-            request = await self._pending(conn, row, "suspended", "approval-requested")
+            steps = await journal(conn, submission_id)
+            request = self._pending(row, steps, "suspended", "approval-requested")
+            if request is None:
+                return self._repeat(row, _approval(steps), False, "denied")
             epoch = await self._decide(conn, row, request, {"approved": False, "reason": reason})
             await settle_now(
                 conn,
@@ -78,13 +95,11 @@ class Operator:
         """Decide an unknown side effect: it ran (with ``result``), it did not run, or fail it."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
-            if row["state"] != "unknown":
-                raise NotWaiting(
-                    f"submission {submission_id}: expected state unknown, found {row['state']}"
-                )
-            call = unresolved_side_effect(await journal(conn, submission_id))
+            steps = await journal(conn, submission_id)
+            call = unresolved_side_effect(steps) if row["state"] == "unknown" else None
             if call is None:
-                raise NotWaiting(f"submission {submission_id}: no unresolved tool call")
+                decided = (outcome, result if outcome == "ran" else None)
+                return self._repeat(row, _resolution(steps), decided, "resolved")
             epoch = await fence_thread(conn, row["thread_id"])
             tool = call.body.get("tool")
             if outcome == "ran":
@@ -128,6 +143,8 @@ class Operator:
             if row["state"] == "terminalizing":  # an outcome is reserved: it stands
                 return self._result(row, "terminalizing", changed=False)
             if row["state"] == "running":
+                if row["abort_requested"]:  # asked before: the attempt stops at its boundary
+                    return self._result(row, "running", changed=False)
                 await conn.execute(
                     "UPDATE threadwarden.submissions SET abort_requested = true"
                     " WHERE submission_id = $1",
@@ -169,7 +186,8 @@ class Operator:
             found["thread_id"],
         )
         row = await conn.fetchrow(
-            "SELECT s.submission_id, s.thread_id, t.host_id, s.state, s.outcome"
+            "SELECT s.submission_id, s.thread_id, t.host_id, s.state, s.outcome,"
+            "       s.abort_requested"
             "  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)"
             " WHERE s.submission_id = $1 FOR UPDATE OF s",
             submission_id,
@@ -177,19 +195,30 @@ class Operator:
         assert row is not None
         return cast(asyncpg.Record, row)
 
-    async def _pending(
-        self, conn: Connection, row: asyncpg.Record, state: str, opened: str
-    ) -> HistoryRecord:
+    @staticmethod
+    def _pending(
+        row: asyncpg.Record, steps: list[HistoryRecord], state: str, opened: str
+    ) -> HistoryRecord | None:
+        """The open request a decision answers, or None when the submission waits for none."""
         if row["state"] != state:
+            return None
+        return pending_step(steps, opened, ("approval-decision",))
+
+    @classmethod
+    def _repeat(cls, row: asyncpg.Record, latest: Any, wanted: Any, verb: str) -> OperatorResult:
+        """Nothing waits for this decision: a repeat of the latest one changes nothing, another
+        decision conflicts with it, and with none recorded the submission never waited."""
+        submission_id, state = row["submission_id"], row["state"]
+        if latest is _NONE:
             raise NotWaiting(
-                f"submission {row['submission_id']}: expected state {state}, found {row['state']}"
+                f"submission {submission_id}: not waiting for this decision (state {state})"
             )
-        request = pending_step(
-            await journal(conn, row["submission_id"]), opened, ("approval-decision",)
-        )
-        if request is None:
-            raise NotWaiting(f"submission {row['submission_id']}: no pending approval")
-        return request
+        if latest != wanted:
+            raise DecisionConflict(
+                f"submission {submission_id}: already {_describe(latest, verb)}; this decision"
+                f" conflicts with it (state {state})"
+            )
+        return cls._result(row, state, row["outcome"], changed=False)
 
     async def _decide(
         self, conn: Connection, row: asyncpg.Record, request: HistoryRecord, body: dict[str, Any]
@@ -240,3 +269,32 @@ class Operator:
             outcome=outcome,
             changed=changed,
         )
+
+
+_NONE = object()
+"""No decision of that kind was ever recorded."""
+
+
+def _approval(steps: list[HistoryRecord]) -> Any:
+    """The latest approval decision: True (approved), False (denied), or `_NONE`."""
+    decisions = [r for r in steps if r.kind == "approval-decision" and isinstance(r.body, dict)]
+    return bool(decisions[-1].body.get("approved")) if decisions else _NONE
+
+
+def _resolution(steps: list[HistoryRecord]) -> Any:
+    """The latest operator resolution of an unknown side effect: ``(outcome, result)`` (a result
+    only for ``ran``), or `_NONE`."""
+    for record in reversed(steps):
+        body = record.body if isinstance(record.body, dict) else {}
+        if record.kind == "tool-result" and body.get("resolved_by") == "operator":
+            return ("ran", body.get("result"))
+        if record.kind == "tool-resolution":
+            return (body.get("outcome"), None)
+    return _NONE
+
+
+def _describe(latest: Any, verb: str) -> str:
+    if isinstance(latest, bool):
+        return "approved" if latest else "denied"
+    outcome, result = latest
+    return f"{verb} {outcome}" + ("" if result is None else f" with result {result!r}"[:120])

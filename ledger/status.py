@@ -26,6 +26,15 @@ _RECORDS_AFTER = (
     "  FROM threadwarden.records WHERE thread_id = $1 AND sequence > $2 ORDER BY sequence"
 )
 
+SETTLEMENT_OF = (
+    "SELECT s.thread_id, r.body FROM threadwarden.submissions s"
+    "  LEFT JOIN threadwarden.records r ON r.submission_id = $1 AND r.kind = 'settlement'"
+    " WHERE s.submission_id = $1"
+)
+"""A submission's thread and settlement body. The records side compares with the parameter,
+not with ``s.submission_id``: that column's "C" collation differs from the records column's,
+and such a comparison cannot use ``records_one_settlement`` (a scan of every record)."""
+
 
 class StatusReader:
     """Snapshots of the ledger; no locks taken."""
@@ -43,7 +52,7 @@ class StatusReader:
                 raise NotFound(f"thread: no thread {thread_id!r}")
             rows = await conn.fetch(
                 "SELECT submission_id, sequence, state, outcome, agent_id, attempts, epoch, reason,"
-                "       source_thread_id, source_message_id"
+                "       source_thread_id, source_message_id, created_at, settled_at"
                 "  FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence",
                 thread_id,
             )
@@ -63,7 +72,8 @@ class StatusReader:
         """A host's maintenance state: generations, alarm, cursor and retry records."""
         row = await self._pool.fetchrow(
             "SELECT host_id, dirty, processed, nonterminal, alarm_at, last_served_thread_id,"
-            f"       retry, binding_retries, pass_epoch, last_outcome, last_error, {DEADLINES}"
+            "       retry, binding_retries, pass_epoch, last_outcome, last_error, updated_at,"
+            f"       {DEADLINES}"
             "  FROM threadwarden.hosts h WHERE host_id = $1",
             host_id,
         )
@@ -118,13 +128,7 @@ async def settlement_of(conn: Connection, submission_id: str) -> tuple[str, Any]
 
     Raises `NotFound` for an unknown submission.
     """
-    row = await conn.fetchrow(
-        "SELECT s.thread_id, r.body FROM threadwarden.submissions s"
-        "  LEFT JOIN threadwarden.records r"
-        "    ON r.submission_id = s.submission_id AND r.kind = 'settlement'"
-        " WHERE s.submission_id = $1",
-        submission_id,
-    )
+    row = await conn.fetchrow(SETTLEMENT_OF, submission_id)
     if row is None:
         raise NotFound(f"submission: no submission {submission_id!r}")
     return row["thread_id"], row["body"]

@@ -26,6 +26,14 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     print(format_table(headers, rows))
 
 
+def format_age(seconds: float) -> str:
+    """A duration for a person: ``42s``, ``5m``, ``3h``, ``2d``."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
 def one_line(text: str) -> str:
     """``text`` on one line, printable whatever its source (non-UTF-8 argv arrives as lone
     surrogates, which a strict stream refuses): line breaks become spaces, unencodable
@@ -35,15 +43,21 @@ def one_line(text: str) -> str:
 
 
 def print_error(
-    message: str, *, code: int, field: str | None = None, as_json: bool = False, prog: str
+    message: str,
+    *,
+    code: int,
+    field: str | None = None,
+    kind: str = "error",
+    as_json: bool = False,
+    prog: str,
 ) -> int:
     """Report a failed command on stderr: ``PROG: error: MESSAGE``, or under ``--json`` one
-    object ``{"error": MESSAGE, "field": FIELD or null, "exit_code": CODE}``. Returns ``code``."""
+    object ``{"error": MESSAGE, "field": FIELD or null, "code": KIND, "exit_code": CODE}``
+    (``KIND`` is a stable snake_case name such as ``invalid_input`` or ``decision_conflict``).
+    Returns ``code``."""
     if as_json:
-        print(
-            json.dumps({"error": one_line(message), "field": field, "exit_code": code}),
-            file=sys.stderr,
-        )
+        report = {"error": one_line(message), "field": field, "code": kind, "exit_code": code}
+        print(json.dumps(report), file=sys.stderr)
     else:
         print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
     return code

@@ -3,9 +3,10 @@ follow records (docs/client.md). Mutations commit, then wake."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.host_work import HostWork
+from threadwarden.ledger.inbox import InboxPage, InboxReader
 from threadwarden.ledger.messages import Message, Messages
 from threadwarden.ledger.models import HostStatus, Outcome, Receipt, ThreadStatus
 from threadwarden.ledger.operator import Operator, OperatorResult, Resolution
@@ -39,6 +41,8 @@ RESOLUTIONS: tuple[Resolution, ...] = ("ran", "not-run", "fail")
 CLIENT_POOL_SIZE = 4
 """Connections of the pool a client opens itself (from settings or a DSN). Each `result` wait
 and each `records` iteration holds one while it waits."""
+INBOX_MAX_LIMIT = 1_000
+"""The most entries one `ThreadwardenClient.inbox` call returns."""
 
 
 class SubmissionResult(BaseModel):
@@ -59,16 +63,20 @@ class ThreadwardenClient:
     def __init__(
         self,
         pool: asyncpg.Pool[Any],
-        temporal: Client,
+        temporal: Client | Callable[[], Awaitable[Client]],
         settings: Settings,
         *,
         failpoints: Failpoints | None = None,
         sinks: Sequence[PublicationSink] = (),
     ) -> None:
+        """``temporal`` is a connected client, or a coroutine function that connects one when
+        the first wake needs it (reads and decisions that change nothing never do)."""
         self._failpoints = failpoints or Failpoints()
         self._publications = Publications(pool, [NotifySink(pool), *sinks])
         self._pool = pool
-        self._temporal = temporal
+        self._temporal: Client | None = temporal if isinstance(temporal, Client) else None
+        self._connect_temporal = None if isinstance(temporal, Client) else temporal
+        self._temporal_lock = asyncio.Lock()
         self._settings = settings
         self._admissions = Admissions(
             pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
@@ -90,16 +98,30 @@ class ThreadwardenClient:
         *,
         failpoints: Failpoints | None = None,
         sinks: Sequence[PublicationSink] = (),
+        lazy_temporal: bool = False,
     ) -> AsyncIterator[ThreadwardenClient]:
         """A client for the ledger and Temporal named by ``connections``; by default those the
         settings name (``Settings()``: the ``THREADWARDEN_*`` environment), or else the stack
-        ``threadwarden dev`` runs in the settings' data dir (`StackNotFound` when neither)."""
+        ``threadwarden dev`` runs in the settings' data dir (`StackNotFound` when neither).
+
+        With ``lazy_temporal`` Temporal is connected only when a wake needs it: reads
+        (status, inbox, records, result) and decisions that change nothing work while Temporal
+        is unreachable, and a wake that cannot connect is logged like any failed wake (the
+        committed alarm stands; the sweeper starts the pass once Temporal is back)."""
         settings = settings or Settings()
         connections = connections or resolve(settings)
         pool = await create_pool(connections.database_url, max_size=CLIENT_POOL_SIZE)
         try:
-            temporal = await connect_configured(settings, connections)
-            yield cls(pool, temporal, settings, failpoints=failpoints, sinks=sinks)
+            if lazy_temporal:
+                here = connections
+
+                async def temporal() -> Client:
+                    return await connect_configured(settings, here)
+
+                yield cls(pool, temporal, settings, failpoints=failpoints, sinks=sinks)
+            else:
+                client = await connect_configured(settings, connections)
+                yield cls(pool, client, settings, failpoints=failpoints, sinks=sinks)
         finally:
             await pool.close()
 
@@ -228,10 +250,20 @@ class ThreadwardenClient:
         validate_id("host", host_id)
         try:
             await wake_host(
-                self._temporal, host_id, task_queue=self._settings.task_queue, reason=reason
+                await self._temporal_client(),
+                host_id,
+                task_queue=self._settings.task_queue,
+                reason=reason,
             )
         except Exception as error:  # a wake is a hint; the durable alarm is the guarantee
             logger.warning("wake of host %s failed (the sweeper will catch up): %s", host_id, error)
+
+    async def _temporal_client(self) -> Client:
+        async with self._temporal_lock:
+            if self._temporal is None:
+                assert self._connect_temporal is not None
+                self._temporal = await self._connect_temporal()
+            return self._temporal
 
     async def result(self, submission_id: str, *, timeout: float | None = None) -> SubmissionResult:
         """Wait until the submission settled and return its outcome.
@@ -291,8 +323,25 @@ class ThreadwardenClient:
         validate_id("thread", thread_id)
         return await self._messages.sent_by(thread_id)
 
-    def records(self, thread_id: str) -> RecordFeed:
+    def records(self, thread_id: str, *, wait_for_thread: bool = False) -> RecordFeed:
         """The thread's records: ``async for`` follows them live (`ThreadRecord` models),
-        ``await`` returns the committed ones now. See `RecordFeed`."""
+        ``await`` returns the committed ones now. See `RecordFeed`.
+
+        Iterating an unknown thread raises `NotFound`, or with ``wait_for_thread`` waits for
+        its first record (subscribe before the first submission, as ``tail -F`` does)."""
         validate_id("thread", thread_id)
-        return RecordFeed(self._pool, thread_id)
+        return RecordFeed(self._pool, thread_id, wait_for_thread=wait_for_thread)
+
+    async def inbox(self, *, limit: int = 100) -> InboxPage:
+        """What waits for a person, across threads, oldest submission first: pending approvals
+        (``waiting_for`` ``approval``) and unknown side effects (``unknown-resolution``).
+
+        At most ``limit`` entries (1 to `INBOX_MAX_LIMIT`); ``more`` says whether others wait.
+        """
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= INBOX_MAX_LIMIT
+        ):
+            raise InvalidInput("limit", f"an integer from 1 to {INBOX_MAX_LIMIT}", limit)
+        return await InboxReader(self._pool).waiting(limit)

@@ -4,6 +4,7 @@ import argparse
 import asyncio
 import json
 import signal
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -16,11 +17,13 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.errors import ThreadwardenError
+from threadwarden.ledger.messages import Message
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
+from threadwarden.ledger.models import HostStatus, ThreadStatus
 from threadwarden.ledger.operator import OperatorResult
 from threadwarden.worker import demo as demo_module
-from threadwarden.worker.cli_output import print_json, print_table
+from threadwarden.worker.cli_output import format_age, one_line, print_json, print_table
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
@@ -36,13 +39,32 @@ from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 THREAD_STATUS_FIELDS = {
     "submission_id",
     "sequence",
+    "agent_id",
     "state",
     "outcome",
+    "reason",
     "attempts",
     "epoch",
     "waiting_for",
+    "created_at",
+    "settled_at",
     "source_thread_id",
     "source_message_id",
+}
+HOST_STATUS_FIELDS = {
+    "host_id",
+    "dirty",
+    "processed",
+    "nonterminal",
+    "alarm_at",
+    "last_served_thread_id",
+    "retry",
+    "binding_retries",
+    "auxiliary_due",
+    "pass_epoch",
+    "last_outcome",
+    "last_error",
+    "updated_at",
 }
 MESSAGE_FIELDS = {
     "message_id",
@@ -191,31 +213,38 @@ async def _report(args: argparse.Namespace, result: OperatorResult, done: str) -
     if args.json:
         print_json(result.model_dump())
     elif not result.changed:
-        print(f"{result.submission_id} was already {result.state} ({result.outcome})")
+        outcome = f" ({result.outcome})" if result.outcome else ""
+        print(f"{result.submission_id}: nothing changed, already {result.state}{outcome}")
     else:
         outcome = f" ({result.outcome})" if result.outcome else ""
         print(f"{done} {result.submission_id}: now {result.state}{outcome}")
     return 0
 
 
+def _ledger_client(settings: Settings) -> AbstractAsyncContextManager[ThreadwardenClient]:
+    """A client that reads and decides in Postgres and connects Temporal only to wake a host
+    after a decision that changed something (`ThreadwardenClient.connect`, ``lazy_temporal``)."""
+    return ThreadwardenClient.connect(settings, resolve_connections(settings), lazy_temporal=True)
+
+
 async def approve(settings: Settings, args: argparse.Namespace) -> int:
-    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+    async with _ledger_client(settings) as client:
         return await _report(args, await client.approve(args.submission), "approved")
 
 
 async def deny(settings: Settings, args: argparse.Namespace) -> int:
-    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+    async with _ledger_client(settings) as client:
         return await _report(args, await client.deny(args.submission, args.reason), "denied")
 
 
 async def resolve(settings: Settings, args: argparse.Namespace, result: Any) -> int:
-    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+    async with _ledger_client(settings) as client:
         resolved = await client.resolve(args.submission, args.outcome, result)
         return await _report(args, resolved, f"resolved ({args.outcome})")
 
 
 async def abort(settings: Settings, args: argparse.Namespace) -> int:
-    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+    async with _ledger_client(settings) as client:
         result = await client.abort(args.submission)
     done = "abort requested for" if result.state == "running" else "aborted"
     return await _report(args, result, done)
@@ -239,75 +268,101 @@ async def watch(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def status(settings: Settings, args: argparse.Namespace) -> int:
-    async with ThreadwardenClient.connect(settings, resolve_connections(settings)) as client:
+    """A thread's or a host's state, read from Postgres only (Temporal may be down)."""
+    async with _ledger_client(settings) as client:
         if args.thread is not None:
             thread = await client.thread_status(args.thread)
             sent = await client.messages_sent(args.thread)
-            if args.json:
-                print_json(
-                    {
-                        "thread_id": thread.thread_id,
-                        "host_id": thread.host_id,
-                        "submissions": [
-                            s.model_dump(include=THREAD_STATUS_FIELDS) for s in thread.submissions
-                        ],
-                        "messages_sent": [m.model_dump(include=MESSAGE_FIELDS) for m in sent],
-                    }
-                )
-                return 0
-            print(f"thread {thread.thread_id} on host {thread.host_id}")
-            print_table(
-                ["seq", "submission", "state", "outcome", "waiting for", "attempts", "reason"],
-                [
-                    [
-                        s.sequence,
-                        s.submission_id,
-                        s.state,
-                        s.outcome or "",
-                        s.waiting_for or "",
-                        s.attempts,
-                        s.reason or "",
-                    ]
+        else:
+            host = await client.host_status(args.host)
+    if args.thread is None:
+        _print_host(host, as_json=args.json)
+    elif args.json:
+        print_json(
+            {
+                "thread_id": thread.thread_id,
+                "host_id": thread.host_id,
+                "submissions": [
+                    s.model_dump(mode="json", include=THREAD_STATUS_FIELDS)
                     for s in thread.submissions
                 ],
-            )
-            if sent:
-                print("messages sent")
-                print_table(
-                    ["message", "to thread", "state", "attempts", "accepted as", "last error"],
-                    [
-                        [
-                            m.message_id,
-                            m.destination_thread_id,
-                            m.state,
-                            m.attempts,
-                            m.destination_submission_id or "",
-                            m.last_error or "",
-                        ]
-                        for m in sent
-                    ],
-                )
-            return 0
-        host = await client.host_status(args.host)
-    if args.json:
-        print_json(
-            host.model_dump(
-                mode="json",
-                include={
-                    "host_id",
-                    "dirty",
-                    "processed",
-                    "nonterminal",
-                    "alarm_at",
-                    "last_served_thread_id",
-                    "retry",
-                    "binding_retries",
-                    "auxiliary_due",
-                },
-            )
+                "messages_sent": [m.model_dump(include=MESSAGE_FIELDS) for m in sent],
+            }
         )
-        return 0
+    else:
+        _print_thread(thread, sent)
+    return 0
+
+
+def _print_thread(thread: ThreadStatus, sent: list[Message]) -> None:
+    print(f"thread {thread.thread_id} on host {thread.host_id}")
+    print_table(
+        ["seq", "submission", "agent", "state", "outcome", "waiting for", "attempts", "reason"],
+        [
+            [
+                s.sequence,
+                s.submission_id,
+                s.agent_id,
+                s.state,
+                s.outcome or "",
+                s.waiting_for or "",
+                s.attempts,
+                s.reason or "",
+            ]
+            for s in thread.submissions
+        ],
+    )
+    if sent:
+        print("messages sent")
+        print_table(
+            ["message", "to thread", "state", "attempts", "accepted as", "last error"],
+            [
+                [
+                    m.message_id,
+                    m.destination_thread_id,
+                    m.state,
+                    m.attempts,
+                    m.destination_submission_id or "",
+                    m.last_error or "",
+                ]
+                for m in sent
+            ],
+        )
+
+
+def _print_host(host: HostStatus, *, as_json: bool) -> None:
+    if as_json:
+        print_json(host.model_dump(mode="json", include=HOST_STATUS_FIELDS))
+        return
     for key, value in host.model_dump(mode="json").items():
         shown = json.dumps(value) if isinstance(value, dict | list) else value
         print(f"{key:24} {shown}")
+
+
+async def inbox(settings: Settings, args: argparse.Namespace) -> int:
+    """What waits for a person, oldest first, from Postgres only."""
+    async with _ledger_client(settings) as client:
+        page = await client.inbox(limit=args.limit)
+    if args.json:
+        print_json(page.model_dump(mode="json"))
+        return 0
+    if not page.entries:
+        print("nothing waits for a person")
+        return 0
+    print_table(
+        ["age", "waiting for", "submission", "thread", "agent", "what"],
+        [
+            [
+                format_age(e.age_s),
+                e.waiting_for,
+                e.submission_id,
+                e.thread_id,
+                e.agent_id,
+                one_line(e.what),
+            ]
+            for e in page.entries
+        ],
+    )
+    if page.more:
+        print(f"(more wait: showing the oldest {len(page.entries)}; raise --limit)")
     return 0

@@ -20,13 +20,14 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from typing import Any
 
 import asyncpg
 from pydantic import BaseModel
 
-from threadwarden.errors import ResultTimeout
+from threadwarden.errors import NotFound, ResultTimeout
 from threadwarden.ledger.pool import Connection, create_pool
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
 from threadwarden.ledger.status import StatusReader, records_after, settlement_of
@@ -82,15 +83,24 @@ class _Hint:
 
 
 async def follow_records(
-    pool: asyncpg.Pool[Any], thread_id: str, *, live: bool = True, recheck_s: float | None = None
+    pool: asyncpg.Pool[Any],
+    thread_id: str,
+    *,
+    live: bool = True,
+    recheck_s: float | None = None,
+    wait_for_thread: bool = False,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Yield the thread's committed records in sequence order; with ``live``, never stop,
-    yielding each new record once it is committed (raises `NotFound` for an unknown thread).
+    yielding each new record once it is committed.
 
-    ``recheck_s`` defaults to `RECHECK_S`.
+    An unknown thread raises `NotFound`, unless ``live`` and ``wait_for_thread``: then the feed
+    waits for the thread's first record the way it waits for any new one (the first
+    submission's records are announced on the same channel). ``recheck_s`` defaults to
+    `RECHECK_S`.
     """
     recheck_s = RECHECK_S if recheck_s is None else recheck_s
-    await StatusReader(pool).thread(thread_id)
+    if not (live and wait_for_thread):
+        await StatusReader(pool).thread(thread_id)
     last = 0
     while True:
         held = False
@@ -183,21 +193,33 @@ class RecordFeed:
     records now, as plain mappings (the form existing callers read).
 
     Breaking out of the loop (or ``aclose`` through ``contextlib.aclosing``) gives its
-    connection back. Iterating raises `NotFound` for an unknown thread; awaiting returns ``[]``.
+    connection back. Iterating raises `NotFound` for an unknown thread (with
+    ``wait_for_thread``, waits for it instead); awaiting returns ``[]``.
     """
 
     def __init__(
-        self, pool: asyncpg.Pool[Any], thread_id: str, *, recheck_s: float | None = None
+        self,
+        pool: asyncpg.Pool[Any],
+        thread_id: str,
+        *,
+        recheck_s: float | None = None,
+        wait_for_thread: bool = False,
     ) -> None:
         self._pool = pool
         self._thread_id = thread_id
         self._recheck_s = recheck_s
+        self._wait_for_thread = wait_for_thread
 
     def __await__(self) -> Generator[Any, None, list[dict[str, Any]]]:
         return StatusReader(self._pool).records(self._thread_id).__await__()
 
     async def __aiter__(self) -> AsyncIterator[ThreadRecord]:
-        feed = follow_records(self._pool, self._thread_id, recheck_s=self._recheck_s)
+        feed = follow_records(
+            self._pool,
+            self._thread_id,
+            recheck_s=self._recheck_s,
+            wait_for_thread=self._wait_for_thread,
+        )
         async with contextlib.aclosing(feed):
             async for record in feed:
                 yield ThreadRecord.model_validate(record)
@@ -213,11 +235,24 @@ def _show(record: dict[str, Any], as_json: bool) -> None:
 
 
 async def watch(database_url: str, thread_id: str, *, as_json: bool, follow: bool) -> int:
-    """Print the thread's records in order; with ``follow``, keep printing new ones."""
+    """Print the thread's records in order; with ``follow``, keep printing new ones, waiting
+    for a thread that does not exist yet (``tail -F``; a note on stderr says so, except under
+    ``--json``). Without ``follow`` an unknown thread raises `NotFound`."""
     pool = await create_pool(database_url, max_size=2)
     try:
-        async for record in follow_records(pool, thread_id, live=follow):
-            _show(record, as_json)
+        if follow and not as_json:
+            try:
+                await StatusReader(pool).thread(thread_id)
+            except NotFound:
+                print(
+                    f"threadwarden: thread {thread_id} does not exist yet; waiting for it",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        feed = follow_records(pool, thread_id, live=follow, wait_for_thread=follow)
+        async with contextlib.aclosing(feed):
+            async for record in feed:
+                _show(record, as_json)
         return 0
     finally:
         await pool.close()

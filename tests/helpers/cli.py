@@ -1,10 +1,87 @@
-"""Running the CLI inside a test."""
+"""Running the CLI inside a test, as a process, and the ledger states its decisions act on."""
+
+from __future__ import annotations
 
 import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
+import asyncpg
+
+from tests.helpers.ledger import BINDINGS
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.protocol.decisions import Timing
 from threadwarden.worker.cli import main
+
+CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
+CHARGE = {"tool": "charge", "args": {"cents": 5}, "side_effect": True, "idempotency_key": None}
+"""The body of a side-effecting tool call without an idempotency key (its outcome can be
+unknown)."""
 
 
 async def run_cli(*argv: str) -> int:
     """Run the CLI in a thread (it owns its own event loop); return its exit code."""
     return await asyncio.to_thread(main, list(argv))
+
+
+def json_error(err: str) -> dict[str, Any]:
+    """The one JSON object a failed ``--json`` command wrote on stderr (nothing else)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    report = json.loads(lines[0])
+    assert isinstance(report, dict) and set(report) == {"error", "field", "code", "exit_code"}
+    return report
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def unknown_side_effect(pool: asyncpg.Pool[Any], host_id: str) -> str:
+    """Admit an ``echo`` submission on thread ``host_id`` and leave it ``unknown``: an attempt
+    prepared a side effect without an idempotency key (its ``tool-call`` record) and stopped
+    without a result, as a re-run attempt does when it finds such a call. Nothing runs it: no
+    worker has the ``echo`` binding. Returns the submission id."""
+    receipt = await Admissions(pool, minimum_alarm_delay_ms=50).admit(
+        thread_id=host_id, agent_id="echo", input={}, host_id=host_id
+    )
+    begun = await Maintenance(pool, Timing()).begin(host_id, datetime.now(UTC))
+    attempts = Attempts(pool, lease_ms=30_000)
+    claim = await attempts.claim_head(host_id, begun.epoch, host_id, bindings=BINDINGS)
+    assert claim is not None
+    await attempts.append(claim, "message", {"text": "about to charge"}, step=1)
+    await attempts.append(claim, "tool-call", CHARGE, step=2)
+    await attempts.stop(claim, "unknown")
+    return receipt.submission_id
+
+
+@asynccontextmanager
+async def console(env: dict[str, str], *argv: str) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The installed console script as a process (stdout and stderr piped), terminated and
+    awaited on exit."""
+    process = await asyncio.create_subprocess_exec(
+        CONSOLE_SCRIPT,
+        *argv,
+        env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        await process.wait()

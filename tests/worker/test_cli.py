@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,45 @@ from threadwarden.ledger.migrations import expected_version
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
+
+SUBMISSION_FIELDS = {
+    "submission_id",
+    "sequence",
+    "agent_id",
+    "state",
+    "outcome",
+    "reason",
+    "attempts",
+    "epoch",
+    "waiting_for",
+    "created_at",
+    "settled_at",
+    "source_thread_id",
+    "source_message_id",
+}
+"""What `status --thread --json` prints per submission (docs/operations.md)."""
+HOST_FIELDS = {
+    "host_id",
+    "dirty",
+    "processed",
+    "nonterminal",
+    "alarm_at",
+    "last_served_thread_id",
+    "retry",
+    "binding_retries",
+    "auxiliary_due",
+    "pass_epoch",
+    "last_outcome",
+    "last_error",
+    "updated_at",
+}
+"""What `status --host --json` prints (docs/operations.md)."""
+
+
+def iso(text: str) -> datetime:
+    """A datetime the CLI printed: ISO 8601 in UTC, ending in Z."""
+    assert text.endswith("Z"), text
+    return datetime.fromisoformat(text)
 
 
 async def submissions_count(pool: asyncpg.Pool[Any]) -> int:
@@ -115,10 +155,14 @@ async def test_cli_submit_and_status_print_the_documented_json(
     assert [s["submission_id"] for s in status["submissions"]] == [
         r["submission_id"] for r in receipts
     ]
-    fields = {"submission_id", "sequence", "state", "outcome", "attempts", "epoch", "waiting_for"}
-    assert all(
-        set(s) == fields | {"source_thread_id", "source_message_id"} for s in status["submissions"]
-    )
+    assert all(set(s) == SUBMISSION_FIELDS for s in status["submissions"])
+    first, second = status["submissions"]
+    assert (first["agent_id"], first["reason"], first["waiting_for"]) == ("scripted", None, None)
+    assert first["outcome"] == "completed" and second["outcome"] == "completed"
+    for submission in status["submissions"]:
+        created, done = (iso(submission["created_at"]), iso(submission["settled_at"]))
+        assert created <= done <= datetime.now(UTC)
+    assert iso(first["created_at"]) <= iso(second["created_at"])
     assert await run_cli("status", "--thread", f"{thread}-to", "--json") == 0
     [accepted] = json.loads(capsys.readouterr().out)["submissions"]
     assert (accepted["source_thread_id"], accepted["source_message_id"]) == (
@@ -128,18 +172,11 @@ async def test_cli_submit_and_status_print_the_documented_json(
     assert accepted["submission_id"] == message["destination_submission_id"]
     assert await run_cli("status", "--host", thread, "--json") == 0
     host = json.loads(capsys.readouterr().out)
-    assert set(host) == {
-        "host_id",
-        "dirty",
-        "processed",
-        "nonterminal",
-        "alarm_at",
-        "last_served_thread_id",
-        "retry",
-        "binding_retries",
-        "auxiliary_due",
-    }
+    assert set(host) == HOST_FIELDS
     assert set(host["auxiliary_due"]) == {"publication", "message", "projection", "host_work"}
+    assert host["pass_epoch"] >= 1 and host["last_error"] is None
+    assert host["last_outcome"] in {"caught-up", "actionable"}
+    assert iso(first["created_at"]) <= iso(host["updated_at"]) <= datetime.now(UTC)
 
 
 async def test_cli_without_a_stack_or_settings_exits_1(
