@@ -4,18 +4,29 @@ endpoint, the health checks beside them, and the ledger gauges' one query."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
 import urllib.error
 import urllib.request
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.helpers.polling import eventually
+from threadwarden.errors import InvalidInput
 from threadwarden.ledger.gauges import GAUGES, read_gauges
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.embedded import EmbeddedPostgres, free_port
+from threadwarden.worker.embedded import (
+    EmbeddedPostgres,
+    Endpoints,
+    free_port,
+    read_endpoints,
+    write_endpoints,
+)
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
@@ -175,3 +186,34 @@ async def test_gauge_query_uses_its_indexes(pool: asyncpg.Pool[Any]) -> None:
     for index in ("submissions_lane", "hosts_alarm_at", "publications_due", "messages_due"):
         assert index in plan, f"{index} not used\n{plan}"
     assert "Seq Scan" not in plan, plan
+
+
+async def test_a_head_without_a_worker_for_its_agent_counts_binding_retries(
+    metered: Settings, connections: Connections, ids: str
+) -> None:
+    async with (
+        running_worker(metered, connections),  # only the built-in `scripted` binding
+        ThreadwardenClient.connect(metered, connections) as client,
+    ):
+        await serving(metered)
+        await client.submit(f"{ids}-nobody", agent_id="nobody", input={"q": 1})
+        status, text = await eventually(  # the head waits head_start_timeout_ms (3 s) first
+            lambda: get(f"{base_url(metered)}/metrics"),
+            lambda scrape: value(scrape[1], "threadwarden_binding_retries_total") >= 1,
+            what="a binding retry",
+        )
+    assert status == 200
+    assert value(text, 'threadwarden_submissions_settled_total{outcome="completed"}') == 0
+    assert value(text, 'threadwarden_submissions{state="ready"}') == 1
+
+
+def test_stack_json_records_the_metrics_url_and_reads_older_files(tmp_path: Path) -> None:
+    endpoints = Endpoints("postgresql://x/db", "127.0.0.1:1", "http://127.0.0.1:2", os.getpid())
+    write_endpoints(tmp_path, replace(endpoints, metrics_url="http://127.0.0.1:3/metrics"))
+    assert read_endpoints(tmp_path) == replace(endpoints, metrics_url="http://127.0.0.1:3/metrics")
+    older = {k: v for k, v in asdict(endpoints).items() if k != "metrics_url"}
+    (tmp_path / "stack.json").write_text(json.dumps(older))
+    assert read_endpoints(tmp_path) == endpoints
+    (tmp_path / "stack.json").write_text(json.dumps({**older, "metrics_url": 5}))
+    with pytest.raises(InvalidInput):
+        read_endpoints(tmp_path)
