@@ -174,8 +174,12 @@ class TemporalDevServer:
 
 
 def write_endpoints(data_dir: Path, endpoints: Endpoints) -> None:
-    """Record a running stack so other commands in the folder find it."""
-    (data_dir / STACK_FILE).write_text(json.dumps(asdict(endpoints), indent=2) + "\n")
+    """Record a running stack so other commands in the folder find it. Atomic (a new file
+    renamed over the old): `dev` rewrites it once its worker serves metrics, while other
+    commands may be reading it."""
+    partial = data_dir / f".{STACK_FILE}.{os.getpid()}"
+    partial.write_text(json.dumps(asdict(endpoints), indent=2) + "\n")
+    partial.replace(data_dir / STACK_FILE)
 
 
 def read_endpoints(data_dir: Path) -> Endpoints | None:
