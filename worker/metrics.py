@@ -1,9 +1,10 @@
 """threadwarden's domain metrics (OpenTelemetry instruments) and how the activities feed them.
 
-The plugin wraps the activities it assembles with `metered`: the wrapper reads the activity's
-input and result (ids, outcomes, counts; never payloads), so recording adds no SQL statement and
-no history event. Counters and histograms are in-process; the ledger gauges are one query, run
-when the endpoint is scraped and at most every ``metrics_gauge_interval_ms``.
+The plugin wraps the activities it assembles (`ActivityMetering.wrap`) and counts publications
+(`CountedPublications`): the wrapper reads the activity's input and result (ids, outcomes,
+counts; never payloads), so recording adds no SQL statement and no history event. Counters and
+histograms are in-process; the ledger gauges are one query, run when the endpoint is scraped and
+at most every ``metrics_gauge_interval_ms``.
 """
 
 from __future__ import annotations
