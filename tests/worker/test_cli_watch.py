@@ -79,3 +79,23 @@ async def test_cli_watch_json_before_the_thread_exists_gets_every_record(
     assert {r["submission_id"] for r in records} == {first.submission_id, second.submission_id}
     settlements = [r["submission_id"] for r in records if r["kind"] == "settlement"]
     assert settlements == [first.submission_id, second.submission_id]
+
+
+async def test_client_records_wait_for_thread_follows_a_thread_created_after_subscribing(
+    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    async def first_settlement() -> list[str]:
+        kinds: list[str] = []
+        async for record in client.records(ids, wait_for_thread=True):
+            kinds.append(record.kind)
+            if record.kind == "settlement":
+                return kinds
+        raise AssertionError("the feed ended")
+
+    following = asyncio.create_task(first_settlement())
+    # Subscribed and reading the (empty) thread before the thread exists, not failed.
+    await eventually(lambda: listening(pool), lambda n: n == 1, what="the feed waiting")
+    assert not following.done()
+    await client.submit(ids, agent_id="scripted", input=[{"say": "hello"}])
+    kinds = await asyncio.wait_for(following, READ_TIMEOUT_S)
+    assert kinds[-1] == "settlement" and "message" in kinds
