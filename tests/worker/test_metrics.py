@@ -10,11 +10,16 @@ import re
 import urllib.error
 import urllib.request
 from dataclasses import asdict, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from tests.helpers.polling import eventually
 from threadwarden.errors import InvalidInput
@@ -27,8 +32,10 @@ from threadwarden.worker.embedded import (
     read_endpoints,
     write_endpoints,
 )
+from threadwarden.worker.metrics import ActivityMetering, DomainMetrics
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
+from threadwarden.workflows import contracts as c
 
 
 async def get(url: str) -> tuple[int, str]:
@@ -217,3 +224,39 @@ def test_stack_json_records_the_metrics_url_and_reads_older_files(tmp_path: Path
     (tmp_path / "stack.json").write_text(json.dumps({**older, "metrics_url": 5}))
     with pytest.raises(InvalidInput):
         read_endpoints(tmp_path)
+
+
+async def test_metering_keeps_the_activity_name_and_counts_fence_refusals() -> None:
+    reader = InMemoryMetricReader()
+    domain = DomainMetrics(MeterProvider(metric_readers=[reader]).get_meter("t"))
+    metering = ActivityMetering(domain, pass_deadline_ms=840_000)
+
+    @activity.defn(name=c.FINISH_PASS)
+    async def refused(step: c.FinishPassInput) -> c.PassReport:
+        raise ApplicationError("a newer pass took over", type="StalePass", non_retryable=True)
+
+    wrapped = metering.wrap(refused)
+    assert activity._Definition.must_from_callable(wrapped).name == c.FINISH_PASS
+    step = c.FinishPassInput(
+        host_id="h",
+        epoch=1,
+        generation=1,
+        stalls=0,
+        progressed=False,
+        now=datetime.now(UTC),
+        jitter=0.5,
+    )
+    with pytest.raises(ApplicationError):
+        await wrapped(step)
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = {
+        (m.name, tuple(sorted((p.attributes or {}).items()))): p
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        for p in m.data.data_points
+    }
+    refusals = points[("threadwarden_stale_fence_refusals", (("step", c.FINISH_PASS),))]
+    assert getattr(refusals, "value") == 1  # noqa: B009 (a sum point)
+    assert not any(name == "threadwarden_passes" for name, _ in points)
