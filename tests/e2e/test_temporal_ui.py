@@ -37,7 +37,7 @@ def _summaries(events: list[HistoryEvent], kind: int) -> list[str]:
 async def _details(temporal: Client, host: str) -> str:
     handle = temporal.get_workflow_handle(host_workflow_id(host))
     metadata = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
-    return metadata.current_details
+    return str(metadata.current_details)
 
 
 async def test_a_running_submission_is_findable_and_every_step_is_summarised(
