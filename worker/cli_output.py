@@ -1,9 +1,54 @@
-"""Printing helpers for the CLI."""
+"""Printing for the CLI: JSON documents, text tables, the status and inbox views, errors."""
 
 import json
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from threadwarden.ledger.inbox import InboxPage
+from threadwarden.ledger.messages import Message
+from threadwarden.ledger.models import HostStatus, ThreadStatus
+
+THREAD_STATUS_FIELDS = {
+    "submission_id",
+    "sequence",
+    "agent_id",
+    "state",
+    "outcome",
+    "reason",
+    "attempts",
+    "epoch",
+    "waiting_for",
+    "created_at",
+    "settled_at",
+    "source_thread_id",
+    "source_message_id",
+}
+"""What ``status --thread --json`` prints per submission (tabled in docs/operations.md)."""
+HOST_STATUS_FIELDS = {
+    "host_id",
+    "dirty",
+    "processed",
+    "nonterminal",
+    "alarm_at",
+    "last_served_thread_id",
+    "retry",
+    "binding_retries",
+    "auxiliary_due",
+    "pass_epoch",
+    "last_outcome",
+    "last_error",
+    "updated_at",
+}
+"""What ``status --host --json`` prints (tabled in docs/operations.md)."""
+MESSAGE_FIELDS = {
+    "message_id",
+    "destination_thread_id",
+    "state",
+    "attempts",
+    "destination_submission_id",
+    "last_error",
+}
 
 
 def print_json(value: Any) -> None:
@@ -61,3 +106,89 @@ def print_error(
     else:
         print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
     return code
+
+
+def print_thread(thread: ThreadStatus, sent: list[Message], *, as_json: bool) -> None:
+    """``status --thread``: its submissions, then the messages it sent."""
+    if as_json:
+        print_json(
+            {
+                "thread_id": thread.thread_id,
+                "host_id": thread.host_id,
+                "submissions": [
+                    s.model_dump(mode="json", include=THREAD_STATUS_FIELDS)
+                    for s in thread.submissions
+                ],
+                "messages_sent": [m.model_dump(include=MESSAGE_FIELDS) for m in sent],
+            }
+        )
+        return
+    print(f"thread {thread.thread_id} on host {thread.host_id}")
+    print_table(
+        ["seq", "submission", "agent", "state", "outcome", "waiting for", "attempts", "reason"],
+        [
+            [
+                s.sequence,
+                s.submission_id,
+                s.agent_id,
+                s.state,
+                s.outcome or "",
+                s.waiting_for or "",
+                s.attempts,
+                s.reason or "",
+            ]
+            for s in thread.submissions
+        ],
+    )
+    if sent:
+        print("messages sent")
+        print_table(
+            ["message", "to thread", "state", "attempts", "accepted as", "last error"],
+            [
+                [
+                    m.message_id,
+                    m.destination_thread_id,
+                    m.state,
+                    m.attempts,
+                    m.destination_submission_id or "",
+                    m.last_error or "",
+                ]
+                for m in sent
+            ],
+        )
+
+
+def print_host(host: HostStatus, *, as_json: bool) -> None:
+    """``status --host``: one JSON object, or one ``key value`` line per field."""
+    if as_json:
+        print_json(host.model_dump(mode="json", include=HOST_STATUS_FIELDS))
+        return
+    for key, value in host.model_dump(mode="json").items():
+        shown = json.dumps(value) if isinstance(value, dict | list) else value
+        print(f"{key:24} {shown}")
+
+
+def print_inbox(page: InboxPage, *, as_json: bool) -> None:
+    """``inbox``: the page as JSON, or a table oldest first with a line when more wait."""
+    if as_json:
+        print_json(page.model_dump(mode="json"))
+        return
+    if not page.entries:
+        print("nothing waits for a person")
+        return
+    print_table(
+        ["age", "waiting for", "submission", "thread", "agent", "what"],
+        [
+            [
+                format_age(e.age_s),
+                e.waiting_for,
+                e.submission_id,
+                e.thread_id,
+                e.agent_id,
+                one_line(e.what),
+            ]
+            for e in page.entries
+        ],
+    )
+    if page.more:
+        print(f"(more wait: showing the oldest {len(page.entries)}; raise --limit)")

@@ -2,7 +2,6 @@
 
 import argparse
 import asyncio
-import json
 import signal
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -17,13 +16,11 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.errors import ThreadwardenError
-from threadwarden.ledger.messages import Message
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
-from threadwarden.ledger.models import HostStatus, ThreadStatus
 from threadwarden.ledger.operator import OperatorResult
 from threadwarden.worker import demo as demo_module
-from threadwarden.worker.cli_output import format_age, one_line, print_json, print_table
+from threadwarden.worker.cli_output import print_host, print_inbox, print_json, print_thread
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
@@ -35,45 +32,6 @@ from threadwarden.worker.settings import DEFAULT_METRICS_ADDRESS, Settings
 from threadwarden.worker.stack import embedded_stack
 from threadwarden.worker.watch import watch as watch_thread
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
-
-THREAD_STATUS_FIELDS = {
-    "submission_id",
-    "sequence",
-    "agent_id",
-    "state",
-    "outcome",
-    "reason",
-    "attempts",
-    "epoch",
-    "waiting_for",
-    "created_at",
-    "settled_at",
-    "source_thread_id",
-    "source_message_id",
-}
-HOST_STATUS_FIELDS = {
-    "host_id",
-    "dirty",
-    "processed",
-    "nonterminal",
-    "alarm_at",
-    "last_served_thread_id",
-    "retry",
-    "binding_retries",
-    "auxiliary_due",
-    "pass_epoch",
-    "last_outcome",
-    "last_error",
-    "updated_at",
-}
-MESSAGE_FIELDS = {
-    "message_id",
-    "destination_thread_id",
-    "state",
-    "attempts",
-    "destination_submission_id",
-    "last_error",
-}
 
 
 async def _until_interrupted() -> None:
@@ -270,99 +228,17 @@ async def watch(settings: Settings, args: argparse.Namespace) -> int:
 async def status(settings: Settings, args: argparse.Namespace) -> int:
     """A thread's or a host's state, read from Postgres only (Temporal may be down)."""
     async with _ledger_client(settings) as client:
-        if args.thread is not None:
-            thread = await client.thread_status(args.thread)
-            sent = await client.messages_sent(args.thread)
-        else:
-            host = await client.host_status(args.host)
-    if args.thread is None:
-        _print_host(host, as_json=args.json)
-    elif args.json:
-        print_json(
-            {
-                "thread_id": thread.thread_id,
-                "host_id": thread.host_id,
-                "submissions": [
-                    s.model_dump(mode="json", include=THREAD_STATUS_FIELDS)
-                    for s in thread.submissions
-                ],
-                "messages_sent": [m.model_dump(include=MESSAGE_FIELDS) for m in sent],
-            }
-        )
-    else:
-        _print_thread(thread, sent)
+        if args.host is not None:
+            print_host(await client.host_status(args.host), as_json=args.json)
+            return 0
+        thread = await client.thread_status(args.thread)
+        sent = await client.messages_sent(args.thread)
+    print_thread(thread, sent, as_json=args.json)
     return 0
-
-
-def _print_thread(thread: ThreadStatus, sent: list[Message]) -> None:
-    print(f"thread {thread.thread_id} on host {thread.host_id}")
-    print_table(
-        ["seq", "submission", "agent", "state", "outcome", "waiting for", "attempts", "reason"],
-        [
-            [
-                s.sequence,
-                s.submission_id,
-                s.agent_id,
-                s.state,
-                s.outcome or "",
-                s.waiting_for or "",
-                s.attempts,
-                s.reason or "",
-            ]
-            for s in thread.submissions
-        ],
-    )
-    if sent:
-        print("messages sent")
-        print_table(
-            ["message", "to thread", "state", "attempts", "accepted as", "last error"],
-            [
-                [
-                    m.message_id,
-                    m.destination_thread_id,
-                    m.state,
-                    m.attempts,
-                    m.destination_submission_id or "",
-                    m.last_error or "",
-                ]
-                for m in sent
-            ],
-        )
-
-
-def _print_host(host: HostStatus, *, as_json: bool) -> None:
-    if as_json:
-        print_json(host.model_dump(mode="json", include=HOST_STATUS_FIELDS))
-        return
-    for key, value in host.model_dump(mode="json").items():
-        shown = json.dumps(value) if isinstance(value, dict | list) else value
-        print(f"{key:24} {shown}")
 
 
 async def inbox(settings: Settings, args: argparse.Namespace) -> int:
     """What waits for a person, oldest first, from Postgres only."""
     async with _ledger_client(settings) as client:
-        page = await client.inbox(limit=args.limit)
-    if args.json:
-        print_json(page.model_dump(mode="json"))
-        return 0
-    if not page.entries:
-        print("nothing waits for a person")
-        return 0
-    print_table(
-        ["age", "waiting for", "submission", "thread", "agent", "what"],
-        [
-            [
-                format_age(e.age_s),
-                e.waiting_for,
-                e.submission_id,
-                e.thread_id,
-                e.agent_id,
-                one_line(e.what),
-            ]
-            for e in page.entries
-        ],
-    )
-    if page.more:
-        print(f"(more wait: showing the oldest {len(page.entries)}; raise --limit)")
+        print_inbox(await client.inbox(limit=args.limit), as_json=args.json)
     return 0
