@@ -84,6 +84,10 @@ class StackNotFound(ThreadwardenError):
     """No running embedded stack and no external services were configured."""
 
 
+class StackAlreadyRunning(ThreadwardenError):
+    """Processes of an earlier embedded stack still run on the data dir (named by pid)."""
+
+
 def _shorten(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

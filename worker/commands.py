@@ -15,6 +15,7 @@ from temporalio.api.operatorservice.v1 import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from threadwarden.bindings import BindingRegistry
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
@@ -24,12 +25,12 @@ from threadwarden.worker.cli_output import print_host, print_inbox, print_json, 
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
-from threadwarden.worker.loading import load_plugins, load_registry
+from threadwarden.worker.loading import Plugins, load_plugins, load_registry
 from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.worker.runtime import connect_configured, running_worker
 from threadwarden.worker.runtime import resolve as resolve_connections
 from threadwarden.worker.settings import DEFAULT_METRICS_ADDRESS, Settings
-from threadwarden.worker.stack import embedded_stack
+from threadwarden.worker.stack import embedded_stack, stopped_by_signals
 from threadwarden.worker.watch import watch as watch_thread
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
@@ -52,6 +53,21 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
     namespace = settings.temporal_namespace
     if settings.metrics_address is None:
         settings = settings.model_copy(update={"metrics_address": f"127.0.0.1:{free_port()}"})
+    # A closed terminal (SIGHUP) or a SIGTERM unwinds the stack like Ctrl-C: nothing it started
+    # outlives it (the Temporal server runs in a session of its own and would not hear it).
+    with stopped_by_signals():
+        try:
+            await _run_dev(settings, registry, plugins, namespace)
+        except asyncio.CancelledError:  # the signal's cancellation, fully unwound: a clean stop
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+    return 0
+
+
+async def _run_dev(
+    settings: Settings, registry: BindingRegistry, plugins: Plugins, namespace: str
+) -> None:
     async with (
         embedded_stack(settings.data_dir, record=True) as connections,
         running_worker(settings, connections, registry, sinks=plugins.sinks, host=plugins.host),
@@ -69,7 +85,6 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
             print(f"  metrics    {metrics_url}")
         print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
         await _until_interrupted()
-    return 0
 
 
 async def worker(settings: Settings, args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
-from threadwarden.worker.stack import embedded_stack
+from threadwarden.worker.stack import embedded_stack, stopped_by_signals
 
 SETTLE_TIMEOUT_S = 180
 FEED_CATCH_UP_S = 5.0
@@ -183,12 +183,23 @@ async def run(settings: Settings) -> int:
     if binding_log.getEffectiveLevel() > logging.INFO:
         binding_log.setLevel(logging.ERROR)
     _line(f"Starting the embedded stack in {demo_settings.data_dir} …")
-    async with embedded_stack(demo_settings.data_dir, record=False) as connections:
-        _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
-        progress = await _run_scripts(demo_settings, connections, run_id)
-        _summary(progress, connections.ui_url)
-        if not progress.succeeded():
-            print("demo: some submissions or messages did not settle in time", file=sys.stderr)
+    with stopped_by_signals():  # SIGHUP/SIGTERM stop the stack too (see `dev`)
+        try:
+            async with embedded_stack(demo_settings.data_dir, record=False) as connections:
+                _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
+                progress = await _run_scripts(demo_settings, connections, run_id)
+                _summary(progress, connections.ui_url)
+                if not progress.succeeded():
+                    print(
+                        "demo: some submissions or messages did not settle in time",
+                        file=sys.stderr,
+                    )
+                    return 1
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            print("demo: stopped by a signal; the stack is stopped", file=sys.stderr)
             return 1
     _line("Stack stopped. To browse these hosts in the Temporal UI, run")
     _line(f"  threadwarden --data-dir {demo_settings.data_dir} dev")

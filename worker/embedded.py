@@ -41,6 +41,9 @@ class Endpoints:
     ui_url: str
     pid: int
     metrics_url: str | None = None
+    temporal_pid: int | None = None
+    """The dev server's process (its own session: a terminal's SIGHUP does not reach it)."""
+    postgres_pid: int | None = None
     """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
 
 
@@ -64,6 +67,43 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def port_from(preferred: int, *, tries: int = 20) -> int:
+    """``preferred`` if it is free on loopback, else the next free one above it (a random free
+    port after ``tries``): `dev` keeps Temporal's usual ports so that the `temporal` CLI and a
+    bookmarked UI reach it without flags."""
+    for port in range(preferred, preferred + tries):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
+
+
+def alive(pid: int | None) -> bool:
+    """Whether process ``pid`` exists (signal 0 probes without signalling)."""
+    if pid is None or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """The PostgreSQL server running on ``pgdata``, from its ``postmaster.pid`` (None when none
+    is recorded or the file is unreadable)."""
+    try:
+        first = (pgdata / "postmaster.pid").read_text().split("\n", 1)[0]
+        return int(first)
+    except (OSError, ValueError):
+        return None
 
 
 def _binary(name: str) -> str:
@@ -120,12 +160,18 @@ class EmbeddedPostgres:
 class TemporalDevServer:
     """``temporal server start-dev`` with a file-backed store, the web UI and our attributes."""
 
-    def __init__(self, db_file: Path | None, *, ui: bool = True) -> None:
+    def __init__(self, db_file: Path | None, *, ui: bool = True, usual_ports: bool = False) -> None:
+        """``usual_ports``: Temporal's own 7233 (frontend) and 8233 (UI) when free, else the
+        next free ones; otherwise random free ports (tests)."""
         self.db_file = db_file
         self.ui = ui
-        self.port = free_port()
-        self.ui_port = free_port()
+        self.port = port_from(7233) if usual_ports else free_port()
+        self.ui_port = port_from(8233) if usual_ports else free_port()
         self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
 
     @property
     def address(self) -> str:
@@ -201,6 +247,9 @@ def read_endpoints(data_dir: Path) -> Endpoints | None:
             raise TypeError("pid")
         if not isinstance(endpoints.metrics_url, str | None):
             raise TypeError("metrics_url")
+        for pid in (endpoints.temporal_pid, endpoints.postgres_pid):
+            if not isinstance(pid, int | None):
+                raise TypeError("pid")
     except (ValueError, TypeError, RecursionError) as error:  # also non-UTF-8 bytes
         raise InvalidInput(
             "data_dir", f"{path} as `threadwarden dev` writes it (remove it if no stack runs)"
@@ -216,3 +265,34 @@ def clear_endpoints(data_dir: Path) -> None:
     """Forget the recorded stack (on shutdown)."""
     with contextlib.suppress(FileNotFoundError):
         (data_dir / STACK_FILE).unlink()
+
+
+PIDS_FILE = "stack.pids"
+"""The processes an embedded stack started, kept while it runs (by `dev` and `demo` alike)."""
+
+
+def record_processes(data_dir: Path, processes: dict[str, int | None]) -> None:
+    """Note the stack's processes, so that a later start finds them if they outlive it."""
+    known = {name: pid for name, pid in processes.items() if pid is not None}
+    partial = data_dir / f".{PIDS_FILE}.{os.getpid()}"
+    partial.write_text(json.dumps(known) + "\n")
+    partial.replace(data_dir / PIDS_FILE)
+
+
+def surviving_processes(data_dir: Path) -> dict[str, int]:
+    """The processes of an earlier stack in ``data_dir`` that are still alive: its `dev` or
+    `demo` process, its Temporal dev server, its PostgreSQL (from ``postmaster.pid`` too, which
+    PostgreSQL itself keeps)."""
+    found: dict[str, int] = {}
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        recorded = json.loads((data_dir / PIDS_FILE).read_text())
+        found = {str(k): v for k, v in recorded.items() if isinstance(v, int) and alive(v)}
+    postgres = postmaster_pid(data_dir / "postgres")
+    if postgres is not None and alive(postgres):
+        found["postgres"] = postgres
+    return found
+
+
+def forget_processes(data_dir: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (data_dir / PIDS_FILE).unlink()

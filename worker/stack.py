@@ -1,20 +1,26 @@
 """Bring the embedded stack up for `dev` and `demo`: Postgres, migrations, Temporal with UI."""
 
+import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+import signal
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 
+from threadwarden.errors import StackAlreadyRunning
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.embedded import (
     EmbeddedPostgres,
     Endpoints,
     TemporalDevServer,
     clear_endpoints,
-    read_endpoints,
+    forget_processes,
+    postmaster_pid,
+    record_processes,
+    surviving_processes,
     write_endpoints,
 )
 from threadwarden.worker.runtime import Connections
@@ -29,26 +35,42 @@ async def embedded_stack(data_dir: Path, *, record: bool) -> AsyncIterator[Conne
     With ``record`` the endpoints are written to ``data_dir/stack.json`` for other commands.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    running = read_endpoints(data_dir)
-    if running is not None:
-        raise RuntimeError(
-            f"data dir {data_dir}: a stack is already running there (pid {running.pid});"
-            " stop it or pass another --data-dir"
+    survivors = surviving_processes(data_dir)
+    if survivors:
+        named = ", ".join(f"{name} pid {pid}" for name, pid in sorted(survivors.items()))
+        raise StackAlreadyRunning(
+            f"data dir {data_dir}: an earlier stack is still running there ({named}); stop it"
+            f" (kill {' '.join(str(p) for p in sorted(survivors.values()))}) or pass another"
+            " --data-dir"
         )
     postgres = EmbeddedPostgres(data_dir / "postgres")
-    temporal = TemporalDevServer(data_dir / "temporal.sqlite")
+    temporal = TemporalDevServer(data_dir / "temporal.sqlite", usual_ports=True)
     try:
+        record_processes(data_dir, {"dev": os.getpid()})
         dsn = await postgres.start()
+        postgres_pid = postmaster_pid(data_dir / "postgres")
+        record_processes(data_dir, {"dev": os.getpid(), "postgres": postgres_pid})
         conn = await asyncpg.connect(dsn)
         try:
             await migrate(conn)
         finally:
             await conn.close()
         await temporal.start()
+        record_processes(
+            data_dir, {"dev": os.getpid(), "temporal": temporal.pid, "postgres": postgres_pid}
+        )
         connections = Connections(dsn, temporal.address, temporal.ui_url)
         if record:
             write_endpoints(
-                data_dir, Endpoints(dsn, temporal.address, temporal.ui_url, os.getpid())
+                data_dir,
+                Endpoints(
+                    dsn,
+                    temporal.address,
+                    temporal.ui_url,
+                    os.getpid(),
+                    temporal_pid=temporal.pid,
+                    postgres_pid=postgres_pid,
+                ),
             )
         yield connections
     finally:
@@ -56,3 +78,22 @@ async def embedded_stack(data_dir: Path, *, record: bool) -> AsyncIterator[Conne
             clear_endpoints(data_dir)
         temporal.stop()
         postgres.stop()
+        forget_processes(data_dir)
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """Turn SIGHUP (a closed terminal) and SIGTERM into a cancellation of the running task, so
+    that every ``async with`` of the stack unwinds and stops what it started; SIGINT already
+    arrives as KeyboardInterrupt / cancellation."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    signals = (signal.SIGHUP, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        yield
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)

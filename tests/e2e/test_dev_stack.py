@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
+import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,3 +78,157 @@ async def test_dev_stack_serves_submit_and_status_from_the_same_folder(tmp_path:
         _, err = await asyncio.wait_for(dev.communicate(), timeout=60)
     assert dev.returncode == 0, err.decode()[-2000:]
     assert not stack_file.exists()
+
+
+# --- the stack's processes: SIGHUP, survivors, usual ports -------------------------------------
+
+
+async def _start_dev(data_dir: Path) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *CLI,
+        "--data-dir",
+        str(data_dir),
+        "dev",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def _recorded(data_dir: Path, dev: asyncio.subprocess.Process) -> dict[str, Any]:
+    stack_file = data_dir / "stack.json"
+
+    async def probe() -> dict[str, Any] | None:
+        if dev.returncode is not None:
+            raise AssertionError(f"dev exited {dev.returncode}")
+        if not stack_file.exists():
+            return None
+        loaded: dict[str, Any] = json.loads(stack_file.read_text())
+        return loaded
+
+    recorded = await eventually(probe, bool, timeout_s=90, what="dev stack recorded")
+    assert recorded is not None
+    return recorded
+
+
+async def _gone(pids: list[int]) -> None:
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    async def living() -> list[int]:
+        return [p for p in pids if alive(p)]
+
+    await eventually(living, lambda left: left == [], timeout_s=60, what=f"{pids} gone")
+
+
+@pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")
+async def test_sighup_stops_every_process_the_dev_stack_started(tmp_path: Path) -> None:
+    data_dir = tmp_path / "tw"
+    dev = await _start_dev(data_dir)
+    try:
+        recorded = await _recorded(data_dir, dev)
+        started = [recorded["pid"], recorded["temporal_pid"], recorded["postgres_pid"]]
+        assert all(isinstance(p, int) for p in started) and started[0] == dev.pid
+        dev.send_signal(signal.SIGHUP)  # the terminal closed
+        _, err = await asyncio.wait_for(dev.communicate(), timeout=60)
+        assert dev.returncode == 0, err.decode()[-2000:]
+        await _gone(started)
+        assert not (data_dir / "stack.json").exists() and not (data_dir / "stack.pids").exists()
+    finally:
+        if dev.returncode is None:
+            dev.kill()
+            await dev.wait()
+
+
+@pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")
+async def test_a_second_dev_on_a_live_stack_is_refused_naming_its_processes(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "tw"
+    first = await _start_dev(data_dir)
+    orphans: list[int] = []
+    try:
+        recorded = await _recorded(data_dir, first)
+        second = await _start_dev(data_dir)
+        _, err = await asyncio.wait_for(second.communicate(), timeout=60)
+        assert second.returncode == 1, err.decode()
+        assert f"dev pid {first.pid}" in err.decode(), err.decode()
+        assert first.returncode is None  # the running stack is left alone
+        # The first dev dies without cleaning up (SIGKILL): its servers live on as orphans.
+        first.kill()
+        await first.wait()
+        orphans = [recorded["temporal_pid"], recorded["postgres_pid"]]
+        again = await _start_dev(data_dir)
+        _, err = await asyncio.wait_for(again.communicate(), timeout=60)
+        message = err.decode()
+        assert again.returncode == 1, message
+        assert f"temporal pid {recorded['temporal_pid']}" in message, message
+        assert f"postgres pid {recorded['postgres_pid']}" in message, message
+        assert len(message.strip().splitlines()) == 1, message
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)  # Temporal stops; PostgreSQL does a fast shutdown
+        await _gone(orphans)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")
+async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flags(
+    tmp_path: Path,
+) -> None:
+    if not (_port_free(7233) and _port_free(8233)):
+        pytest.skip("ports 7233/8233 are taken on this machine: the usual-port test cannot run")
+    data_dir = tmp_path / "tw"
+    dev = await _start_dev(data_dir)
+    try:
+        recorded = await _recorded(data_dir, dev)
+        assert recorded["temporal_address"] == "127.0.0.1:7233"
+        assert recorded["ui_url"] == "http://127.0.0.1:8233"
+        code, out = await _cli(
+            data_dir, "submit", "usual-ports", "--agent", "scripted", "--input", '[{"say": "hi"}]'
+        )
+        assert code == 0, out
+        temporal = str(Path(sys.executable).parent / "temporal")
+
+        async def listed() -> str:
+            done = await asyncio.create_subprocess_exec(
+                temporal, "workflow", "list", stdout=asyncio.subprocess.PIPE
+            )
+            stdout, _ = await done.communicate()
+            return stdout.decode()
+
+        hosts = await eventually(
+            listed, lambda text: "threadwarden-host/usual-ports" in text, what="hosts listed"
+        )
+        assert "HostMaintenance" in hosts
+        # With 7233 taken (this stack), a second stack elsewhere takes the next free port.
+        other = tmp_path / "other"
+        second = await _start_dev(other)
+        try:
+            beside = await _recorded(other, second)
+            port = int(beside["temporal_address"].rpartition(":")[2])
+            assert 7233 < port < 7233 + 20
+        finally:
+            second.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(second.communicate(), timeout=60)
+            assert second.returncode == 0
+    finally:
+        if dev.returncode is None:
+            dev.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(dev.communicate(), timeout=60)
+    assert dev.returncode == 0
