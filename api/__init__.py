@@ -21,6 +21,7 @@ from threadwarden.bindings import (
 from threadwarden.errors import (
     BindingDigestMismatch,
     BindingUnavailable,
+    DecisionConflict,
     HostMismatch,
     IdempotencyConflict,
     InvalidInput,
@@ -77,6 +78,7 @@ __all__ = [
     "BindingRegistry",
     "BindingUnavailable",
     "Completed",
+    "DecisionConflict",
     "Failed",
     "HostAllowanceInvalid",
     "HostMaintenance",

@@ -47,6 +47,11 @@ class NotWaiting(ThreadwardenError):
     """An operator action addressed a submission that is not waiting for it."""
 
 
+class DecisionConflict(NotWaiting):
+    """The submission no longer waits: another decision was recorded (deny after approve, a
+    resolution with another outcome or result). Nothing was written."""
+
+
 class Retryable(ThreadwardenError):
     """Raised by a binding to end this attempt without settling: the pass fails and the
     protocol's durable backoff retries the submission later, replaying its committed steps.

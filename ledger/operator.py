@@ -18,7 +18,7 @@ from typing import Any, Literal, cast
 import asyncpg
 from pydantic import BaseModel
 
-from threadwarden.errors import NotFound, NotWaiting
+from threadwarden.errors import DecisionConflict, NotFound, NotWaiting
 from threadwarden.ledger.admission import mark_dirty
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
@@ -32,11 +32,6 @@ from threadwarden.ledger.records import (
 )
 
 Resolution = Literal["ran", "not-run", "fail"]
-
-
-class DecisionConflict(NotWaiting):
-    """The submission no longer waits: another decision was recorded (deny after approve, a
-    resolution with another outcome or result). Nothing was written."""
 
 
 class OperatorResult(BaseModel):

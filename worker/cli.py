@@ -20,6 +20,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from threadwarden.errors import (
+    DecisionConflict,
     HostMismatch,
     IdempotencyConflict,
     InvalidInput,
@@ -27,7 +28,6 @@ from threadwarden.errors import (
     NotWaiting,
     ThreadwardenError,
 )
-from threadwarden.ledger.operator import DecisionConflict
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input
 from threadwarden.worker import commands

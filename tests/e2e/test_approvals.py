@@ -202,7 +202,7 @@ async def test_approve_not_waiting_raises_and_writes_nothing(
 # --- the command line ---------------------------------------------------------------------
 
 
-async def test_cli_approve_and_deny_print_json_and_exit_2_when_not_waiting(
+async def test_cli_approve_and_deny_print_json_repeat_unchanged_and_exit_2_on_conflict(
     cli_env: None,
     worker: None,
     client: ThreadwardenClient,
@@ -239,11 +239,16 @@ async def test_cli_approve_and_deny_print_json_and_exit_2_when_not_waiting(
         "changed": True,
     }
 
+    # The same decision again is a repeat: exit 0, nothing changed; the other one conflicts.
     for argv in (["approve", one.submission_id], ["deny", two.submission_id]):
+        assert await run_cli(*argv, "--json") == 0
+        assert json.loads(capsys.readouterr().out)["changed"] is False
+    for argv in (["deny", one.submission_id], ["approve", two.submission_id]):
         assert await run_cli(*argv, "--json") == 2
         captured = capsys.readouterr()
         assert captured.out == ""
-        assert len(captured.err.strip().splitlines()) == 1 and argv[1] in captured.err
+        [line] = captured.err.strip().splitlines()
+        assert argv[1] in line and json.loads(line)["code"] == "decision_conflict"
 
     await recorded_once(client, granted, ["completed"])
     records = await recorded_once(client, refused, ["failed"])

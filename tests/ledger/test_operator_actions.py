@@ -237,8 +237,10 @@ WRONG_STATES = [
         ("resolve", "unknown"),
     )
     for state in STATES
-    if state != waits_in
+    if state != waits_in and (action, state) != ("approve", "input-applied")
 ]
+"""Every state a decision is refused in; approving an approved submission is a repeat instead
+(`test_approving_twice_changes_nothing`)."""
 
 
 @pytest.mark.parametrize(("action", "state"), WRONG_STATES)
@@ -252,6 +254,16 @@ async def test_decision_on_a_submission_not_waiting_for_it_raises_and_writes_not
         await ACTIONS[action](ledger.operator, submission)
 
     assert await ledger.snapshot(ids) == before
+
+
+async def test_approving_twice_changes_nothing(ledger: Ledger, ids: str) -> None:
+    submission = await _input_applied(ledger, ids)
+    before = await ledger.snapshot(ids)
+
+    repeat = await ledger.operator.approve(submission)
+
+    assert (repeat.state, repeat.changed) == ("input-applied", False)
+    assert await ledger.snapshot(ids) == before  # no record, no dirty++, no alarm
 
 
 @pytest.mark.parametrize("action", ALL_ACTIONS)
