@@ -188,7 +188,9 @@ class AttemptActivities:
         await self._failpoints.hit("settle")
         await self._attempts.settle(claim, outcome, result=result, reason=reason)
         await self._apply_committed(claim)
-        return c.RunHeadResult(submission_id=claim.submission_id, outcome=outcome)
+        return c.RunHeadResult(
+            submission_id=claim.submission_id, outcome=outcome, admitted_at=claim.admitted_at
+        )
 
     async def _apply_committed(self, claim: Claim) -> None:
         """Refresh the thread's summary and publish the attempt's records; best effort (the

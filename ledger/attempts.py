@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from datetime import datetime
 from typing import Any, Literal, cast
 
 import asyncpg
@@ -37,7 +38,7 @@ _LOCK_FOR_CLAIM = """
 SELECT h.pass_epoch, t.producer_epoch,
        (SELECT json_build_object('submission_id', s.submission_id, 'state', s.state,
                                  'agent_id', s.agent_id, 'agent_digest', s.agent_digest,
-                                 'input', s.input,
+                                 'input', s.input, 'created_at', s.created_at,
                                  'leased', s.lease_expires_at > clock_timestamp())
           FROM threadwarden.submissions s
          WHERE s.thread_id = t.thread_id AND s.state <> 'settled'
@@ -124,6 +125,8 @@ class Claim(BaseModel):
     """Thread records before this submission's first record (what the binding builds on)."""
     journal: list[HistoryRecord]
     """This submission's committed steps, replayed instead of repeated."""
+    admitted_at: datetime | None = None
+    """When the submission was admitted (for the submit-to-settle latency metric)."""
 
 
 class Attempts:
@@ -182,6 +185,7 @@ class Attempts:
                 ownership_token=token,
                 history=[HistoryRecord(**r) for r in taken["history"] or []],
                 journal=[HistoryRecord(**r) for r in taken["journal"] or []],
+                admitted_at=head.get("created_at"),
             )
 
     async def renew_lease(self, claim: Claim) -> bool:

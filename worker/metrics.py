@@ -48,6 +48,8 @@ METRIC_BUFFER = 100_000
 """Temporal SDK metric updates buffered between two drains (one a second)."""
 FENCED = {"StalePass", "StaleAttempt"}
 """The `ApplicationError` types of a fence refusal (activities/errors.py)."""
+LATENCY_SECONDS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0)
+"""Submit-to-settle spans waits for people too (an approval may take hours)."""
 
 
 class DomainMetrics:
@@ -97,6 +99,12 @@ class DomainMetrics:
             description="Head attempts (run_head), by how they ended",
             explicit_bucket_boundaries_advisory=SECONDS,
         )
+        self.latency = meter.create_histogram(
+            "threadwarden_submission_latency",
+            unit="s",
+            description="From admission to settlement, for submissions an attempt settled here",
+            explicit_bucket_boundaries_advisory=LATENCY_SECONDS,
+        )
         self._starts: OrderedDict[tuple[str, int], datetime] = OrderedDict()
 
     def pass_began(self, host_id: str, epoch: int, started: datetime) -> None:
@@ -118,6 +126,9 @@ class DomainMetrics:
         reported."""
         if result.outcome is not None:
             self.settled.add(1, {"outcome": result.outcome})
+            if result.admitted_at is not None:
+                waited = (datetime.now(UTC) - result.admitted_at).total_seconds()
+                self.latency.record(max(waited, 0.0), {"outcome": result.outcome})
         if result.binding_error is not None:
             self.binding_retries.add(1)
         ended = (

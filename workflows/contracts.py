@@ -199,6 +199,8 @@ class HeadUnstartedInput(BaseModel):
 class RunHeadResult(BaseModel):
     submission_id: str | None = None
     outcome: Literal["completed", "failed", "aborted"] | None = None
+    admitted_at: datetime | None = None
+    """When the settled submission was admitted (the worker's submit-to-settle latency)."""
     binding_error: str | None = None
     stopped: Literal["ready", "suspended", "unknown"] | None = None
     """The attempt ended without settling: it yielded, or waits for a person."""

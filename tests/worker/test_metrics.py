@@ -118,6 +118,9 @@ async def test_metrics_scrape_after_submissions_shows_threadwarden_and_temporal_
     assert value(text, "threadwarden_publications_total") >= 4  # at least a settlement each
     assert value(text, 'threadwarden_attempt_duration_seconds_count{result="completed"}') >= 3
     assert value(text, 'threadwarden_pass_duration_seconds_count{outcome="actionable"}') >= 1
+    latency = 'threadwarden_submission_latency_seconds_count{outcome="completed"}'
+    assert value(text, latency) >= 3  # submit to settle
+    assert value(text, 'threadwarden_submission_latency_seconds_count{outcome="failed"}') >= 1
     assert 'threadwarden_submissions{state="ready"}' in text  # the ledger gauges
     assert "threadwarden_outbox_backlog " in text
     assert "threadwarden_oldest_overdue_alarm_seconds " in text
