@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from opentelemetry import metrics
 from pydantic import BaseModel
 from temporalio.client import Client
 
@@ -43,6 +44,16 @@ CLIENT_POOL_SIZE = 4
 and each `records` iteration holds one while it waits."""
 INBOX_MAX_LIMIT = 1_000
 """The most entries one `ThreadwardenClient.inbox` call returns."""
+
+
+_ADMITTED = metrics.get_meter("threadwarden.client").create_counter(
+    "threadwarden_submissions_admitted",
+    unit="1",
+    description="Submissions admitted by this process",
+)
+"""Admissions through the client, on the application's global meter provider (a no-op unless
+it installed one; a worker counts the admissions it makes itself, message deliveries, on its
+own endpoint)."""
 
 
 class SubmissionResult(BaseModel):
@@ -195,6 +206,7 @@ class ThreadwardenClient:
         )
         await self._failpoints.hit("maintenance:dirty:after")
         if receipt.created:
+            _ADMITTED.add(1, {"source": "client"})
             await self._failpoints.hit("maintenance:mutation:armed")
             if receipt.wake:  # else an alarm as early was armed: its pass sees this admission
                 await self.wake(receipt.host_id)
