@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint bench chaos dev clean
 
 # The folders installed as the one package `threadwarden` (pyproject.toml [tool.setuptools]).
-PACKAGE_DIRS := api protocol workflows activities ledger worker
+PACKAGE_DIRS := api protocol workflows activities ledger worker console
 # Strict editable mode links files one by one: an edit shows at once, but a new, moved or removed
 # file needs a reinstall. The stamp depends on the list of those files, rewritten only on a change.
 SOURCES := $(VENV)/.sources
 $(shell mkdir -p $(VENV) && find $(PACKAGE_DIRS) -type f \( -name '*.py' -o -name '*.sql' \
-	-o -name py.typed \) | LC_ALL=C sort > $(SOURCES).new \
+	-o -name py.typed -o -name '*.html' -o -name '*.js' -o -name '*.css' \) | LC_ALL=C sort > $(SOURCES).new \
 	&& (cmp -s $(SOURCES).new $(SOURCES) || mv $(SOURCES).new $(SOURCES)); rm -f $(SOURCES).new)
 
 $(STAMP): pyproject.toml $(SOURCES)

@@ -104,6 +104,7 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
         "status": commands.status,
         "rebuild-projection": commands.rebuild_projection,
         "inbox": commands.inbox,
+        "console": commands.console,
     }
     return handlers[args.command](settings, args)
 

@@ -161,6 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"show at most this many (default {INBOX_DEFAULT_LIMIT}, at most {INBOX_MAX_LIMIT})",
     )
     _json_flag(inbox)
+
+    console = _command(sub, "console", "serve the operator console (web) until Ctrl-C")
+    console.add_argument(
+        "--address",
+        help="host:port to serve on (default THREADWARDEN_CONSOLE_ADDRESS, 127.0.0.1:8470);"
+        " a non-loopback host needs THREADWARDEN_CONSOLE_TOKEN",
+    )
+    console.add_argument(
+        "--temporal-ui", help="base URL of the Temporal UI, for the host page's workflow link"
+    )
     return parser
 
 

@@ -16,6 +16,7 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.bindings import BindingRegistry
+from threadwarden.console.server import open_console
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
@@ -53,6 +54,8 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
     namespace = settings.temporal_namespace
     if settings.metrics_address is None:
         settings = settings.model_copy(update={"metrics_address": f"127.0.0.1:{free_port()}"})
+    if "console_address" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"console_address": "127.0.0.1:0"})
     # A closed terminal (SIGHUP) or a SIGTERM unwinds the stack like Ctrl-C: nothing it started
     # outlives it (the Temporal server runs in a session of its own and would not hear it).
     with stopped_by_signals():
@@ -71,11 +74,18 @@ async def _run_dev(
     async with (
         embedded_stack(settings.data_dir, record=True) as connections,
         running_worker(settings, connections, registry, sinks=plugins.sinks, host=plugins.host),
+        open_console(
+            settings,
+            connections.database_url,
+            lambda: connect_configured(settings, connections),
+            temporal_ui_url=connections.ui_url,
+        ) as console_url,
     ):
         metrics_url = scrape_url(settings.metrics_bind)
         recorded = read_endpoints(settings.data_dir)
-        if metrics_url is not None and recorded is not None:
-            write_endpoints(settings.data_dir, replace(recorded, metrics_url=metrics_url))
+        if recorded is not None:
+            urls = replace(recorded, metrics_url=metrics_url, console_url=console_url)
+            write_endpoints(settings.data_dir, urls)
         print(f"threadwarden dev stack in {settings.data_dir.resolve()}")
         print(f"  temporal   {connections.temporal_address}  (namespace {namespace})")
         print(f"  web ui     {connections.ui_url}")
@@ -83,8 +93,26 @@ async def _run_dev(
         print(f"  task queue {settings.task_queue}")
         if metrics_url is not None:
             print(f"  metrics    {metrics_url}")
+        print(f"  console {console_url}")
         print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
         await _until_interrupted()
+
+
+async def console(settings: Settings, args: argparse.Namespace) -> int:
+    """The operator console over the configured ledger, until Ctrl-C (docs/console.md)."""
+    if args.address is not None:  # validated like the environment (THREADWARDEN_CONSOLE_ADDRESS)
+        explicit = {name: getattr(settings, name) for name in settings.model_fields_set}
+        settings = type(settings).model_validate({**explicit, "console_address": args.address})
+    connections = resolve_connections(settings)
+    async with open_console(
+        settings,
+        connections.database_url,
+        lambda: connect_configured(settings, connections),
+        temporal_ui_url=args.temporal_ui or connections.ui_url,
+    ) as url:
+        print(f"console {url}", flush=True)
+        await _until_interrupted()
+    return 0
 
 
 async def worker(settings: Settings, args: argparse.Namespace) -> int:

@@ -45,6 +45,8 @@ class Endpoints:
     """The dev server's process (its own session: a terminal's SIGHUP does not reach it)."""
     postgres_pid: int | None = None
     """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
+    console_url: str | None = None
+    """The dev stack's operator console (``threadwarden console``, docs/console.md)."""
 
 
 EMBEDDED_HINT = (
@@ -247,6 +249,8 @@ def read_endpoints(data_dir: Path) -> Endpoints | None:
             raise TypeError("pid")
         if not isinstance(endpoints.metrics_url, str | None):
             raise TypeError("metrics_url")
+        if not isinstance(endpoints.console_url, str | None):
+            raise TypeError("console_url")
         for pid in (endpoints.temporal_pid, endpoints.postgres_pid):
             if not isinstance(pid, int | None):
                 raise TypeError("pid")

@@ -119,6 +119,17 @@ class Settings(BaseSettings):
     global OpenTelemetry meter provider)."""
     metrics_gauge_interval_ms: int = Field(default=5_000, ge=1_000, le=600_000)
     """The ledger gauges are read (one query) at most this often, when scraped."""
+    console_address: str = Field(default="127.0.0.1:8470", min_length=1, max_length=300)
+    """``host:port`` of ``threadwarden console`` (port 0: any free port). A host other than a
+    loopback address needs ``console_token``."""
+    console_token: SecretStr | None = Field(default=None, min_length=16, max_length=512)
+    """The operator console's bearer token (or login-form password); required to bind the
+    console anywhere but loopback, and then required on every request."""
+    console_token_name: str = Field(default="operator", pattern=r"^[A-Za-z0-9._:@-]{1,64}$")
+    """Who the console records as the operator for requests carrying ``console_token``
+    (without a token, on loopback, it records ``local``)."""
+    console_max_body_bytes: int = Field(default=131_072, ge=4_096, le=10_485_760)
+    """Largest request body the console reads; a larger one is refused with 413."""
     failpoints: str = ""
     """Failpoints armed in a worker process (``location=probability,…[:seed=N]``, see
     `Failpoints.from_spec`); empty arms none. For chaos runs, never production."""
@@ -150,6 +161,20 @@ class Settings(BaseSettings):
         if text is not None and _CONTROL.search(text) is not None:  # the value is not shown
             raise ValueError("expected UTF-8 text without control characters")
         return value
+
+    @field_validator("console_address")
+    @classmethod
+    def _console_host_port(cls, value: str) -> str:
+        found = _ADDRESS.match(value)
+        if found is None or int(found.group(2)) > 65_535:
+            raise ValueError("expected host:port (port 0 to 65535)")
+        return value
+
+    @property
+    def console_bind(self) -> tuple[str, int]:
+        """Host and port of the operator console (an empty host: every interface)."""
+        host, _, port = self.console_address.rpartition(":")
+        return host.strip("[]"), int(port)
 
     @field_validator("metrics_address")
     @classmethod

@@ -1,0 +1,6 @@
+"""The operator console: the ledger in a browser (docs/console.md).
+
+An ASGI app (Starlette, Jinja2, served by uvicorn) that reads and decides through
+`ThreadwardenClient` and reads the ledger's pages with its own literal SQL (`queries.py`).
+Only ``threadwarden.worker.commands`` imports it (for ``threadwarden console`` and ``dev``).
+"""

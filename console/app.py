@@ -1,0 +1,93 @@
+"""The console's ASGI app: routes, middleware, templates (docs/console.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from threadwarden.console import actions, events, login, pages
+from threadwarden.console.queries import ConsoleQueries
+from threadwarden.console.security import BodyLimit, Guard
+from threadwarden.console.web import STATIC, Authenticate, Console, environment
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.settings import Settings
+
+
+def create_app(
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    settings: Settings,
+    *,
+    temporal_ui_url: str | None = None,
+) -> Starlette:
+    """The console over ``client`` (decisions, status) and ``pool`` (its page reads).
+
+    ``settings`` gives the token, its name and the body limit; ``temporal_ui_url`` (the UI's
+    base URL) makes the host page link its workflow.
+    """
+    token = settings.console_token.get_secret_value() if settings.console_token else None
+    guard = Guard(token, settings.console_token_name)
+    routes = [
+        Route("/", pages.threads),
+        Route("/threads/{thread_id}", pages.thread),
+        Route("/threads/{thread_id}/events", events.thread_events),
+        Route("/inbox", pages.inbox),
+        Route("/hosts/{host_id}", pages.host),
+        Route("/submit", actions.submit, methods=["POST"]),
+        Route("/submissions/{submission_id}/approve", actions.approve, methods=["POST"]),
+        Route("/submissions/{submission_id}/deny", actions.deny, methods=["POST"]),
+        Route("/submissions/{submission_id}/resolve", actions.resolve, methods=["POST"]),
+        Route("/login", login.form, methods=["GET"]),
+        Route("/login", login.sign_in, methods=["POST"]),
+        Route("/logout", login.sign_out, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(BodyLimit, limit=settings.console_max_body_bytes),
+            Middleware(Headers),
+            Middleware(Authenticate, guard=guard),
+        ],
+    )
+    app.state.console = Console(
+        client=client,
+        queries=ConsoleQueries(pool),
+        pool=pool,
+        settings=settings,
+        guard=guard,
+        temporal_ui_url=temporal_ui_url.rstrip("/") if temporal_ui_url else None,
+    )
+    app.state.templates = environment()
+    return app
+
+
+class Headers:
+    """ASGI middleware: no framing, no sniffing, scripts only from the console itself."""
+
+    POLICY = (
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        b" frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    )
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"content-security-policy", self.POLICY),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                    (b"x-frame-options", b"DENY"),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers if scope["type"] == "http" else send)

@@ -1,0 +1,211 @@
+"""What every console handler shares: the console's state, rendering, JSON, errors, auth."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import asyncpg
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from threadwarden.console.queries import ConsoleQueries
+from threadwarden.console.security import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, Guard
+from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.settings import Settings
+
+TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"
+FORM = "application/x-www-form-urlencoded"
+MAX_STREAMS = 32
+"""Live timelines served at once; each holds a pooled connection while it listens."""
+
+
+@dataclass
+class Console:
+    """The console's dependencies, built once by `threadwarden.console.app.create_app`."""
+
+    client: ThreadwardenClient
+    queries: ConsoleQueries
+    pool: asyncpg.Pool[Any]
+    settings: Settings
+    guard: Guard
+    temporal_ui_url: str | None
+    streams: int = 0
+
+
+def environment() -> Environment:
+    """The templates, autoescaped everywhere: record bodies are untrusted agent output."""
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pretty"] = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)
+    env.filters["when"] = _when
+    env.filters["age"] = _age
+    env.filters["urlpart"] = lambda value: quote(str(value), safe="")
+    return env
+
+
+def _when(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 86_400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86_400:.1f} d"
+
+
+def console_of(request: Request) -> Console:
+    """The console the app was built with."""
+    console: Console = request.app.state.console
+    return console
+
+
+def operator_of(request: Request) -> str:
+    """Who sends the request (set by `Authenticate`)."""
+    operator: str = request.scope["operator"]
+    return operator
+
+
+def wants_json(request: Request) -> bool:
+    """``?format=json`` (or an ``Accept`` that asks only for JSON)."""
+    if request.query_params.get("format") == "json":
+        return True
+    return request.headers.get("accept", "").strip() == "application/json"
+
+
+def render(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
+    """A full page, or its main block alone for an htmx fragment request."""
+    console = console_of(request)
+    operator = operator_of(request)
+    page = request.app.state.templates.get_template(template)
+    html = page.render(
+        request=request,
+        operator=operator,
+        csrf_token=console.guard.csrf_token(operator),
+        csrf_field=CSRF_FIELD,
+        login=console.guard.required,
+        **context,
+    )
+    return HTMLResponse(html, status_code=status_code)
+
+
+def as_json(value: Any, status_code: int = 200) -> Response:
+    """A JSON document in the CLI's shapes (datetimes ISO 8601)."""
+    return JSONResponse(json.loads(json.dumps(value, default=str)), status_code=status_code)
+
+
+def error_status(error: Exception) -> tuple[int, str]:
+    """HTTP status and the CLI's stable error ``code`` for a threadwarden error."""
+    if isinstance(error, NotFound):
+        return 404, "not_found"
+    if isinstance(error, InvalidInput):
+        return 400, "invalid_input"
+    return 409, re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
+
+
+def error_json(error: ThreadwardenError) -> Response:
+    """The CLI's ``--json`` error object, with an HTTP status for its kind."""
+    status, code = error_status(error)
+    field = getattr(error, "field", None)
+    return as_json({"error": str(error), "field": field, "code": code}, status)
+
+
+def safe_next(value: str | None, default: str) -> str:
+    """A same-site path to go on to after a form (never another origin)."""
+    if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
+        return value
+    return default
+
+
+def see_other(path: str) -> Response:
+    """The answer to a form that worked: go (back) to the page that shows the change."""
+    return RedirectResponse(path, status_code=303)
+
+
+class Authenticate:
+    """ASGI middleware: names the operator of each request, or refuses it.
+
+    Without a token (loopback only) everyone is ``local``. With one, a request needs the bearer
+    header or the login cookie; refused: 401 (JSON, events, a POST), or the login page. A POST
+    also needs the operator's CSRF token (form field or ``X-CSRF-Token``), else 403.
+    """
+
+    OPEN = ("/login", "/static/")
+
+    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        path = request.url.path
+        operator = self.guard.operator(
+            request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
+        )
+        if operator is None and not path.startswith(self.OPEN):
+            await self._refuse(request)(scope, receive, send)
+            return
+        scope["operator"] = operator or ""
+        if request.method == "POST" and path != "/login":
+            body = await request.body()  # within the body limit (`BodyLimit` runs first)
+            given = request.headers.get(CSRF_HEADER)
+            if given is None and request.headers.get("content-type", "").startswith(FORM):
+                given = next(iter(parse_qs(body.decode("latin-1")).get(CSRF_FIELD, [])), None)
+            if not self.guard.csrf_valid(scope["operator"], given):
+                answer = Response("CSRF token missing or wrong\n", 403, media_type="text/plain")
+                await answer(scope, receive, send)
+                return
+            receive = _replay(body, receive)
+        await self.app(scope, receive, send)
+
+    def _refuse(self, request: Request) -> Response:
+        if (
+            request.method == "GET"
+            and not wants_json(request)
+            and "/events" not in request.url.path
+        ):
+            target = quote(
+                request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            )
+            return RedirectResponse(f"/login?next={target}", status_code=303)
+        return JSONResponse(
+            {"error": "a console token is required", "field": "token", "code": "unauthorized"},
+            status_code=401,
+            headers={"www-authenticate": "Bearer"},
+        )
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body the middleware already read, handed to the app once more."""
+    sent = False
+
+    async def again() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again

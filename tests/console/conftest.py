@@ -1,0 +1,46 @@
+"""Fixtures of the console tests: the console served by uvicorn on a free loopback port."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from threadwarden.console.server import serving
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.settings import Settings
+
+ServeConsole = Callable[..., AbstractAsyncContextManager[str]]
+
+
+@pytest.fixture
+def serve_console(
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], settings: Settings
+) -> ServeConsole:
+    """Serve a console on the test's ledger with settings changed by keyword (address
+    ``127.0.0.1:0`` unless given); use as ``async with serve_console(**changes) as url``."""
+
+    def serve(**changes: Any) -> AbstractAsyncContextManager[str]:
+        fields = {"console_address": "127.0.0.1:0", **changes}
+        explicit = {name: getattr(settings, name) for name in settings.model_fields_set}
+        return serving(client, pool, Settings.model_validate({**explicit, **fields}))
+
+    return serve
+
+
+@pytest.fixture
+async def console_url(serve_console: ServeConsole) -> AsyncIterator[str]:
+    """A console without a token on loopback (everyone is ``local``)."""
+    async with serve_console() as url:
+        yield url
+
+
+@pytest.fixture
+async def http(console_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client on the tokenless console (redirects not followed)."""
+    async with httpx.AsyncClient(base_url=console_url, timeout=30) as session:
+        yield session

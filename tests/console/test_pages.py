@@ -1,0 +1,99 @@
+"""The four pages and their JSON twins, over a real ledger, worker and Temporal."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.console.helpers import wait_for_state
+from threadwarden.worker.cli_output import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
+from threadwarden.worker.client import ThreadwardenClient
+
+
+async def test_console_threads_page_lists_filters_and_badges_waiting_threads(
+    worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
+) -> None:
+    done = await client.submit(f"{ids}-a", agent_id="scripted", input=[{"say": "hi"}])
+    asks = await client.submit(f"{ids}-b", agent_id="scripted", input=[{"approval": "refund"}])
+    await client.submit("other-thread-" + ids, agent_id="scripted", input=[{"say": "x"}])
+    await wait_for_state(client, done.thread_id, done.submission_id, "completed")
+    await wait_for_state(client, asks.thread_id, asks.submission_id, "suspended")
+
+    page = await http.get("/", params={"q": ids, "format": "json"})
+    assert page.status_code == 200
+    rows = {r["thread_id"]: r for r in page.json()["threads"]}
+    assert set(rows) == {f"{ids}-a", f"{ids}-b"}  # the prefix filter left the other out
+    assert rows[f"{ids}-a"]["states"] == {"completed": 1}
+    assert rows[f"{ids}-a"]["waiting"] == 0 and rows[f"{ids}-a"]["last_kind"] == "settlement"
+    assert rows[f"{ids}-b"]["states"] == {"suspended": 1} and rows[f"{ids}-b"]["waiting"] == 1
+    assert rows[f"{ids}-b"]["host_id"] == f"{ids}-b"
+    assert page.json()["next_after"] is None
+
+    html = await http.get("/", params={"q": ids})
+    assert html.status_code == 200 and "text/html" in html.headers["content-type"]
+    assert f'href="/threads/{ids}-a"' in html.text and f'href="/hosts/{ids}-b"' in html.text
+    assert "1 waiting" in html.text  # the badge on the thread whose approval is pending
+    assert "other-thread" not in html.text
+
+
+async def test_console_thread_page_shows_submissions_records_and_the_cli_shape(
+    worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
+) -> None:
+    receipt = await client.submit(ids, agent_id="scripted", input=[{"say": "hello there"}])
+    await wait_for_state(client, ids, receipt.submission_id, "completed")
+
+    page = await http.get(f"/threads/{ids}", params={"format": "json"})
+    assert page.status_code == 200
+    body = page.json()
+    assert body["thread_id"] == ids and body["host_id"] == ids
+    [submission] = body["submissions"]
+    assert set(submission) == THREAD_STATUS_FIELDS  # `status --thread --json`'s fields
+    assert submission["state"] == "settled" and submission["outcome"] == "completed"
+    assert body["messages_sent"] == [] and body["older_records"] is False
+    kinds = [r["kind"] for r in body["records"]]
+    assert kinds[0] == "message" and kinds[-1] == "settlement"
+    assert [r["sequence"] for r in body["records"]] == list(range(1, len(kinds) + 1))
+
+    html = await http.get(f"/threads/{ids}")
+    assert html.status_code == 200
+    assert receipt.submission_id in html.text and "hello there" in html.text
+    assert f'data-events="/threads/{ids}/events?after={len(kinds)}"' in html.text
+    fragment = await http.get(f"/threads/{ids}", params={"fragment": "submissions"})
+    assert fragment.text.lstrip().startswith('<table id="submissions"')
+
+
+async def test_console_inbox_and_host_pages_answer_in_html_and_json(
+    worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
+) -> None:
+    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "send €5"}])
+    await wait_for_state(client, ids, asks.submission_id, "suspended")
+
+    inbox = await http.get("/inbox", params={"format": "json"})
+    mine = [e for e in inbox.json()["entries"] if e["submission_id"] == asks.submission_id]
+    assert len(mine) == 1 and mine[0]["waiting_for"] == "approval"
+    assert mine[0]["what"] == "send €5" and mine[0]["age_s"] >= 0
+    assert set(inbox.json()) == {"entries", "more"}
+    html = await http.get("/inbox")
+    assert f"/submissions/{asks.submission_id}/approve" in html.text
+    assert f"/submissions/{asks.submission_id}/deny" in html.text and "send €5" in html.text
+
+    host = await http.get(f"/hosts/{ids}", params={"format": "json"})
+    assert host.status_code == 200
+    fields = host.json()
+    assert set(fields) >= HOST_STATUS_FIELDS
+    assert fields["dirty"] >= fields["processed"] and fields["host_id"] == ids
+    assert [t["thread_id"] for t in fields["threads"]["threads"]] == [ids]
+    html = await http.get(f"/hosts/{ids}")
+    assert html.status_code == 200 and "dirty / processed" in html.text
+
+
+async def test_console_unknown_ids_and_bad_ids_are_404_and_400_with_the_cli_error_codes(
+    http: httpx.AsyncClient, ids: str
+) -> None:
+    for path in (f"/threads/{ids}-none", f"/hosts/{ids}-none"):
+        missing = await http.get(path, params={"format": "json"})
+        assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+        assert (await http.get(path)).status_code == 404
+    bad = await http.get("/threads/a b", params={"format": "json"})
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
+    assert bad.json()["field"] == "thread"
+    assert (await http.get("/", params={"q": "no spaces"})).status_code == 400
