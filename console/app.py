@@ -45,7 +45,7 @@ def create_app(
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.sign_in, methods=["POST"]),
         Route("/logout", login.sign_out, methods=["POST"]),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        Mount("/static", StaticFiles(directory=STATIC, follow_symlink=True), name="static"),
     ]
     app = Starlette(
         routes=routes,

@@ -159,7 +159,7 @@ class Authenticate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
+        request = Request(scope, receive)
         path = request.url.path
         operator = self.guard.operator(
             request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
