@@ -5,12 +5,10 @@ search attribute that finds a submission while it runs."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import History, HistoryEvent
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
@@ -19,7 +17,6 @@ from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 
-HISTORIES = Path(__file__).resolve().parents[1] / "workflows" / "histories"
 SLOW = [{"say": "before"}, {"sleep_ms": 3_000}, {"say": "after"}]
 
 
@@ -94,14 +91,3 @@ async def test_the_current_details_list_the_heads_and_what_they_wait_for(
     assert f"- `{ids}`: `{receipt.submission_id}` suspended (agent `scripted`," in details
     assert "refund" not in details  # payload never shows
     assert details.startswith("**idle**") or details.startswith("**waiting**"), details
-
-
-def test_a_recorded_history_carries_the_step_summaries() -> None:
-    [path] = sorted(HISTORIES.glob("host_pass_settled_v*.json"))
-    history = json_format.Parse(path.read_text(), History())
-    events = list(history.events)
-    heads = _summaries(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-    assert heads and all(h.startswith("run_head sub_") and "(agent " in h for h in heads), heads
-    steps = _summaries(events, EventType.EVENT_TYPE_MARKER_RECORDED)
-    assert any(s.startswith("begin_pass ") for s in steps), steps
-    assert any(s.startswith("finish_") for s in steps) or not steps, steps
