@@ -171,3 +171,49 @@ def binding_retries_to_json(entries: list[BindingRetry]) -> list[dict[str, Any]]
         }
         for e in entries
     ]
+
+
+class ChildReceipt(Receipt):
+    """What establishing a child returns: the child's receipt and its parent linkage."""
+
+    parent_submission_id: str
+    parent_call_step: int
+    idempotency_key: str
+
+
+class ChildOutcome(BaseModel):
+    """A joined child's canonical settlement, as the parent's tool call records it."""
+
+    submission_id: str
+    thread_id: str
+    outcome: Outcome
+    result: Any = None
+    reason: str | None = None
+    settlement_record_id: str
+
+
+ChildSettledStatus = Literal["woken", "still-waiting", "not-waiting"]
+
+
+class ChildSettled(BaseModel):
+    """What recording a child's settlement on its parent did."""
+
+    status: ChildSettledStatus
+    """``woken``: every child the parent waits for has settled, it is ``input-applied``;
+    ``still-waiting``: it waits for others; ``not-waiting``: it does not wait for this child
+    (a replay, or it has not suspended yet: its suspend will see the marker)."""
+    parent_submission_id: str
+    parent_host_id: str
+    recorded: bool
+    """Whether this call wrote the marker (False: a replay, nothing written, no wake needed)."""
+
+
+class ChildWait(BaseModel):
+    """What a parent's suspend on its children did."""
+
+    suspended: bool
+    """False: every listed child had already settled (resume at once, under the same claim)."""
+    settled: list[str]
+    """The listed children with a settled marker."""
+    waiting: list[str]
+    """The listed children it waits for (empty when not suspended)."""

@@ -1,0 +1,500 @@
+"""Subagent children: establishment, the parent's wait, the child-settled marker, the join.
+
+A child is an ordinary submission on its own thread, linked to the parent's tool call (its
+journal step). Establishment admits it through the one admission path (`Admissions.admit_in`)
+and, in the same transaction, writes its linkage, its lineage record and the parent's
+``call-started`` record, so no intermediate state is ever visible. The parent then suspends on
+its children without holding a claim; each child's settlement writes a marker on the parent's
+host through the mutation gate and wakes the parent once every child it waits for has settled;
+the parent's re-run joins each child's canonical settlement once. docs/protocol.md, "Subagent
+children", maps the brief's mutations and crash points onto these transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from threadwarden.errors import (
+    AbortRequested,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    NotWaiting,
+    StaleAttempt,
+    StalePass,
+)
+from threadwarden.ledger.admission import Admissions, mark_dirty, payload_digest
+from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.models import (
+    ChildOutcome,
+    ChildReceipt,
+    ChildSettled,
+    ChildSettledStatus,
+    ChildWait,
+)
+from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.records import insert_record, record_statement
+
+
+class ChildConflict(IdempotencyConflict):
+    """A call's child already exists (or its key is taken) but differs from the request: the
+    establishment fails closed and writes nothing."""
+
+
+class ChildNotSettled(NotWaiting):
+    """The child has no canonical settlement yet: nothing to record or join."""
+
+
+def child_thread_id_for(parent_submission_id: str, step: int) -> str:
+    """The default thread of the child a parent's journal step delegates to."""
+    return f"child_{parent_submission_id.removeprefix('sub_')}_{step}"
+
+
+def child_key_for(parent_submission_id: str, step: int) -> str:
+    """The idempotency key of the child a parent's journal step delegates to."""
+    return f"child:{parent_submission_id}:{step}"
+
+
+_OWNER = "SELECT host_id FROM threadwarden.threads WHERE thread_id = $1"
+_LOCK_HOSTS = (
+    "SELECT host_id FROM threadwarden.hosts WHERE host_id = ANY($1::text[])"
+    " ORDER BY host_id FOR NO KEY UPDATE"
+)
+"""Both hosts of a cross-host transaction, in byte order (``host_id`` is ``COLLATE "C"``), so
+two establishments between the same hosts never lock them in opposite orders."""
+_FENCE = """
+SELECT h.pass_epoch, t.producer_epoch, s.ownership_token, s.state, s.abort_requested
+  FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
+ WHERE h.host_id = $1 AND t.thread_id = $2 AND s.submission_id = $3
+   FOR SHARE OF h FOR UPDATE OF t, s
+"""
+"""The parent attempt's fence (host, thread, submission, in the lock order used everywhere)."""
+_RESOLVE = """
+SELECT (SELECT json_build_object('submission_id', c.submission_id, 'thread_id', c.thread_id,
+               'host_id', ct.host_id, 'sequence', c.sequence,
+               'payload_digest', c.payload_digest, 'idempotency_key', c.idempotency_key)
+          FROM threadwarden.submissions c JOIN threadwarden.threads ct USING (thread_id)
+         WHERE c.parent_submission_id = $1 AND c.parent_call_step = $2) AS existing,
+       (SELECT (body ->> 'depth')::integer FROM threadwarden.records
+         WHERE submission_id = $1 AND kind = 'lineage') AS parent_depth
+"""
+"""The call's child, if admitted (the linkage index), and the parent's own depth."""
+_LINK = """
+UPDATE threadwarden.submissions s SET parent_submission_id = $2, parent_call_step = $3
+  FROM threadwarden.threads t
+ WHERE s.submission_id = $1 AND t.thread_id = s.thread_id
+RETURNING t.producer_epoch
+"""
+_CHILDREN = """
+SELECT q.id AS submission_id, c.submission_id IS NOT NULL AS mine, m.outcome
+  FROM unnest($2::text[]) WITH ORDINALITY AS q (id, n)
+  LEFT JOIN threadwarden.submissions c
+         ON c.submission_id = q.id AND c.parent_submission_id = $1
+  LEFT JOIN threadwarden.child_settlements m
+         ON m.parent_submission_id = $1 AND m.child_submission_id = q.id
+ ORDER BY q.n
+"""
+"""Which listed submissions are the parent's children, and which have a settled marker."""
+_SUSPEND = (
+    "WITH stop AS (UPDATE threadwarden.submissions SET state = 'suspended',"
+    " ownership_token = NULL, lease_expires_at = NULL WHERE submission_id = $2), "
+    + record_statement(1)
+)
+"""End the parent's ownership without settling and record what it waits for, together."""
+_CHILD = """
+SELECT c.parent_submission_id, p.thread_id AS parent_thread_id, pt.host_id AS parent_host_id,
+       (SELECT body FROM threadwarden.records
+         WHERE submission_id = $1 AND kind = 'settlement') AS settlement,
+       EXISTS (SELECT 1 FROM threadwarden.child_settlements m
+                WHERE m.parent_submission_id = c.parent_submission_id
+                  AND m.child_submission_id = $1) AS recorded
+  FROM threadwarden.submissions c
+  LEFT JOIN threadwarden.submissions p ON p.submission_id = c.parent_submission_id
+  LEFT JOIN threadwarden.threads pt ON pt.thread_id = p.thread_id
+ WHERE c.submission_id = $1
+"""
+_LOCK_PARENT = """
+SELECT 1 FROM threadwarden.hosts h, threadwarden.submissions p
+ WHERE h.host_id = $1 AND p.submission_id = $2
+   FOR NO KEY UPDATE OF h FOR UPDATE OF p
+"""
+_MARK = """
+WITH ins AS (
+  INSERT INTO threadwarden.child_settlements
+         (parent_submission_id, child_submission_id, parent_host_id, outcome)
+  VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+  RETURNING child_submission_id
+), wait AS (
+  SELECT kind, body FROM threadwarden.records
+   WHERE submission_id = $1 AND kind IN ('approval-requested', 'children-awaited')
+   ORDER BY sequence DESC LIMIT 1
+)
+SELECT EXISTS (SELECT 1 FROM ins) AS inserted,
+       (SELECT state FROM threadwarden.submissions WHERE submission_id = $1) AS state,
+       (SELECT kind FROM wait) AS wait_kind, (SELECT body FROM wait) AS wait_body,
+       ARRAY(SELECT child_submission_id FROM threadwarden.child_settlements
+              WHERE parent_submission_id = $1
+             UNION SELECT child_submission_id FROM ins) AS settled
+"""
+"""The marker (once), and what the parent waits for: its latest wait record (an approval or its
+children) with every child marked so far, this one included."""
+_CALL = """
+SELECT c.submission_id, c.thread_id,
+       (SELECT json_build_object('record_id', r.record_id, 'body', r.body)
+          FROM threadwarden.records r
+         WHERE r.submission_id = c.submission_id COLLATE "default"
+           AND r.kind = 'settlement') AS settlement,
+       (SELECT r.body FROM threadwarden.records r
+         WHERE r.submission_id = c.submission_id COLLATE "default"
+           AND r.kind = 'lineage') AS lineage,
+       (SELECT r.body FROM threadwarden.records r
+         WHERE r.submission_id = $1 AND r.step = $2 AND r.kind = 'call-joined') AS joined
+  FROM threadwarden.submissions c
+ WHERE c.parent_submission_id = $1 AND c.parent_call_step = $2
+"""
+"""The call's child with its settlement and lineage records, and the parent's join of it.
+``COLLATE "default"`` lets the records' submission index serve the comparison."""
+
+
+class Children:
+    """Parent-child transactions: establish, suspend, record a settlement, join."""
+
+    def __init__(
+        self, pool: asyncpg.Pool[Any], admissions: Admissions, *, minimum_alarm_delay_ms: int
+    ) -> None:
+        self._pool = pool
+        self._admissions = admissions
+        self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
+
+    async def establish_child(
+        self,
+        claim: Claim,
+        *,
+        step: int,
+        agent_id: str,
+        input: Any,
+        thread_id: str | None = None,
+        host_id: str | None = None,
+        agent_digest: str | None = None,
+    ) -> ChildReceipt:
+        """Admit the child of the parent's call at journal ``step``, in one transaction.
+
+        The child is admitted (its host made dirty and armed), linked, given its lineage record
+        and the parent records ``call-started``; the caller wakes the child's host after commit
+        when ``wake`` is set. The same request returns the same receipt (``created=False``,
+        nothing written). Raises `ChildConflict` when the call's child, or a submission holding
+        its key, differs from the request; `StalePass`, `StaleAttempt` or `AbortRequested` when
+        the parent's attempt no longer owns it; `HostMismatch` when the thread has another host.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await self.establish_child_in(
+                conn,
+                claim,
+                step=step,
+                agent_id=agent_id,
+                input=input,
+                thread_id=thread_id,
+                host_id=host_id,
+                agent_digest=agent_digest,
+            )
+
+    async def establish_child_in(
+        self,
+        conn: Connection,
+        claim: Claim,
+        *,
+        step: int,
+        agent_id: str,
+        input: Any,
+        thread_id: str | None = None,
+        host_id: str | None = None,
+        agent_digest: str | None = None,
+    ) -> ChildReceipt:
+        """`establish_child` inside the caller's transaction: nine statements for a new child,
+        four for a repeat (which writes nothing)."""
+        thread = thread_id or child_thread_id_for(claim.submission_id, step)
+        if thread == claim.thread_id:
+            raise InvalidInput("thread_id", "a thread other than the parent's own", thread)
+        key = child_key_for(claim.submission_id, step)
+        digest = payload_digest(agent_id, agent_digest, input)
+        owner = await conn.fetchval(_OWNER, thread)
+        host = host_id or owner or thread
+        await conn.execute(_LOCK_HOSTS, sorted({claim.host_id, host}))
+        await _fence(conn, claim, honour_abort=True)
+        resolved = await conn.fetchrow(_RESOLVE, claim.submission_id, step)
+        assert resolved is not None
+        existing = resolved["existing"]
+        if existing is not None:
+            return _repeated(existing, claim, step, key, thread, host_id, digest)
+        receipt = await self._admissions.admit_in(
+            conn,
+            thread_id=thread,
+            agent_id=agent_id,
+            input=input,
+            host_id=host,
+            key=key,
+            digest=digest,
+            agent_digest=agent_digest,
+            source=None,
+        )
+        if not receipt.created:  # the key names a submission that is not this call's child
+            raise ChildConflict(
+                f"idempotency_key: {key!r} on thread {thread} names submission"
+                f" {receipt.submission_id}, which is not the child of {claim.submission_id}"
+                f" step {step}"
+            )
+        child_epoch = await conn.fetchval(_LINK, receipt.submission_id, claim.submission_id, step)
+        depth = int(resolved["parent_depth"] or 0) + 1
+        await insert_record(
+            conn,
+            thread_id=thread,
+            submission_id=receipt.submission_id,
+            kind="lineage",
+            body={
+                "parent_thread_id": claim.thread_id,
+                "parent_submission_id": claim.submission_id,
+                "parent_host_id": claim.host_id,
+                "parent_call_step": step,
+                "agent_id": agent_id,
+                "payload_digest": digest,
+                "depth": depth,
+            },
+            epoch=int(child_epoch),
+        )
+        await insert_record(
+            conn,
+            thread_id=claim.thread_id,
+            submission_id=claim.submission_id,
+            kind="call-started",
+            body={
+                "child_thread_id": thread,
+                "child_submission_id": receipt.submission_id,
+                "child_host_id": receipt.host_id,
+                "agent_id": agent_id,
+                "idempotency_key": key,
+                "payload_digest": digest,
+            },
+            epoch=claim.epoch,
+            step=step,
+        )
+        return ChildReceipt(
+            **receipt.model_dump(),
+            wake=receipt.wake,
+            parent_submission_id=claim.submission_id,
+            parent_call_step=step,
+            idempotency_key=key,
+        )
+
+    async def suspend_for_children(self, claim: Claim, children: Sequence[str]) -> ChildWait:
+        """The parent waits for ``children`` (its established children), ending its ownership.
+
+        When every listed child already has a settled marker nothing is written and the
+        attempt goes on under the same claim (``suspended=False``: join them now). Otherwise
+        the parent is ``suspended`` with a ``children-awaited`` record listing them; the
+        marker of the last one wakes it. Raises `InvalidInput` for a listed submission that is
+        not this parent's child.
+        """
+        listed = list(dict.fromkeys(children))
+        if not listed:
+            raise InvalidInput("children", "at least one child submission id", children)
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _fence(conn, claim, honour_abort=False)
+            # A statement after the fence's lock: it sees every marker committed before it.
+            rows = await conn.fetch(_CHILDREN, claim.submission_id, listed)
+            strangers = [r["submission_id"] for r in rows if not r["mine"]]
+            if strangers:
+                raise InvalidInput(
+                    "children", f"child submissions of {claim.submission_id}", strangers
+                )
+            settled = [r["submission_id"] for r in rows if r["outcome"] is not None]
+            waiting = [r["submission_id"] for r in rows if r["outcome"] is None]
+            if not waiting:
+                return ChildWait(suspended=False, settled=settled, waiting=[])
+            await conn.fetchval(
+                _SUSPEND,
+                claim.thread_id,
+                claim.submission_id,
+                "children-awaited",
+                {"children": listed},
+                claim.epoch,
+                None,
+            )
+        return ChildWait(suspended=True, settled=settled, waiting=waiting)
+
+    async def record_child_settled(self, child_submission_id: str) -> ChildSettled:
+        """Record the child's canonical settlement on its parent's host: once per child.
+
+        A first record bumps the parent's host and arms its alarm (the caller wakes it after
+        commit) and, when the parent waits for this child and every other child it listed has
+        settled, moves the parent to ``input-applied`` (``woken``). A replay writes nothing
+        (``not-waiting``, ``recorded=False``). Raises `NotFound` for an unknown submission,
+        `NotWaiting` for one that is no child, `ChildNotSettled` while it has no settlement.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            return await self.record_child_settled_in(conn, child_submission_id)
+
+    async def record_child_settled_in(
+        self, conn: Connection, child_submission_id: str
+    ) -> ChildSettled:
+        """`record_child_settled` inside the caller's transaction (the child's settlement's,
+        once wired)."""
+        child = await conn.fetchrow(_CHILD, child_submission_id)
+        if child is None:
+            raise NotFound(f"submission: no submission {child_submission_id!r}")
+        parent, parent_host = child["parent_submission_id"], child["parent_host_id"]
+        if parent is None:
+            raise NotWaiting(f"submission {child_submission_id}: not the child of a call")
+        settlement = child["settlement"]
+        if settlement is None:
+            raise ChildNotSettled(f"submission {child_submission_id}: not settled yet")
+        if child["recorded"]:
+            return _settled("not-waiting", parent, parent_host, recorded=False)
+        await conn.execute(_LOCK_PARENT, parent_host, parent)
+        # After the lock: the parent's wait and every marker are read as they now stand.
+        mark = await conn.fetchrow(
+            _MARK, parent, child_submission_id, parent_host, settlement["outcome"]
+        )
+        assert mark is not None
+        if not mark["inserted"]:  # a concurrent first record won; it decided the wake
+            return _settled("not-waiting", parent, parent_host, recorded=False)
+        listed = (mark["wait_body"] or {}).get("children", [])
+        waits = (
+            mark["state"] == "suspended"
+            and mark["wait_kind"] == "children-awaited"
+            and child_submission_id in listed
+        )
+        status: ChildSettledStatus = "not-waiting"
+        if waits and set(listed) <= set(mark["settled"]):
+            await conn.execute(
+                "UPDATE threadwarden.submissions SET state = 'input-applied'"
+                " WHERE submission_id = $1",
+                parent,
+            )
+            status = "woken"
+        elif waits:
+            status = "still-waiting"
+        await mark_dirty(conn, parent_host, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
+        return _settled(status, parent, parent_host, recorded=True)
+
+    async def join(self, claim: Claim, step: int) -> ChildOutcome:
+        """Record the parent's result of its call at ``step`` from the child's canonical
+        settlement: once (``call-joined``); a repeat returns the recorded outcome.
+
+        Raises `NotFound` when the call has no child, `ChildNotSettled` while the child has not
+        settled, `ChildConflict` when the child's lineage names another call.
+        """
+        async with self._pool.acquire() as conn, conn.transaction():
+            await _fence(conn, claim, honour_abort=False)
+            call = await conn.fetchrow(_CALL, claim.submission_id, step)
+            if call is None:
+                raise NotFound(f"submission {claim.submission_id}: no child at step {step}")
+            if call["joined"] is not None:
+                return ChildOutcome(**call["joined"])
+            settlement, lineage = call["settlement"], call["lineage"] or {}
+            if settlement is None:
+                raise ChildNotSettled(
+                    f"submission {call['submission_id']}: the child of {claim.submission_id}"
+                    f" step {step} has not settled"
+                )
+            if (lineage.get("parent_submission_id"), lineage.get("parent_call_step")) != (
+                claim.submission_id,
+                step,
+            ):
+                raise ChildConflict(
+                    f"submission {call['submission_id']}: its lineage {lineage!r} does not"
+                    f" name {claim.submission_id} step {step}"
+                )
+            body = settlement["body"]
+            outcome = ChildOutcome(
+                submission_id=call["submission_id"],
+                thread_id=call["thread_id"],
+                outcome=body["outcome"],
+                result=body.get("result"),
+                reason=body.get("reason"),
+                settlement_record_id=settlement["record_id"],
+            )
+            await insert_record(
+                conn,
+                thread_id=claim.thread_id,
+                submission_id=claim.submission_id,
+                kind="call-joined",
+                body=outcome.model_dump(),
+                epoch=claim.epoch,
+                step=step,
+            )
+        return outcome
+
+
+async def _fence(conn: Connection, claim: Claim, *, honour_abort: bool) -> None:
+    """Lock and check the parent attempt's fence; raise as the attempt's own writes do."""
+    row = await conn.fetchrow(_FENCE, claim.host_id, claim.thread_id, claim.submission_id)
+    if row is None:
+        raise StaleAttempt(f"submission {claim.submission_id}: no longer on its thread")
+    if row["pass_epoch"] != claim.pass_epoch:
+        raise StalePass(
+            f"host {claim.host_id}: pass epoch {claim.pass_epoch} is stale"
+            f" (current {row['pass_epoch']})"
+        )
+    if row["ownership_token"] != claim.ownership_token or row["state"] != "running":
+        raise StaleAttempt(
+            f"submission {claim.submission_id}: attempt {claim.attempt_id} no longer owns it"
+        )
+    if row["producer_epoch"] != claim.epoch:
+        raise StaleAttempt(
+            f"thread {claim.thread_id}: attempt epoch {claim.epoch} is stale"
+            f" (current {row['producer_epoch']})"
+        )
+    if honour_abort and row["abort_requested"]:
+        raise AbortRequested(f"submission {claim.submission_id}: an operator asked to abort")
+
+
+def _repeated(
+    existing: dict[str, Any],
+    claim: Claim,
+    step: int,
+    key: str,
+    thread: str,
+    host_id: str | None,
+    digest: str,
+) -> ChildReceipt:
+    """The receipt of the call's admitted child, if the request is the one it was made from."""
+    diverges = [
+        name
+        for name, have, want in (
+            ("thread_id", existing["thread_id"], thread),
+            ("host_id", existing["host_id"], host_id or existing["host_id"]),
+            ("payload", existing["payload_digest"], digest),
+            ("idempotency_key", existing["idempotency_key"], key),
+        )
+        if have != want
+    ]
+    if diverges:
+        raise ChildConflict(
+            f"submission {claim.submission_id} step {step}: its child"
+            f" {existing['submission_id']} was admitted with another {', '.join(diverges)}"
+        )
+    return ChildReceipt(
+        submission_id=existing["submission_id"],
+        thread_id=existing["thread_id"],
+        host_id=existing["host_id"],
+        sequence=int(existing["sequence"]),
+        created=False,
+        wake=False,
+        parent_submission_id=claim.submission_id,
+        parent_call_step=step,
+        idempotency_key=key,
+    )
+
+
+def _settled(
+    status: ChildSettledStatus, parent: str, parent_host: str, *, recorded: bool
+) -> ChildSettled:
+    return ChildSettled(
+        status=status,
+        parent_submission_id=parent,
+        parent_host_id=parent_host,
+        recorded=recorded,
+    )
