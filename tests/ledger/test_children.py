@@ -1,0 +1,387 @@
+"""Subagent children at the ledger level (children-brief §6 scenarios 1, 2, 5, 6, 7): one
+transaction establishes a child with its linkage, lineage and the parent's start link; the
+parent's wait, the child-settled marker and the join, against real Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import asyncpg
+import pytest
+
+from tests.helpers.children import CrashingConnection, Family
+from tests.helpers.ledger import now
+from threadwarden.errors import IdempotencyConflict, InvalidInput, StaleAttempt, StalePass
+from threadwarden.ledger.children import (
+    ChildConflict,
+    ChildNotSettled,
+    child_key_for,
+    child_thread_id_for,
+)
+from threadwarden.ledger.pool import Connection, _init_connection
+
+NEW_CHILD_STATEMENTS = 9
+"""owner, lock hosts, fence, resolve, admission read + write, linkage, lineage, start link."""
+
+
+@pytest.fixture
+def family(pool: asyncpg.Pool[Any], ids: str) -> Family:
+    """A parent host ``{ids}-p`` with the ledger repositories and `Children`."""
+    return Family.on(pool, ids)
+
+
+async def test_children_scenario_01_clean_run_one_receipt_one_join(family: Family) -> None:
+    parent = await family.parent()
+    parent_host_before = await family.ledger.host(family.parent_host)
+
+    child = await family.establish(parent, 1, input={"q": "research"})
+
+    # One child, linked, on its derived thread and key, admitted ready on its own host.
+    assert child.created and child.wake
+    assert child.thread_id == child_thread_id_for(parent.submission_id, 1) == child.host_id
+    assert child.idempotency_key == child_key_for(parent.submission_id, 1)
+    (row,) = await family.children_of(parent.submission_id)
+    assert row["submission_id"] == child.submission_id
+    assert (row["parent_call_step"], row["state"], row["idempotency_key"]) == (
+        1,
+        "ready",
+        child.idempotency_key,
+    )
+    # The lineage is the child thread's first record, before any turn.
+    (lineage,) = await family.thread_records(child.thread_id)
+    assert (lineage["kind"], lineage["submission_id"]) == ("lineage", child.submission_id)
+    assert lineage["body"]["parent_submission_id"] == parent.submission_id
+    assert (lineage["body"]["parent_call_step"], lineage["body"]["depth"]) == (1, 1)
+    # The parent's start link at the call's journal step.
+    started = [r for r in await family.ledger.records(parent.submission_id)]
+    assert [(r["kind"], r["step"]) for r in started] == [("call-started", 1)]
+    assert started[0]["body"]["child_submission_id"] == child.submission_id
+    # The mutation gate bumped and armed the child's host, not the parent's.
+    child_host = await family.ledger.host(child.host_id)
+    assert (child_host["dirty"], child_host["nonterminal"]) == (2, 1)
+    assert child_host["alarm_at"] is not None
+    assert (await family.ledger.host(family.parent_host))["dirty"] == parent_host_before["dirty"]
+
+    wait = await family.children.suspend_for_children(parent, [child.submission_id])
+    assert (wait.suspended, wait.waiting, wait.settled) == (True, [child.submission_id], [])
+    assert (await family.ledger.row(parent.submission_id))["state"] == "suspended"
+    with pytest.raises(StaleAttempt):  # the suspend ended the attempt's ownership
+        await family.establish(parent, 2)
+
+    await family.settle_child(child, result={"answer": 42})
+    dirty = (await family.ledger.host(family.parent_host))["dirty"]
+    settled = await family.children.record_child_settled(child.submission_id)
+    assert (settled.status, settled.recorded) == ("woken", True)
+    assert settled.parent_host_id == family.parent_host
+    assert (await family.ledger.row(parent.submission_id))["state"] == "input-applied"
+    woken_host = await family.ledger.host(family.parent_host)
+    assert woken_host["dirty"] == dirty + 1 and woken_host["alarm_at"] is not None
+    assert await family.markers(parent.submission_id) == [
+        {
+            "child_submission_id": child.submission_id,
+            "parent_host_id": family.parent_host,
+            "outcome": "completed",
+        }
+    ]
+
+    resumed = await family.reclaim()
+    joined = await family.children.join(resumed, 1)
+    again = await family.children.join(resumed, 1)
+    assert (joined.outcome, joined.result, joined.submission_id) == (
+        "completed",
+        {"answer": 42},
+        child.submission_id,
+    )
+    assert again == joined
+    kinds = [(r["kind"], r["step"]) for r in await family.ledger.records(parent.submission_id)]
+    assert kinds == [("call-started", 1), ("children-awaited", None), ("call-joined", 1)]
+    (record,) = [r for r in await family.ledger.records(parent.submission_id) if r["step"] == 1][1:]
+    assert record["body"]["settlement_record_id"] == joined.settlement_record_id
+
+
+async def test_children_establishment_repeat_returns_the_same_receipt_and_writes_nothing(
+    family: Family,
+) -> None:
+    parent = await family.parent()
+    first = await family.establish(parent, 1)
+    before = (
+        await family.ledger.snapshot(first.host_id),
+        await family.ledger.snapshot(family.parent_host),
+    )
+
+    again = await family.establish(parent, 1)
+
+    assert not again.created and not again.wake
+    assert again.model_dump(exclude={"created"}) == first.model_dump(exclude={"created"})
+    after = (
+        await family.ledger.snapshot(first.host_id),
+        await family.ledger.snapshot(family.parent_host),
+    )
+    assert after == before
+
+
+@pytest.mark.parametrize("crash_at", range(NEW_CHILD_STATEMENTS))
+async def test_children_scenario_02_crash_at_each_establishment_step_leaves_one_child(
+    family: Family, pool: asyncpg.Pool[Any], database_url: str, crash_at: int
+) -> None:
+    parent = await family.parent()
+    raw = await asyncpg.connect(database_url)
+    await _init_connection(raw)
+    crashing = CrashingConnection(raw, pool, crash_at)
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - the crash, or the dead connection's
+            async with raw.transaction():
+                await family.children.establish_child_in(
+                    cast(Connection, crashing), parent, step=1, agent_id="echo", input={"n": 1}
+                )
+    finally:
+        raw.terminate()
+    assert len(crashing.statements) == crash_at  # it died right before that statement
+    assert await family.children_of(parent.submission_id) == []  # nothing survived the crash
+    assert [r["kind"] for r in await family.ledger.records(parent.submission_id)] == []
+
+    # The attempt died with it: its lease lapses, recovery returns it, the re-run establishes.
+    await family.ledger.lapse(parent.submission_id)
+    begun = await family.ledger.begin(family.parent_host)
+    assert (await family.ledger.maintenance.recover(family.parent_host, begun.epoch)).repaired == 1
+    rerun = await family.ledger.attempts.claim_head(
+        family.parent_host, begun.epoch, family.parent_host, bindings={"echo": "digest-1"}
+    )
+    assert rerun is not None
+    child = await family.establish(rerun, 1, input={"n": 1})
+
+    assert child.created
+    (row,) = await family.children_of(parent.submission_id)
+    assert row["submission_id"] == child.submission_id
+    kinds = [r["kind"] for r in await family.thread_records(child.thread_id)]
+    assert kinds == ["lineage"]
+
+
+async def test_children_scenario_02_crash_after_establishment_commit_rerun_finds_the_child(
+    family: Family, pool: asyncpg.Pool[Any], database_url: str
+) -> None:
+    parent = await family.parent()
+    raw = await asyncpg.connect(database_url)
+    await _init_connection(raw)
+    counted = CrashingConnection(raw, pool, None)
+    try:
+        async with raw.transaction():
+            child = await family.children.establish_child_in(
+                cast(Connection, counted), parent, step=1, agent_id="echo", input={"n": 1}
+            )
+    finally:
+        await raw.close()
+    assert len(counted.statements) == NEW_CHILD_STATEMENTS
+    # The worker dies before the parent suspends; recovery returns it and the re-run goes on.
+    await family.ledger.lapse(parent.submission_id)
+    begun = await family.ledger.begin(family.parent_host)
+    await family.ledger.maintenance.recover(family.parent_host, begun.epoch)
+    rerun = await family.ledger.attempts.claim_head(
+        family.parent_host, begun.epoch, family.parent_host, bindings={"echo": "digest-1"}
+    )
+    assert rerun is not None and rerun.epoch > parent.epoch
+    assert [(r.kind, r.step) for r in rerun.journal] == [("call-started", 1)]
+
+    again = await family.establish(rerun, 1, input={"n": 1})
+    wait = await family.children.suspend_for_children(rerun, [again.submission_id])
+
+    assert (again.submission_id, again.created) == (child.submission_id, False)
+    assert len(await family.children_of(parent.submission_id)) == 1
+    assert wait.suspended
+    # The dead attempt's claim writes nothing any more (a newer pass began).
+    with pytest.raises(StalePass):
+        await family.establish(parent, 2)
+    assert len(await family.children_of(parent.submission_id)) == 1
+
+
+async def test_children_scenario_05_a_diverging_request_fails_closed(family: Family) -> None:
+    parent = await family.parent()
+    child = await family.establish(parent, 1, input={"q": "a"})
+    before = (
+        await family.ledger.snapshot(child.host_id),
+        await family.ledger.snapshot(family.parent_host),
+    )
+
+    with pytest.raises(ChildConflict, match="payload"):
+        await family.establish(parent, 1, input={"q": "b"})
+    with pytest.raises(ChildConflict, match="payload"):
+        await family.establish(parent, 1, input={"q": "a"}, agent_id="other")
+    with pytest.raises(ChildConflict, match="thread_id"):  # one child per call, any thread
+        await family.establish(parent, 1, input={"q": "a"}, thread_id=f"{child.thread_id}-x")
+
+    assert len(await family.children_of(parent.submission_id)) == 1
+    after = (
+        await family.ledger.snapshot(child.host_id),
+        await family.ledger.snapshot(family.parent_host),
+    )
+    assert after == before
+    missing = await family.ledger.pool.fetchval(
+        "SELECT count(*) FROM threadwarden.threads WHERE thread_id = $1", f"{child.thread_id}-x"
+    )
+    assert missing == 0
+
+
+async def test_children_a_foreign_submission_holding_the_key_fails_closed(
+    family: Family,
+) -> None:
+    parent = await family.parent()
+    thread = child_thread_id_for(parent.submission_id, 1)
+    key = child_key_for(parent.submission_id, 1)
+    await family.ledger.admissions.admit(
+        thread_id=thread, agent_id="echo", input={"n": 1}, idempotency_key=key
+    )
+
+    with pytest.raises(ChildConflict, match="not the child"):
+        await family.establish(parent, 1, input={"n": 1})
+    with pytest.raises(IdempotencyConflict):
+        await family.establish(parent, 1, input={"n": 2})
+
+    assert await family.children_of(parent.submission_id) == []
+    assert await family.ledger.records(parent.submission_id) == []
+
+
+async def test_children_scenario_06_two_children_still_waiting_then_woken_then_replay(
+    family: Family,
+) -> None:
+    parent = await family.parent()
+    first = await family.establish(parent, 1)
+    second = await family.establish(parent, 2)
+    wait = await family.children.suspend_for_children(
+        parent, [first.submission_id, second.submission_id]
+    )
+    assert wait.suspended and wait.waiting == [first.submission_id, second.submission_id]
+
+    await family.settle_child(first)
+    one = await family.children.record_child_settled(first.submission_id)
+    assert (one.status, one.recorded) == ("still-waiting", True)
+    assert (await family.ledger.row(parent.submission_id))["state"] == "suspended"
+
+    await family.settle_child(second, "failed")
+    two = await family.children.record_child_settled(second.submission_id)
+    assert (two.status, two.recorded) == ("woken", True)
+    assert (await family.ledger.row(parent.submission_id))["state"] == "input-applied"
+
+    before = await family.ledger.snapshot(family.parent_host)
+    markers = await family.markers(parent.submission_id)
+    for child in (first, second):
+        replay = await family.children.record_child_settled(child.submission_id)
+        assert (replay.status, replay.recorded) == ("not-waiting", False)
+    assert await family.ledger.snapshot(family.parent_host) == before
+    assert await family.markers(parent.submission_id) == markers
+    assert sorted(m["outcome"] for m in markers) == ["completed", "failed"]
+
+    resumed = await family.reclaim()
+    outcomes = [(await family.children.join(resumed, step)).outcome for step in (1, 2)]
+    assert outcomes == ["completed", "failed"]
+
+
+async def test_children_scenario_07_settled_before_suspend_resumes_under_the_same_claim(
+    family: Family,
+) -> None:
+    parent = await family.parent()
+    child = await family.establish(parent, 1)
+    await family.settle_child(child, result="done")
+    dirty = (await family.ledger.host(family.parent_host))["dirty"]
+
+    early = await family.children.record_child_settled(child.submission_id)
+    assert (early.status, early.recorded) == ("not-waiting", True)
+    assert (await family.ledger.host(family.parent_host))["dirty"] == dirty + 1
+
+    wait = await family.children.suspend_for_children(parent, [child.submission_id])
+    assert (wait.suspended, wait.settled, wait.waiting) == (False, [child.submission_id], [])
+    row = await family.ledger.row(parent.submission_id)
+    assert (row["state"], row["ownership_token"]) == ("running", parent.ownership_token)
+
+    joined = await family.children.join(parent, 1)  # the same claim joins at once
+    assert (joined.outcome, joined.result) == ("completed", "done")
+    kinds = [r["kind"] for r in await family.ledger.records(parent.submission_id)]
+    assert kinds == ["call-started", "call-joined"]
+
+
+async def test_children_join_and_marker_refuse_an_unsettled_child(family: Family) -> None:
+    parent = await family.parent()
+    child = await family.establish(parent, 1)
+
+    with pytest.raises(ChildNotSettled):
+        await family.children.record_child_settled(child.submission_id)
+    with pytest.raises(ChildNotSettled):
+        await family.children.join(parent, 1)
+    with pytest.raises(InvalidInput, match="children"):
+        await family.children.suspend_for_children(parent, [parent.submission_id])
+
+    assert await family.markers(parent.submission_id) == []
+    assert [r["kind"] for r in await family.ledger.records(parent.submission_id)] == [
+        "call-started"
+    ]
+
+
+async def test_children_a_child_on_the_parents_own_thread_is_refused(family: Family) -> None:
+    parent = await family.parent()
+    with pytest.raises(InvalidInput, match="thread_id"):
+        await family.establish(parent, 1, thread_id=parent.thread_id)
+    assert await family.children_of(parent.submission_id) == []
+
+
+async def test_children_the_linkage_is_immutable(family: Family) -> None:
+    parent = await family.parent()
+    child = await family.establish(parent, 1)
+
+    with pytest.raises(asyncpg.RestrictViolationError, match="immutable"):
+        await family.ledger.pool.execute(
+            "UPDATE threadwarden.submissions SET parent_call_step = 2 WHERE submission_id = $1",
+            child.submission_id,
+        )
+    assert (await family.ledger.row(child.submission_id))["parent_call_step"] == 1
+    begun = await family.ledger.maintenance.begin(child.host_id, now())
+    assert not begun.caught_up  # the child's host has work: the establishment made it dirty
+
+
+async def _waiting_on_locks(pool: asyncpg.Pool[Any], count: int) -> None:
+    """Poll (with a deadline) until ``count`` backends of this database wait for a lock."""
+    async with asyncio.timeout(10):
+        while (
+            await pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            < count
+        ):
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("first", ["marker", "suspend"])
+async def test_children_scenario_07_settle_racing_the_suspend_never_strands_the_parent(
+    family: Family, pool: asyncpg.Pool[Any], first: str
+) -> None:
+    """The marker and the suspend queue on the parent's host row in a known order; either way
+    the parent ends up resumed or woken, never suspended on a settled child."""
+    parent = await family.parent()
+    child = await family.establish(parent, 1)
+    await family.settle_child(child)
+
+    async with pool.acquire() as holder, holder.transaction():
+        await holder.execute(
+            "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", family.parent_host
+        )
+        marker = suspend = None
+        for which in (first, "suspend" if first == "marker" else "marker"):
+            if which == "marker":
+                marker = asyncio.create_task(
+                    family.children.record_child_settled(child.submission_id)
+                )
+            else:
+                suspend = asyncio.create_task(
+                    family.children.suspend_for_children(parent, [child.submission_id])
+                )
+            await _waiting_on_locks(pool, 1 if which == first else 2)
+    assert marker is not None and suspend is not None
+    settled, wait = await marker, await suspend
+
+    state = (await family.ledger.row(parent.submission_id))["state"]
+    if first == "marker":  # the suspend saw the marker: resume at once, same claim
+        assert (settled.status, wait.suspended, state) == ("not-waiting", False, "running")
+    else:  # the marker saw the suspended parent: woken
+        assert (settled.status, wait.suspended, state) == ("woken", True, "input-applied")
+    assert settled.recorded
+    assert len(await family.markers(parent.submission_id)) == 1
