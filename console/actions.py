@@ -94,7 +94,8 @@ async def approve(request: Request) -> Response:
     """``POST /submissions/{id}/approve``: grant a pending approval."""
 
     async def decide(submission_id: str, _: dict[str, str]) -> OperatorResult:
-        return await console_of(request).client.approve(submission_id)
+        who = operator_of(request)
+        return await console_of(request).client.approve(submission_id, operator=who)
 
     return await _decide(request, "approve", decide)
 
@@ -104,7 +105,8 @@ async def deny(request: Request) -> Response:
 
     async def decide(submission_id: str, fields: dict[str, str]) -> OperatorResult:
         reason = _optional(fields, "reason")
-        return await console_of(request).client.deny(submission_id, reason)
+        who = operator_of(request)
+        return await console_of(request).client.deny(submission_id, reason, operator=who)
 
     return await _decide(request, "deny", decide)
 
@@ -118,7 +120,8 @@ async def resolve(request: Request) -> Response:
         if outcome not in ("ran", "not-run", "fail"):
             raise InvalidInput("outcome", "one of ran, not-run, fail", outcome)
         decided = cast(Resolution, outcome)
-        return await console_of(request).client.resolve(submission_id, decided, result)
+        client = console_of(request).client
+        return await client.resolve(submission_id, decided, result, operator=operator_of(request))
 
     return await _decide(request, "resolve", decide)
 

@@ -52,19 +52,23 @@ class Operator:
         self._pool = pool
         self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
 
-    async def approve(self, submission_id: str) -> OperatorResult:
-        """Grant the pending approval: the submission resumes (``input-applied``)."""
+    async def approve(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
+        """Grant the pending approval: the submission resumes (``input-applied``).
+
+        ``operator`` (who decided) is recorded in the decision's body when given."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
             steps = await journal(conn, submission_id)
             request = self._pending(row, steps, "suspended", "approval-requested")
             if request is None:
                 return self._repeat(row, _approval(steps), True, "approved")
-            await self._decide(conn, row, request, {"approved": True})
+            await self._decide(conn, row, request, _by({"approved": True}, operator))
             await self._move(conn, row, "input-applied")
             return self._result(row, "input-applied")
 
-    async def deny(self, submission_id: str, reason: str | None = None) -> OperatorResult:
+    async def deny(
+        self, submission_id: str, reason: str | None = None, *, operator: str | None = None
+    ) -> OperatorResult:
         """Refuse the pending approval: the decision is recorded and the submission fails."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
@@ -72,7 +76,8 @@ class Operator:
             request = self._pending(row, steps, "suspended", "approval-requested")
             if request is None:
                 return self._repeat(row, _approval(steps), False, "denied")
-            epoch = await self._decide(conn, row, request, {"approved": False, "reason": reason})
+            body = _by({"approved": False, "reason": reason}, operator)
+            epoch = await self._decide(conn, row, request, body)
             await settle_now(
                 conn,
                 thread_id=row["thread_id"],
@@ -85,7 +90,12 @@ class Operator:
             return self._result(row, "settled", "failed")
 
     async def resolve(
-        self, submission_id: str, outcome: Resolution, result: Any = None
+        self,
+        submission_id: str,
+        outcome: Resolution,
+        result: Any = None,
+        *,
+        operator: str | None = None,
     ) -> OperatorResult:
         """Decide an unknown side effect: it ran (with ``result``), it did not run, or fail it."""
         async with self._pool.acquire() as conn, conn.transaction():
@@ -102,7 +112,7 @@ class Operator:
                     conn,
                     row,
                     "tool-result",
-                    {"tool": tool, "result": result, "resolved_by": "operator"},
+                    _by({"tool": tool, "result": result, "resolved_by": "operator"}, operator),
                     epoch,
                     call.step,
                 )
@@ -111,7 +121,7 @@ class Operator:
                     conn,
                     row,
                     "tool-resolution",
-                    {"tool": tool, "outcome": outcome},
+                    _by({"tool": tool, "outcome": outcome}, operator),
                     epoch,
                     call.step,
                 )
@@ -268,6 +278,11 @@ class Operator:
 
 _NONE = object()
 """No decision of that kind was ever recorded."""
+
+
+def _by(body: dict[str, Any], operator: str | None) -> dict[str, Any]:
+    """A decision's body, naming who took it (``operator``) when known."""
+    return body if operator is None else {**body, "operator": operator}
 
 
 def _approval(steps: list[HistoryRecord]) -> Any:

@@ -214,33 +214,51 @@ class ThreadwardenClient:
         await self._failpoints.hit("maintenance:mutation:after")
         return receipt
 
-    async def approve(self, submission_id: str) -> OperatorResult:
-        """Grant a suspended submission's pending approval; it resumes."""
-        validate_id("submission", submission_id)
-        return await self._operate(self._operator.approve(submission_id))
+    async def approve(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
+        """Grant a suspended submission's pending approval; it resumes.
 
-    async def deny(self, submission_id: str, reason: str | None = None) -> OperatorResult:
+        ``operator`` names who decided; it is recorded in the decision (an id's characters)."""
+        validate_id("submission", submission_id)
+        if operator is not None:
+            validate_id("operator", operator)
+        return await self._operate(self._operator.approve(submission_id, operator=operator))
+
+    async def deny(
+        self, submission_id: str, reason: str | None = None, *, operator: str | None = None
+    ) -> OperatorResult:
         """Refuse a pending approval; the submission settles failed.
 
-        ``reason`` is one line of at most `MAX_TEXT_CHARS` characters.
+        ``reason`` is one line of at most `MAX_TEXT_CHARS` characters; ``operator`` as in
+        `approve`.
         """
         validate_id("submission", submission_id)
         if reason is not None:
             validate_text("reason", reason)
-        return await self._operate(self._operator.deny(submission_id, reason))
+        if operator is not None:
+            validate_id("operator", operator)
+        return await self._operate(self._operator.deny(submission_id, reason, operator=operator))
 
     async def resolve(
-        self, submission_id: str, outcome: Resolution, result: Any = None
+        self,
+        submission_id: str,
+        outcome: Resolution,
+        result: Any = None,
+        *,
+        operator: str | None = None,
     ) -> OperatorResult:
-        """Decide an unknown side effect: ``ran`` (with its result), ``not-run``, or ``fail``."""
+        """Decide an unknown side effect: ``ran`` (with its result), ``not-run``, or ``fail``;
+        ``operator`` as in `approve`."""
         validate_id("submission", submission_id)
+        if operator is not None:
+            validate_id("operator", operator)
         if outcome not in RESOLUTIONS:
             raise InvalidInput("outcome", f"one of {', '.join(RESOLUTIONS)}", outcome)
         if outcome == "ran":
             validate_input("result", result, max_bytes=self._settings.max_input_bytes)
         elif result is not None:
             raise InvalidInput("result", "no result unless the outcome is ran")
-        return await self._operate(self._operator.resolve(submission_id, outcome, result))
+        resolution = self._operator.resolve(submission_id, outcome, result, operator=operator)
+        return await self._operate(resolution)
 
     async def abort(self, submission_id: str) -> OperatorResult:
         """Abort now, or (when an attempt runs) at its next committed boundary."""

@@ -23,6 +23,8 @@ async def test_console_approve_settles_the_submission_and_a_repeat_changes_nothi
     form = await http.post(f"/submissions/{asks.submission_id}/approve", data={"csrf_token": token})
     assert form.status_code == 303 and form.headers["location"] == "/inbox"
     await wait_for_state(client, ids, asks.submission_id, "completed")
+    [decision] = [r for r in await client.records(ids) if r["kind"] == "approval-decision"]
+    assert decision["body"] == {"approved": True, "operator": "local"}  # who; the record: when
 
     again = await http.post(
         f"/submissions/{asks.submission_id}/approve",

@@ -74,6 +74,8 @@ async def test_console_bearer_token_and_login_cookie_act_as_the_token_name(
         data={"outcome": "not-run"},
     )
     assert resolved.status_code == 200 and resolved.json()["operator"] == "alice"
+    [decision] = [r for r in await client.records(ids) if r["kind"] == "tool-resolution"]
+    assert decision["body"]["operator"] == "alice" and decision["body"]["outcome"] == "not-run"
 
     bad = await guarded.post("/login", data={"token": "guess-guess-guess", "next": "/inbox"})
     assert bad.status_code == 401 and "set-cookie" not in bad.headers
