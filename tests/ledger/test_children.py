@@ -12,7 +12,13 @@ import pytest
 
 from tests.helpers.children import CrashingConnection, Family
 from tests.helpers.ledger import now
-from threadwarden.errors import IdempotencyConflict, InvalidInput, StaleAttempt, StalePass
+from threadwarden.errors import (
+    AbortRequested,
+    IdempotencyConflict,
+    InvalidInput,
+    StaleAttempt,
+    StalePass,
+)
 from threadwarden.ledger.children import (
     ChildConflict,
     ChildNotSettled,
@@ -385,3 +391,68 @@ async def test_children_scenario_07_settle_racing_the_suspend_never_strands_the_
         assert (settled.status, wait.suspended, state) == ("woken", True, "input-applied")
     assert settled.recorded
     assert len(await family.markers(parent.submission_id)) == 1
+
+
+async def test_children_a_repeat_and_a_marker_replay_cost_four_and_one_statements(
+    family: Family, pool: asyncpg.Pool[Any], database_url: str
+) -> None:
+    parent = await family.parent()
+    child = await family.establish(parent, 1)
+    await family.settle_child(child)
+    await family.children.record_child_settled(child.submission_id)
+    raw = await asyncpg.connect(database_url)
+    await _init_connection(raw)
+    try:
+        repeat = CrashingConnection(raw, pool, None)
+        async with raw.transaction():
+            again = await family.children.establish_child_in(
+                cast(Connection, repeat), parent, step=1, agent_id="echo", input={"task": 1}
+            )
+        replay = CrashingConnection(raw, pool, None)
+        async with raw.transaction():
+            settled = await family.children.record_child_settled_in(
+                cast(Connection, replay), child.submission_id
+            )
+    finally:
+        await raw.close()
+
+    assert not again.created and again.submission_id == child.submission_id
+    assert len(repeat.statements) == 4, repeat.statements  # owner, lock, fence, resolve
+    assert (settled.status, settled.recorded) == ("not-waiting", False)
+    assert len(replay.statements) == 1, replay.statements  # the read: no lock, no write
+
+
+async def test_children_an_abort_requested_parent_establishes_nothing(family: Family) -> None:
+    parent = await family.parent()
+    await family.ledger.operator.abort(parent.submission_id)  # honoured at the next boundary
+
+    with pytest.raises(AbortRequested):
+        await family.establish(parent, 1)
+
+    assert await family.children_of(parent.submission_id) == []
+    assert await family.ledger.records(parent.submission_id) == []
+
+
+async def test_children_crossing_establishments_between_two_hosts_do_not_deadlock(
+    family: Family, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    """A parent on host A delegates to host B while a parent on B delegates to A: both lock
+    the two host rows in byte order, so neither waits for the other's (a deadlock otherwise:
+    each would hold its own host for its fence and want the other's for the admission)."""
+    a_host, b_host = family.parent_host, f"{ids}-q"
+    a = await family.parent()
+    await family.ledger.admit(b_host)
+    b = await family.ledger.claim(b_host)
+
+    async with pool.acquire() as holder, holder.transaction():
+        await holder.execute(
+            "SELECT 1 FROM threadwarden.hosts WHERE host_id = ANY($1::text[]) FOR UPDATE",
+            [a_host, b_host],
+        )
+        to_b = asyncio.create_task(family.establish(a, 1, thread_id=f"{ids}-cb", host_id=b_host))
+        to_a = asyncio.create_task(family.establish(b, 1, thread_id=f"{ids}-ca", host_id=a_host))
+        await _waiting_on_locks(pool, 2)
+    child_b, child_a = await to_b, await to_a
+
+    assert (child_b.host_id, child_a.host_id) == (b_host, a_host)
+    assert child_b.created and child_a.created
