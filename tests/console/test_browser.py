@@ -1,0 +1,130 @@
+"""The console in a real headless browser: live updates without reloads, and screenshots."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from playwright.async_api import Browser, Page, expect
+
+from tests.console.browser import chromium
+from tests.console.helpers import wait_for_state
+from tests.helpers.cli import run_cli, unknown_side_effect
+from threadwarden.worker.client import ThreadwardenClient
+
+SHOTS = "CONSOLE_SCREENSHOTS"
+"""A folder to write the four pages' screenshots to (``docs/images`` refreshes the docs');
+unset: the test's own temporary folder."""
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """Debian's chromium, headless (the test fails in one line when there is none)."""
+    async with chromium() as launched:
+        yield launched
+
+
+async def _open(browser: Browser, url: str) -> Page:
+    page = await browser.new_page(viewport={"width": 1280, "height": 800})
+    await page.goto(url)
+    await page.evaluate("window.__notReloaded = true")  # gone if the page ever reloads
+    return page
+
+
+async def _not_reloaded(page: Page) -> None:
+    assert await page.evaluate("window.__notReloaded === true")
+
+
+async def test_console_approve_in_the_inbox_settles_the_thread_page_without_reload(
+    worker: None,
+    client: ThreadwardenClient,
+    console_url: str,
+    browser: Browser,
+    ids: str,
+) -> None:
+    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "refund €5"}])
+    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    thread = await _open(browser, f"{console_url}/threads/{ids}")
+    row = thread.locator(f"#sub-{asks.submission_id}")
+    await expect(row).to_have_attribute("data-state", "suspended")
+    await expect(thread.locator("body")).to_have_attribute("data-live", "open")
+
+    inbox = await _open(browser, f"{console_url}/inbox")
+    entry = inbox.locator(f"#wait-{asks.submission_id}")
+    await expect(entry).to_contain_text("refund €5")
+    await entry.get_by_role("button", name="Approve").click()
+    await expect(entry).to_have_count(0, timeout=30_000)  # the inbox swapped in place
+    await _not_reloaded(inbox)
+
+    await expect(row).to_have_attribute("data-outcome", "completed", timeout=30_000)
+    await expect(thread.locator("#timeline")).to_contain_text("approval-decision")
+    await _not_reloaded(thread)
+
+
+async def test_console_thread_page_shows_a_cli_submission_live(
+    worker: None,
+    cli_env: None,
+    client: ThreadwardenClient,
+    console_url: str,
+    browser: Browser,
+    ids: str,
+) -> None:
+    first = await client.submit(ids, agent_id="scripted", input=[{"say": "already here"}])
+    await wait_for_state(client, ids, first.submission_id, "completed")
+    page = await _open(browser, f"{console_url}/threads/{ids}")
+    await expect(page.locator("body")).to_have_attribute("data-live", "open")
+    shown = await page.locator("#timeline > li").count()
+
+    code = await run_cli(
+        "submit", ids, "--agent", "scripted", "--input", '[{"say": "typed in a shell"}]'
+    )
+    assert code == 0
+    await expect(page.locator("#timeline")).to_contain_text("typed in a shell", timeout=30_000)
+    assert await page.locator("#timeline > li").count() > shown
+    await expect(page.locator("#submissions tbody tr")).to_have_count(2)
+    await _not_reloaded(page)
+
+
+async def test_console_screenshots_of_the_four_pages(
+    worker: None,
+    pool: asyncpg.Pool[Any],
+    client: ThreadwardenClient,
+    console_url: str,
+    browser: Browser,
+    ids: str,
+    tmp_path: Path,
+) -> None:
+    folder = Path(os.environ.get(SHOTS) or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"support-{ids[1:5]}"
+    done = await client.submit(
+        name,
+        agent_id="scripted",
+        input=[{"say": "Your order ships tomorrow."}, {"tool": "lookup"}],
+    )
+    await wait_for_state(client, name, done.submission_id, "completed")
+    asks = await client.submit(
+        name, agent_id="scripted", input=[{"say": "Refund?"}, {"approval": "refund order 1042"}]
+    )
+    await wait_for_state(client, name, asks.submission_id, "suspended")
+    await unknown_side_effect(pool, f"billing-{ids[1:5]}")
+    await client.submit(f"triage-{ids[1:5]}", agent_id="scripted", input=[{"say": "triaged"}])
+
+    pages = {
+        "threads": f"{console_url}/",
+        "thread": f"{console_url}/threads/{name}",
+        "inbox": f"{console_url}/inbox",
+        "host": f"{console_url}/hosts/{name}",
+    }
+    for shot, url in pages.items():
+        page = await browser.new_page(viewport={"width": 1280, "height": 800})
+        await page.goto(url)
+        await expect(page.locator("h1")).to_be_visible()
+        target = folder / f"console-{shot}.png"
+        await page.screenshot(path=str(target), full_page=False)
+        assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        await page.close()
