@@ -1,7 +1,8 @@
 """The console's own reads of the ledger: pages of threads and of a thread's records.
 
 Read-only, no locks. Each statement is bounded by its page size and walks an existing index
-(``threads_pkey``, ``threads_host``, ``submissions_thread_id_sequence_key``, ``records_pkey``),
+(``threads_pkey``, ``threads_host``, a ``(thread_id, …)`` unique index of submissions,
+``records_pkey``),
 so its cost follows the page, not the ledger (tests/console/test_queries.py EXPLAINs them).
 """
 
