@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = ("protocol", "workflows", "activities", "ledger", "worker")
+ROOMS = ("protocol", "workflows", "activities", "ledger", "worker", "console")
 SOURCES = ("pyproject.toml", "README.md", "api", *ROOMS)
 
 
@@ -78,14 +78,17 @@ def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_pat
         "print(threadwarden.__file__);"
         "print(sorted(p.name for p in resources.files('threadwarden.ledger')"
         ".joinpath('migrations').iterdir())[0]);"
-        "print(resources.files('threadwarden').joinpath('py.typed').is_file())"
+        "print(resources.files('threadwarden').joinpath('py.typed').is_file());"
+        "print(all(resources.files('threadwarden.console').joinpath(f).is_file()"
+        " for f in ('templates/base.html', 'static/htmx.min.js', 'static/console.js')))"
     )
     done = _run([str(installed), "-c", code], _neutral(tmp_path))
     assert done.returncode == 0, done.stderr
-    where, first_migration, typed = done.stdout.split()
+    where, first_migration, typed, console_files = done.stdout.split()
     assert Path(where).is_relative_to(installed.parent.parent), "imported from the fresh venv"
     assert first_migration == "0001_initial.sql"
     assert typed == "True"
+    assert console_files == "True", "the console's templates and static files are package data"
 
 
 def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
