@@ -154,8 +154,9 @@ async def host(request: Request) -> Response:
     workflow_url = None
     if console.temporal_ui_url:
         namespace = quote(console.settings.temporal_namespace, safe="")
-        workflow = quote(f"threadwarden-host/{host_id}", safe="")
-        workflow_url = f"{console.temporal_ui_url}/namespaces/{namespace}/workflows/{workflow}"
+        # The list filtered by workflow id: every run of the host (it continues as new).
+        query = quote(f'WorkflowId="threadwarden-host/{host_id}"', safe="")
+        workflow_url = f"{console.temporal_ui_url}/namespaces/{namespace}/workflows?query={query}"
     if wants_json(request):
         body = status.model_dump(mode="json", include=HOST_STATUS_FIELDS)
         body["threads"] = page.model_dump(mode="json")

@@ -22,12 +22,16 @@ def serve_console(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], settings: Settings
 ) -> ServeConsole:
     """Serve a console on the test's ledger with settings changed by keyword (address
-    ``127.0.0.1:0`` unless given); use as ``async with serve_console(**changes) as url``."""
+    ``127.0.0.1:0`` unless given) and an optional ``temporal_ui_url``; use as
+    ``async with serve_console(**changes) as url``."""
 
-    def serve(**changes: Any) -> AbstractAsyncContextManager[str]:
+    def serve(
+        temporal_ui_url: str | None = None, **changes: Any
+    ) -> AbstractAsyncContextManager[str]:
         fields = {"console_address": "127.0.0.1:0", **changes}
         explicit = {name: getattr(settings, name) for name in settings.model_fields_set}
-        return serving(client, pool, Settings.model_validate({**explicit, **fields}))
+        changed = Settings.model_validate({**explicit, **fields})
+        return serving(client, pool, changed, temporal_ui_url=temporal_ui_url)
 
     return serve
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import httpx
 
+from tests.console.conftest import ServeConsole
 from tests.console.helpers import wait_for_state
 from threadwarden.worker.cli_output import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
 from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.settings import Settings
 
 
 async def test_console_threads_page_lists_filters_and_badges_waiting_threads(
@@ -84,6 +86,7 @@ async def test_console_inbox_and_host_pages_answer_in_html_and_json(
     assert [t["thread_id"] for t in fields["threads"]["threads"]] == [ids]
     html = await http.get(f"/hosts/{ids}")
     assert html.status_code == 200 and "dirty / processed" in html.text
+    assert fields["workflow_url"] is None  # no Temporal UI was given to this console
 
 
 async def test_console_unknown_ids_and_bad_ids_are_404_and_400_with_the_cli_error_codes(
@@ -97,3 +100,21 @@ async def test_console_unknown_ids_and_bad_ids_are_404_and_400_with_the_cli_erro
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_input"
     assert bad.json()["field"] == "thread"
     assert (await http.get("/", params={"q": "no spaces"})).status_code == 400
+
+
+async def test_console_host_page_links_the_hosts_runs_in_the_temporal_ui(
+    serve_console: ServeConsole, client: ThreadwardenClient, settings: Settings, ids: str
+) -> None:
+    await client.submit(ids, agent_id="scripted", input=[{"say": "hi"}])
+    async with (
+        serve_console(temporal_ui_url="http://ui.example:8233/") as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        host = (await http.get(f"/hosts/{ids}", params={"format": "json"})).json()
+        page = await http.get(f"/hosts/{ids}")
+    namespace = settings.temporal_namespace
+    assert host["workflow_url"] == (
+        f"http://ui.example:8233/namespaces/{namespace}/workflows"
+        f"?query=WorkflowId%3D%22threadwarden-host%2F{ids}%22"
+    )
+    assert f'href="{host["workflow_url"]}"' in page.text
