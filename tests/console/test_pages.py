@@ -55,6 +55,10 @@ async def test_console_thread_page_shows_submissions_records_and_the_cli_shape(
     assert kinds[0] == "message" and kinds[-1] == "settlement"
     assert [r["sequence"] for r in body["records"]] == list(range(1, len(kinds) + 1))
 
+    older = await http.get(f"/threads/{ids}", params={"before": "2", "format": "json"})
+    assert [r["sequence"] for r in older.json()["records"]] == [1]
+    assert (await http.get(f"/threads/{ids}", params={"before": "x"})).status_code == 400
+
     html = await http.get(f"/threads/{ids}")
     assert html.status_code == 200
     assert receipt.submission_id in html.text and "hello there" in html.text
