@@ -12,10 +12,12 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tests.console.browser import chromium
+from tests.console.conftest import ServeConsole
 from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli, unknown_side_effect
 from threadwarden.worker.client import ThreadwardenClient
 
+TOKEN = "console-token-0123456789abcdef"
 SHOTS = "CONSOLE_SCREENSHOTS"
 """A folder to write the four pages' screenshots to (``docs/images`` refreshes the docs');
 unset: the test's own temporary folder."""
@@ -128,3 +130,46 @@ async def test_console_screenshots_of_the_four_pages(
         await page.screenshot(path=str(target), full_page=False)
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         await page.close()
+
+
+async def test_console_forms_in_the_browser_admit_and_show_refusals_in_place(
+    worker: None,
+    client: ThreadwardenClient,
+    console_url: str,
+    browser: Browser,
+    ids: str,
+) -> None:
+    first = await client.submit(ids, agent_id="scripted", input=[{"say": "start"}])
+    await wait_for_state(client, ids, first.submission_id, "completed")
+    page = await _open(browser, f"{console_url}/threads/{ids}")
+    form = page.locator("form.submit")
+    await form.locator("textarea[name=input]").fill('[{"nope": 1}]')
+    await form.get_by_role("button", name="Submit").click()
+    await expect(page.locator(".error")).to_contain_text("input[0]: expected one of say")
+    await expect(page.locator("form.submit textarea[name=input]")).to_have_value('[{"nope": 1}]')
+
+    await page.locator("form.submit textarea[name=input]").fill('[{"say": "from the form"}]')
+    await page.locator("form.submit").get_by_role("button", name="Submit").click()
+    await expect(page.locator("#submissions tbody tr")).to_have_count(2, timeout=30_000)
+    await expect(page.locator("#timeline")).to_contain_text("from the form", timeout=30_000)
+    await _not_reloaded(page)
+
+
+async def test_console_login_form_lets_the_token_holder_in(
+    serve_console: ServeConsole, browser: Browser
+) -> None:
+    async with serve_console(console_token=TOKEN, console_token_name="alice") as url:
+        page = await browser.new_page()
+        await page.goto(f"{url}/inbox")
+        await expect(page).to_have_url(f"{url}/login?next=/inbox")
+        await page.get_by_label("Console token").fill("not the token, not at all")
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page.locator(".error")).to_contain_text("not the console's")
+        await page.get_by_label("Console token").fill(TOKEN)
+        await page.get_by_role("button", name="Sign in").click()
+        await expect(page).to_have_url(f"{url}/inbox")
+        await expect(page.get_by_role("button", name="Sign out (alice)")).to_be_visible()
+        await page.get_by_role("button", name="Sign out (alice)").click()
+        await expect(page).to_have_url(f"{url}/login")
+        await page.goto(f"{url}/")
+        await expect(page).to_have_url(f"{url}/login?next=/")
