@@ -17,7 +17,13 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadwarden.console.queries import ConsoleQueries
-from threadwarden.console.security import CSRF_FIELD, CSRF_HEADER, SESSION_COOKIE, Guard
+from threadwarden.console.security import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    Guard,
+    is_loopback,
+)
 from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
@@ -161,6 +167,12 @@ class Authenticate:
             return
         request = Request(scope, receive)
         path = request.url.path
+        if not self.guard.required and not is_loopback(_hostname(request.headers.get("host"))):
+            # A tokenless console answers only to loopback names: a page that rebinds its own
+            # domain to 127.0.0.1 (DNS rebinding) would otherwise read it, CSRF token included.
+            answer = Response("this console answers only to a loopback host name\n", 403)
+            await answer(scope, receive, send)
+            return
         operator = self.guard.operator(
             request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
         )
@@ -195,6 +207,15 @@ class Authenticate:
             status_code=401,
             headers={"www-authenticate": "Bearer"},
         )
+
+
+def _hostname(host: str | None) -> str:
+    """The name in a Host header, without its port (an IPv6 address without brackets)."""
+    if not host:
+        return ""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if ":" in host else host
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

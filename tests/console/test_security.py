@@ -141,3 +141,12 @@ async def test_console_refuses_a_body_over_its_limit(
     )
     assert chunked.status_code == 413
     assert await settled_state(client, ids, unknown) == "unknown"
+
+
+async def test_console_without_a_token_answers_only_to_loopback_host_names(
+    http: httpx.AsyncClient,
+) -> None:
+    for host in ("127.0.0.1:8470", "localhost", "[::1]:8470"):
+        assert (await http.get("/inbox", headers={"host": host})).status_code == 200, host
+    rebound = await http.get("/inbox", headers={"host": "attacker.example:8470"})
+    assert rebound.status_code == 403 and "loopback" in rebound.text
