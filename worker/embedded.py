@@ -41,10 +41,11 @@ class Endpoints:
     ui_url: str
     pid: int
     metrics_url: str | None = None
+    """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
     temporal_pid: int | None = None
     """The dev server's process (its own session: a terminal's SIGHUP does not reach it)."""
     postgres_pid: int | None = None
-    """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
+    """The embedded PostgreSQL's postmaster."""
     console_url: str | None = None
     """The dev stack's operator console (``threadwarden console``, docs/console.md)."""
 
