@@ -4,6 +4,7 @@ attempts run on one task queue per agent, polled only by workers that have that 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -308,8 +309,13 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             await verify(conn)
         await verify_search_attributes(client)
         async with contextlib.AsyncExitStack() as stack:
-            for queue, polls in head_queues(self.task_queue, self.registry).items():
-                await stack.enter_async_context(self._head_worker(client, queue, polls, assembly))
+            heads = [
+                self._head_worker(client, queue, polls, assembly)
+                for queue, polls in head_queues(self.task_queue, self.registry).items()
+            ]
+            for head in heads:
+                await stack.enter_async_context(head)
+            _stop_heads_with(worker, heads)
             if self._sweeper:
                 await start_sweeper(client, self.task_queue)
             await self._serve_metrics(stack, worker, assembly)
@@ -463,3 +469,17 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
     ) -> Any:
         async with next(replayer, histories) as results:
             yield results
+
+
+def _stop_heads_with(worker: Worker, heads: Sequence[Worker]) -> None:
+    """Make ``worker``'s shutdown stop its agent queues' workers at once: a stopping process
+    takes no new head while it waits for its running work (the SDK has no shutdown hook for
+    plugins, so the instance's ``shutdown`` is wrapped; repeated shutdowns are safe)."""
+    original = worker.shutdown
+    pending: list[asyncio.Future[None]] = []
+
+    async def shutdown() -> None:
+        pending.extend(asyncio.ensure_future(head.shutdown()) for head in heads)
+        await original()
+
+    setattr(worker, "shutdown", shutdown)  # noqa: B010 - an instance attribute, on purpose
