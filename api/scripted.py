@@ -2,21 +2,37 @@
 every path deterministically.
 
 Steps: ``{"say": text}``, ``{"tool": name, "args": {...}, "side_effect": bool}``,
-``{"approval": reason}``, ``{"fail": message}``, ``{"sleep_ms": n}``, and
+``{"approval": reason}``, ``{"fail": message}``, ``{"sleep_ms": n}``,
 ``{"send": {"thread": id, "input": value, "agent": id, "host": id}}`` (a message to another
-thread; ``agent`` defaults to ``scripted``, ``host`` to the destination's own).
+thread; ``agent`` defaults to ``scripted``, ``host`` to the destination's own),
+``{"call": {"thread": id, "agent": id, "input": value, "host": id}}`` (delegate to a subagent
+and wait for its outcome; ``agent`` defaults to ``scripted``, ``thread`` to the one
+``call_agent`` derives, ``host`` is optional) and ``{"calls": [call, ...]}`` (several
+delegations awaited together). A scripted child's input is validated as scripted steps too.
+
+The outcome is ``Completed({"said": [...]})``; a script that made calls also gets
+``"children": [{"thread", "submission_id", "outcome", "result"}, ...]``, one per call in script
+order (a failed or aborted child is listed with that outcome, the script goes on).
 """
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
-from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
+from threadwarden.bindings import (
+    AttemptContext,
+    Binding,
+    ChildOutcome,
+    Completed,
+    Failed,
+    Outcome,
+)
 from threadwarden.errors import InvalidInput
 from threadwarden.validation import validate_id
 
 SCRIPTED_AGENT_ID = "scripted"
 SCRIPTED_DIGEST = "scripted-v1"
-STEP_KINDS = "say, tool, approval, fail, sleep_ms, send"
+STEP_KINDS = "say, tool, approval, fail, sleep_ms, send, call, calls"
 _HEARTBEAT_SLICE_S = 1.0
 
 
@@ -41,6 +57,10 @@ def _validate_step(field: str, step: Any) -> None:
             raise InvalidInput(field, "a tool name and an args object", step)
     elif "send" in step:
         _validate_send(f"{field}.send", step["send"])
+    elif "call" in step:
+        _validate_call(f"{field}.call", step["call"])
+    elif "calls" in step:
+        _validate_calls(f"{field}.calls", step["calls"])
     elif "sleep_ms" in step:
         delay = step["sleep_ms"]
         if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 600_000:
@@ -60,6 +80,31 @@ def _validate_send(field: str, send: Any) -> None:
         validate_id(f"{field}.host", send["host"])
 
 
+def _validate_calls(field: str, calls: Any) -> None:
+    if not isinstance(calls, list) or not calls:
+        raise InvalidInput(field, "a non-empty list of call objects", calls)
+    for index, call in enumerate(calls):
+        _validate_call(f"{field}[{index}]", call)
+
+
+def _validate_call(field: str, call: Any) -> None:
+    if not isinstance(call, dict) or "input" not in call:
+        raise InvalidInput(field, "an object with input (thread, agent, host optional)", call)
+    if call.keys() - {"thread", "input", "agent", "host"}:
+        raise InvalidInput(field, "only the keys thread, input, agent, host", sorted(call))
+    if call.get("thread") is not None:
+        validate_id(f"{field}.thread", call["thread"])
+    agent = validate_id(f"{field}.agent", call.get("agent", SCRIPTED_AGENT_ID))
+    if call.get("host") is not None:
+        validate_id(f"{field}.host", call["host"])
+    if agent == SCRIPTED_AGENT_ID:  # a scripted child's steps are refused now, not at its run
+        child = call["input"]
+        if not isinstance(child, list):
+            raise InvalidInput(f"{field}.input", "a list of scripted steps", child)
+        for index, step in enumerate(child):
+            _validate_step(f"{field}.input[{index}]", step)
+
+
 async def _echo_tool(args: dict[str, Any]) -> Any:
     return {"ok": True, "echo": args}
 
@@ -67,6 +112,7 @@ async def _echo_tool(args: dict[str, Any]) -> Any:
 async def run_scripted(context: AttemptContext) -> Outcome:
     """Run the steps in order; the first ``fail`` or ``approval`` ends the submission."""
     said: list[str] = []
+    children: list[dict[str, Any]] = []
     for step in parse_steps(context.input):
         if "say" in step:
             await context.append("message", {"text": step["say"]})
@@ -90,9 +136,34 @@ async def run_scripted(context: AttemptContext) -> Outcome:
                 agent_id=send.get("agent", SCRIPTED_AGENT_ID),
                 host_id=send.get("host"),
             )
+        elif "call" in step:
+            children.append(_child(await _call(context, step["call"])))
+        elif "calls" in step:
+            outcomes = await asyncio.gather(*(_call(context, call) for call in step["calls"]))
+            children.extend(_child(outcome) for outcome in outcomes)
         elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
             await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
-    return Completed({"said": said})
+    return Completed({"said": said, "children": children} if children else {"said": said})
+
+
+def _call(context: AttemptContext, call: dict[str, Any]) -> Awaitable[ChildOutcome]:
+    """One delegation; it suspends the attempt (a `BaseException` this binding never catches)
+    until the child settled, then a re-run gets the child's recorded outcome."""
+    return context.call_agent(
+        call.get("agent", SCRIPTED_AGENT_ID),
+        call["input"],
+        thread_id=call.get("thread"),
+        host_id=call.get("host"),
+    )
+
+
+def _child(outcome: ChildOutcome) -> dict[str, Any]:
+    return {
+        "thread": outcome.thread_id,
+        "submission_id": outcome.submission_id,
+        "outcome": outcome.outcome,
+        "result": outcome.result,
+    }
 
 
 async def _sleep_with_heartbeats(context: AttemptContext, seconds: float) -> None:
