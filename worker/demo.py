@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 
 from threadwarden.bindings import AttemptContext, Binding, Completed, Outcome
+from threadwarden.errors import NotFound
 from threadwarden.ledger.messages import Message
 from threadwarden.ledger.models import SubmissionView, ThreadStatus
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
@@ -63,10 +64,28 @@ SCRIPTS: dict[str, list[list[dict[str, Any]]]] = {
         [{"say": "Daily digest ready."}],
         [{"say": "Sent to 3 channels."}, {"sleep_ms": 100}],
     ],
+    "planner": [
+        [
+            {"say": "Planning the release: asking a subagent for the changelog."},
+            {
+                "call": {
+                    "thread": "changelog",
+                    "input": [
+                        {"say": "Collecting merged changes."},
+                        {"tool": "git.log", "args": {"since": "beta.95"}},
+                        {"sleep_ms": 1500},
+                        {"say": "12 changes since beta.95."},
+                    ],
+                }
+            },
+            {"say": "Release planned with the changelog."},
+        ],
+    ],
 }
-"""Threads, including a ``send`` step's destination, are named without the run prefix: the
-run id is only known at start (`_for_run` adds it). ``inbox`` gets no work of its own; it
-exists once research's message is delivered there."""
+"""Threads, including a ``send`` or ``call`` step's destination, are named without the run
+prefix: the run id is only known at start (`_for_run` adds it). ``inbox`` and ``changelog`` get
+no work of their own: ``inbox`` exists once research's message is delivered there,
+``changelog`` once planner delegates to it (a child submission, on a thread of its own)."""
 TRANSLATOR = "translator"
 """An agent no worker has at first: its work waits (durably) until one is deployed."""
 SHARED_HOST_THREADS = ("triage", "digest")
@@ -93,13 +112,40 @@ def _thread_id(run_id: str, name: str) -> str:
 
 
 def _for_run(script: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
-    """Point the script's ``send`` steps at this run's threads, so runs never mix."""
-    return [
-        {"send": {**step["send"], "thread": _thread_id(run_id, step["send"]["thread"])}}
-        if "send" in step
-        else step
-        for step in script
-    ]
+    """Point the script's ``send`` and ``call`` steps at this run's threads, so runs never mix."""
+
+    def named(target: dict[str, Any]) -> dict[str, Any]:
+        if "thread" not in target:
+            return target
+        return {**target, "thread": _thread_id(run_id, target["thread"])}
+
+    steps = []
+    for step in script:
+        if "send" in step:
+            step = {"send": named(step["send"])}
+        elif "call" in step:
+            step = {"call": named(step["call"])}
+        elif "calls" in step:
+            step = {"calls": [named(call) for call in step["calls"]]}
+        steps.append(step)
+    return steps
+
+
+def _children_of(script: list[dict[str, Any]]) -> list[str]:
+    """The threads a script's calls name (a run's script: `_for_run` already applied)."""
+    calls = [c for s in script for c in ([s["call"]] if "call" in s else s.get("calls", []))]
+    return [call["thread"] for call in calls if "thread" in call]
+
+
+@dataclass
+class Delegation:
+    """A demo submission that delegates to a subagent, and what was shown of it."""
+
+    thread_id: str
+    submission_id: str
+    child_threads: list[str]
+    waiting_shown: bool = False
+    outcome_shown: bool = False
 
 
 @dataclass
@@ -140,7 +186,7 @@ class RecordFeed:
         if not record["thread_id"].startswith(self.prefix) or key in self.seen:
             return  # another run's record, or an at-least-once repeat
         self.seen.add(key)
-        _line(f"  feed  {record['thread_id']:<20} #{record['sequence']:<3} {record['kind']}")
+        _line(f"  feed  {record['thread_id']:<21} #{record['sequence']:<3} {record['kind']}")
 
     async def catch_up(self, client: ThreadwardenClient, threads: list[str]) -> int:
         """Wait (briefly) until every record of the threads was shown; return how many are
@@ -216,7 +262,7 @@ async def _run_scripts(settings: Settings, connections: Connections, run_id: str
     ):
         _line(f"Following the live record feed (LISTEN {NOTIFY_CHANNEL}) …")
         await workers.enter_async_context(running_worker(settings, connections))
-        threads = await _submit_all(client, run_id)
+        threads, delegations = await _submit_all(client, run_id)
 
         async def deploy_translator() -> None:
             await workers.aclose()  # a rolling deploy: the old worker goes away first
@@ -224,44 +270,56 @@ async def _run_scripts(settings: Settings, connections: Connections, run_id: str
             registry.register(translator_binding())
             await workers.enter_async_context(running_worker(settings, connections, registry))
 
-        progress = await _watch(client, threads, deploy_translator)
+        progress = await _watch(client, threads, delegations, deploy_translator)
         missing = await feed.catch_up(client, [s.thread_id for s in progress.statuses])
         late = f" ({missing} not published yet)" if missing else ""
         _line(f"  feed showed {len(feed.seen)} records{late}")
         return progress
 
 
-async def _submit_all(client: ThreadwardenClient, run_id: str) -> list[str]:
-    threads = []
+async def _submit_all(
+    client: ThreadwardenClient, run_id: str
+) -> tuple[list[str], list[Delegation]]:
+    threads, delegations = [], []
     shared_host = _thread_id(run_id, "shared")
     for name, scripts in SCRIPTS.items():
         thread = _thread_id(run_id, name)
         host = shared_host if name in SHARED_HOST_THREADS else None
         for n, script in enumerate(scripts):
-            await client.submit(
+            steps = _for_run(script, run_id)
+            receipt = await client.submit(
                 thread,
                 agent_id="scripted",
-                input=_for_run(script, run_id),
+                input=steps,
                 host_id=host,
                 idempotency_key=f"{thread}-{n}",
             )
+            if children := _children_of(steps):
+                delegations.append(Delegation(thread, receipt.submission_id, children))
         threads.append(thread)
     i18n = _thread_id(run_id, "i18n")
     await client.submit(i18n, agent_id=TRANSLATOR, input={"text": "hello"}, idempotency_key=i18n)
     threads.append(i18n)
     total = sum(len(s) for s in SCRIPTS.values()) + 1
     _line(f"Submitted {total} submissions on {len(threads)} threads (run {run_id}).")
-    return threads
+    return threads, delegations
 
 
-async def _look(client: ThreadwardenClient, threads: list[str]) -> Progress:
+async def _look(
+    client: ThreadwardenClient, threads: list[str], delegations: list[Delegation]
+) -> Progress:
     """Messages first, then statuses: a delivered message's destination thread then already
     exists (acceptance and receipt commit together), so it is looked at in the same round.
-    Adds such destinations to ``threads``: they are the demo's threads too."""
+    Adds such destinations, and child threads once admitted, to ``threads``: they are the
+    demo's threads too."""
     messages = [m for t in threads for m in await client.messages_sent(t)]
     for message in messages:
         if message.state == "delivered" and message.destination_thread_id not in threads:
             threads.append(message.destination_thread_id)
+    for child in [c for d in delegations for c in d.child_threads if c not in threads]:
+        with contextlib.suppress(NotFound):  # not admitted yet: its parent has not called
+            await client.thread_status(child)
+            threads.append(child)
     return Progress([await client.thread_status(t) for t in threads], messages)
 
 
@@ -281,16 +339,59 @@ def _announce(messages: list[Message], announced: set[str]) -> None:
             _line(f"  message {message.message_id} {route} {message.state}: {message.last_error}")
 
 
+async def _show_delegations(
+    client: ThreadwardenClient, progress: Progress, delegations: list[Delegation]
+) -> None:
+    """One line when a delegating submission waits for its subagent, one when it settled with
+    the child's outcome. The wait is read from the parent's records too (``children-awaited``),
+    so it is shown even when it fell between two looks."""
+    views = {s.submission_id: s for s in progress.submissions}
+    for delegation in delegations:
+        parent = views.get(delegation.submission_id)
+        if parent is None:
+            continue
+        if not delegation.waiting_shown:
+            records = await client.records(delegation.thread_id)
+            mine = [r for r in records if r["submission_id"] == delegation.submission_id]
+            kinds = {r["kind"] for r in mine}
+            if parent.waiting_for == "child" or "children-awaited" in kinds:
+                started = [r["body"] for r in mine if r["kind"] == "call-started"]
+                children = ", ".join(
+                    f"{b['child_submission_id']} on {b['child_thread_id']}" for b in started
+                )
+                _line(
+                    f"  {parent.submission_id} on {delegation.thread_id} delegated to a subagent"
+                    f" ({children}) and waits for it, holding no claim"
+                )
+                delegation.waiting_shown = True
+        if parent.state == "settled" and not delegation.outcome_shown:
+            settled = await client.result(parent.submission_id, timeout=5)
+            result = settled.result if isinstance(settled.result, dict) else {}
+            for child in result.get("children", []):
+                _line(
+                    f"  {parent.submission_id} {settled.outcome} with its subagent's result:"
+                    f" {child['submission_id']} on {child['thread']} {child['outcome']},"
+                    f" {json.dumps(child['result'])}"
+                )
+            if not result.get("children"):
+                _line(f"  {parent.submission_id} {settled.outcome}: {settled.reason}")
+            delegation.outcome_shown = True
+
+
 async def _watch(
-    client: ThreadwardenClient, threads: list[str], deploy_translator: Callable[[], Awaitable[None]]
+    client: ThreadwardenClient,
+    threads: list[str],
+    delegations: list[Delegation],
+    deploy_translator: Callable[[], Awaitable[None]],
 ) -> Progress:
     """Show progress; approve what waits for a person; deploy the missing binding once only
     the work that needs it is left."""
     started = time.monotonic()
     last, deployed, announced = "", False, set[str]()
     while True:
-        progress = await _look(client, threads)
+        progress = await _look(client, threads, delegations)
         _announce(progress.messages, announced)
+        await _show_delegations(client, progress, delegations)
         subs = progress.submissions
         done = sum(s.state == "settled" for s in subs)
         running = sum(s.state == "running" for s in subs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.no_ledger_check(
     reason="the demo runs its own throwaway stack; it exits 1 unless all settled"
 )
-async def test_demo_settles_everything_and_shows_the_message_and_the_feed(tmp_path: Path) -> None:
+async def test_demo_settles_everything_and_shows_the_message_delegation_and_feed(
+    tmp_path: Path,
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("THREADWARDEN_")}
     demo = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -34,4 +37,18 @@ async def test_demo_settles_everything_and_shows_the_message_and_the_feed(tmp_pa
     assert demo.returncode == 0, text[-3000:]
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
-    assert "settled 18/18" in text
+    assert "settled 20/20" in text  # 18 submitted, the message and the delegated child
+    # the delegation: the parent waits for its subagent, then completes with the child's result
+    waits = re.search(
+        r"  (sub_\S+) on (demo-\S+-planner) delegated to a subagent \((sub_\S+) on"
+        r" (demo-\S+-changelog)\) and waits for it",
+        text,
+    )
+    assert waits is not None, text[-3000:]
+    parent, child, child_thread = waits[1], waits[3], waits[4]
+    completed = text.index(
+        f"  {parent} completed with its subagent's result: {child} on {child_thread} completed,"
+        ' {"said": ["Collecting merged changes.", "12 changes since beta.95."]}'
+    )
+    assert text.index(waits[0]) < completed
+    assert f"  feed  {child_thread}" in text  # the child's own thread, in the feed too
