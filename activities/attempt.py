@@ -21,12 +21,14 @@ from threadwarden.activities.context import (
     AttemptStop,
     Suspend,
     UnknownEffect,
+    WaitForChildren,
     Yield,
 )
 from threadwarden.activities.errors import domain_errors
 from threadwarden.activities.lease import LeaseKeeper
 from threadwarden.activities.lease import stop as lease_stop
 from threadwarden.activities.pass_steps import PassSteps
+from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
 from threadwarden.errors import (
     AbortRequested,
@@ -36,6 +38,8 @@ from threadwarden.errors import (
 )
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.children import Children
+from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
 from threadwarden.validation import validate_input
@@ -91,7 +95,13 @@ class AttemptActivities:
         projection: Projection,
         publications: Publications,
         steps: PassSteps,
+        children: Children,
+        operator: Operator,
+        waker: Waker,
     ) -> None:
+        self._children = children
+        self._operator = operator
+        self._waker = waker
         self._steps = steps
         self._publications = publications
         self._failpoints = failpoints
@@ -154,10 +164,12 @@ class AttemptActivities:
                 "threadwarden.epoch": claim.epoch,
             }
         )
+        if claim.abort_requested:  # a parent asked to abort: its children first
+            return await self._abort(claim)
         try:
             outcome = _checked(await self._run_binding(claim, step.yield_after))
         except AbortRequested:
-            return await self._settle(claim, "aborted", reason="aborted by an operator")
+            return await self._abort(claim)
         except AttemptStop as stop:
             return await self._stop(claim, stop)
         except _PassFault as fault:
@@ -186,7 +198,9 @@ class AttemptActivities:
         reason: str | None = None,
     ) -> c.RunHeadResult:
         await self._failpoints.hit("settle")
-        await self._attempts.settle(claim, outcome, result=result, reason=reason)
+        marker = await self._attempts.settle(claim, outcome, result=result, reason=reason)
+        if marker is not None and marker.recorded:  # a child: its parent may go on
+            await self._waker.wake(marker.parent_host_id, reason="child-settled")
         await self._apply_committed(claim)
         return c.RunHeadResult(
             submission_id=claim.submission_id, outcome=outcome, admitted_at=claim.admitted_at
@@ -203,10 +217,31 @@ class AttemptActivities:
                 await self._projection.mark_due(claim.host_id)
         await self._publications.publish_committed(claim.host_id)
 
+    async def _abort(self, claim: Claim) -> c.RunHeadResult:
+        """Settle ``aborted``; a parent first aborts each unfinished child (once: the child's
+        abort is idempotent) and joins every child's real outcome (a racing settlement wins),
+        waiting (``suspended``) while some child has not settled yet."""
+        unjoined = await self._children.unjoined(claim.submission_id)
+        for child in unjoined:
+            if not child.settled:
+                aborted = await self._operator.abort(child.submission_id)
+                if aborted.changed:
+                    await self._waker.wake(aborted.host_id, reason="abort")
+        if unjoined:
+            unjoined = await self._children.unjoined(claim.submission_id)
+            pending = [child.submission_id for child in unjoined if not child.settled]
+            if pending:
+                wait = await self._children.suspend_for_children(claim, pending)
+                if wait.suspended:
+                    return await self._stop(claim, WaitForChildren("aborting its children"))
+            for child in unjoined:
+                await self._children.join(claim, child.step)
+        return await self._settle(claim, "aborted", reason="aborted by an operator")
+
     async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
         state: Literal["ready", "suspended", "unknown"] = (
             "suspended"
-            if isinstance(stop, Suspend)
+            if isinstance(stop, (Suspend, WaitForChildren))
             else "unknown"
             if isinstance(stop, UnknownEffect)
             else "ready"
@@ -214,6 +249,8 @@ class AttemptActivities:
         # An expected wait: one line, no activity-context dict, never the stop's text (an
         # approval reason is payload).
         waits = {"suspended": "waits for a person", "unknown": "waits for an operator's decision"}
+        if isinstance(stop, WaitForChildren):
+            waits["suspended"] = "waits for its children"
         logger.info(
             "submission %s on %s %s (%s)",
             claim.submission_id,
@@ -221,7 +258,8 @@ class AttemptActivities:
             waits.get(state, "yielded; it stays at the head"),
             type(stop).__name__,
         )
-        await self._attempts.stop(claim, state)
+        if not isinstance(stop, WaitForChildren):  # that wait already ended the ownership
+            await self._attempts.stop(claim, state)
         await self._apply_committed(claim)
         return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
@@ -229,7 +267,14 @@ class AttemptActivities:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides
         the attempt instead (`_PassFault`, fencing, an abort, a stop)."""
         binding = self._registry.bindings[claim.agent_id]
-        context = AttemptContext(claim, self._attempts, yield_after, failpoints=self._failpoints)
+        context = AttemptContext(
+            claim,
+            self._attempts,
+            yield_after,
+            failpoints=self._failpoints,
+            children=self._children,
+            waker=self._waker,
+        )
         handler = asyncio.ensure_future(binding.handler(context))
         lease = LeaseKeeper(
             self._attempts,
@@ -279,7 +324,9 @@ def _judge(
 ) -> None:
     """Raise what decides the attempt regardless of how its handler ended, if anything does:
     a lost lease, then a fault of threadwarden's own writes, then an infrastructure error."""
-    if lease.lost is not None:
+    if lease.lost is not None and not isinstance(error, WaitForChildren):
+        # (A wait for children ends the ownership itself: a renewal refused after it is no
+        # loss.)
         raise _PassFault(lease.lost, owned=False)
     fault = context.fault
     if isinstance(fault, DECISIVE):

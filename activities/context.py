@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 
-from threadwarden.bindings import ThreadRecord
+from threadwarden.activities.wake import Waker
+from threadwarden.bindings import ChildOutcome, ThreadRecord
 from threadwarden.errors import (
     AbortRequested,
     InvalidInput,
@@ -27,7 +28,10 @@ from threadwarden.errors import (
     ThreadwardenError,
 )
 from threadwarden.failpoints import FailpointError, Failpoints
+from threadwarden.ledger.admission import payload_digest
 from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.children import Children
+from threadwarden.ledger.models import ChildOutcome as Joined
 from threadwarden.ledger.records import HistoryRecord
 from threadwarden.validation import validate_id, validate_input
 
@@ -42,6 +46,10 @@ RESERVED_KINDS = frozenset(
         "approval-requested",
         "approval-decision",
         "message-sent",
+        "call-started",
+        "call-joined",
+        "children-awaited",
+        "lineage",
     }
 )
 """Record kinds only threadwarden writes (through ``tool`` and ``request_approval``)."""
@@ -62,6 +70,10 @@ class UnknownEffect(AttemptStop):
 
 class Yield(AttemptStop):
     """The attempt passed ``yield_after``: stop at this committed boundary, resume later."""
+
+
+class WaitForChildren(AttemptStop):
+    """The submission waits for its children (``suspended``); its ownership already ended."""
 
 
 class NonDeterministic(InvalidInput):
@@ -94,6 +106,20 @@ def _record(record: HistoryRecord) -> ThreadRecord:
     return ThreadRecord(**record.model_dump())
 
 
+def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[Joined]]:
+    return lambda: children.join(claim, step)
+
+
+def _child_outcome(body: Any) -> ChildOutcome:
+    return ChildOutcome(
+        submission_id=body["submission_id"],
+        thread_id=body["thread_id"],
+        outcome=body["outcome"],
+        result=body.get("result"),
+        reason=body.get("reason"),
+    )
+
+
 class AttemptContext:
     """The `threadwarden.AttemptContext` threadwarden hands to a binding."""
 
@@ -104,9 +130,17 @@ class AttemptContext:
         yield_after: datetime,
         *,
         failpoints: Failpoints | None = None,
+        children: Children | None = None,
+        waker: Waker | None = None,
     ) -> None:
         self._claim = claim
         self._attempts = attempts
+        self._children = children
+        self._waker = waker
+        self._establishing = 0
+        self._awaiting: dict[int, tuple[str, asyncio.Future[ChildOutcome]]] = {}
+        self._gathering: asyncio.Task[None] | None = None
+        self._established = asyncio.Event()
         self._yield_after = yield_after
         self._failpoints = failpoints or Failpoints()
         self.fault: BaseException | None = None
@@ -232,6 +266,126 @@ class AttemptContext:
                 f"step {step}", f"the committed message to {sent.body['to_thread']}", thread_id
             )
         return str(sent.body["message_id"])
+
+    async def call_agent(
+        self,
+        agent_id: str,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        host_id: str | None = None,
+    ) -> ChildOutcome:
+        validate_id("agent_id", agent_id)
+        if thread_id is not None:
+            validate_id("thread_id", thread_id)
+        if host_id is not None:
+            validate_id("host_id", host_id)
+        validate_input("input", input)
+        if self._children is None:
+            raise InvalidInput("call_agent", "an attempt context wired for children")
+        step = self._next()
+        joined = self._journal.get((step, "call-joined"))
+        if joined is not None:
+            return _child_outcome(joined.body)
+        started = self._journal.get((step, "call-started"))
+        if started is None:
+            self._expect_new(step, "call-started")
+            self._establishing += 1
+            try:
+                started = await self._establish(step, agent_id, input, thread_id, host_id)
+            finally:
+                self._establishing -= 1
+                self._established.set()
+        elif (started.body.get("agent_id"), started.body.get("payload_digest")) != (
+            agent_id,
+            payload_digest(agent_id, None, input),
+        ) or (thread_id is not None and started.body.get("child_thread_id") != thread_id):
+            raise NonDeterministic(
+                f"step {step}", f"the committed call to {started.body.get('agent_id')}", agent_id
+            )
+        return await self._await_child(step, str(started.body["child_submission_id"]))
+
+    async def _establish(
+        self, step: int, agent_id: str, input: Any, thread_id: str | None, host_id: str | None
+    ) -> HistoryRecord:
+        assert self._children is not None
+        children = self._children
+        receipt = await self._guarded(
+            "attempt:call",
+            lambda: children.establish_child(
+                self._claim,
+                step=step,
+                agent_id=agent_id,
+                input=input,
+                thread_id=thread_id,
+                host_id=host_id,
+            ),
+        )
+        if receipt.created and self._waker is not None:
+            await self._waker.wake(receipt.host_id, reason="child")
+        record = HistoryRecord(
+            sequence=0,
+            record_id="",
+            submission_id=self._claim.submission_id,
+            kind="call-started",
+            body={
+                "child_thread_id": receipt.thread_id,
+                "child_submission_id": receipt.submission_id,
+                "child_host_id": receipt.host_id,
+                "agent_id": agent_id,
+                "payload_digest": payload_digest(agent_id, None, input),
+            },
+            step=step,
+        )
+        self._journal[(step, "call-started")] = record
+        self._last_committed = max(self._last_committed, step)
+        return record
+
+    async def _await_child(self, step: int, child_submission_id: str) -> ChildOutcome:
+        """Wait for the child with every other call of this attempt still establishing or
+        waiting (calls awaited together suspend together, in one `children-awaited`)."""
+        future: asyncio.Future[ChildOutcome] = asyncio.get_running_loop().create_future()
+        self._awaiting[step] = (child_submission_id, future)
+        if self._gathering is None:
+            self._gathering = asyncio.ensure_future(self._gather_children())
+        return await future
+
+    async def _gather_children(self) -> None:
+        # Calls started together (asyncio.gather) reach this point in the same turns of the
+        # event loop: let the others in, and wait for those still establishing.
+        await asyncio.sleep(0)
+        while self._establishing:
+            self._established.clear()
+            await self._established.wait()
+        batch, self._awaiting, self._gathering = self._awaiting, {}, None
+        try:
+            outcomes = await self._wait_or_join(batch)
+        except BaseException as error:
+            for _, future in batch.values():
+                if not future.done():
+                    future.set_exception(error)
+            return
+        for step, (_, future) in batch.items():
+            if not future.done():
+                future.set_result(outcomes[step])
+
+    async def _wait_or_join(
+        self, batch: dict[int, tuple[str, asyncio.Future[ChildOutcome]]]
+    ) -> dict[int, ChildOutcome]:
+        assert self._children is not None
+        children = self._children
+        listed = [batch[step][0] for step in sorted(batch)]  # in call order
+        wait = await self._guarded(
+            "attempt:call-wait", lambda: children.suspend_for_children(self._claim, listed)
+        )
+        if wait.suspended:
+            raise WaitForChildren(f"waits for children {', '.join(wait.waiting)}")
+        outcomes: dict[int, ChildOutcome] = {}
+        for step in sorted(batch):
+            joined = await self._guarded("attempt:call-join", _joining(children, self._claim, step))
+            self._last_committed = max(self._last_committed, step)
+            outcomes[step] = _child_outcome(joined.model_dump())
+        return outcomes
 
     def _next(self) -> int:
         if self.fault is not None:

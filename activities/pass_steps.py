@@ -6,6 +6,7 @@ import logging
 from datetime import UTC, datetime
 
 from threadwarden.activities.auxiliary import host_deadline
+from threadwarden.activities.wake import Waker
 from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
@@ -26,7 +27,9 @@ class PassSteps:
         failpoints: Failpoints,
         host: HostMaintenance | None,
         head_start_ms: int = 60_000,
+        waker: Waker | None = None,
     ) -> None:
+        self._waker = waker
         self._head_start_ms = head_start_ms
         self._maintenance = maintenance
         self._failpoints = failpoints
@@ -41,8 +44,11 @@ class PassSteps:
         """
         repaired = 0
         if view is None or view.stalled:
-            repaired = (await self._maintenance.recover(host_id, epoch)).repaired
-            view = None
+            recovery = await self._maintenance.recover(host_id, epoch)
+            repaired, view = recovery.repaired, None
+            for parent_host in dict.fromkeys(recovery.parent_hosts):
+                if self._waker is not None:  # a child recovery settled: its parent may go on
+                    await self._waker.wake(parent_host, reason="child-settled")
         await self._failpoints.hit("maintenance:select:before")
         selection = await self._maintenance.select_lane(
             host_id, epoch, now, view, head_wait_ms=self._head_start_ms

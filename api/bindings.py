@@ -8,7 +8,7 @@ so a stale attempt can never change the thread.
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from threadwarden.errors import InvalidInput
 from threadwarden.validation import validate_id
@@ -34,6 +34,21 @@ class Yielded:
 
 
 Outcome = Completed | Failed | Yielded
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """What a delegation (`AttemptContext.call_agent`) returns: the child's canonical settlement.
+
+    A child that failed or was aborted comes back as such (the call does not raise): the
+    parent decides what to make of it.
+    """
+
+    submission_id: str
+    thread_id: str
+    outcome: Literal["completed", "failed", "aborted"]
+    result: Any = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,27 @@ class AttemptContext(Protocol):
         its submission links back to this thread. ``host_id`` places a new destination thread
         on that host (by default the thread is its own host). On a re-run the committed step
         returns the same message id and nothing is sent again.
+        """
+        ...
+
+    async def call_agent(
+        self,
+        agent_id: str,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        host_id: str | None = None,
+    ) -> ChildOutcome:
+        """Delegate ``input`` to ``agent_id`` as a child submission and wait for its outcome.
+
+        The child is admitted once per call (its thread id, by default, and its idempotency
+        key derive from this submission and the call's journal step), on its own thread
+        (``thread_id``, on ``host_id``). The attempt then ends without settling: the submission
+        waits (``suspended``, ``waiting_for`` ``child``) without holding a claim, and runs again
+        once the child settled; the re-run replays its steps and the call returns the child's
+        canonical outcome, recorded once (``call-joined``). Calls awaited together (for example
+        with ``asyncio.gather``) are waited for together. The wait ends the attempt through a
+        ``BaseException``: never swallow one.
         """
         ...
 

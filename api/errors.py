@@ -52,6 +52,15 @@ class DecisionConflict(NotWaiting):
     resolution with another outcome or result). Nothing was written."""
 
 
+class ChildConflict(IdempotencyConflict):
+    """A call's child already exists (or its key is taken) but differs from the request: the
+    delegation fails closed and writes nothing."""
+
+
+class ChildNotSettled(NotWaiting):
+    """The child has no canonical settlement yet: nothing to record or join."""
+
+
 class Retryable(ThreadwardenError):
     """Raised by a binding to end this attempt without settling: the pass fails and the
     protocol's durable backoff retries the submission later, replaying its committed steps.

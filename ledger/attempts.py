@@ -23,10 +23,17 @@ from threadwarden.errors import (
     StaleAttempt,
     StalePass,
 )
+from threadwarden.ledger.child_settled import lock_hosts, parent_host_of, record_child_settled_in
 from threadwarden.ledger.messages import enqueue, message_id_for
-from threadwarden.ledger.models import STABLE_WAITS, Outcome
+from threadwarden.ledger.models import STABLE_WAITS, ChildSettled, Outcome
 from threadwarden.ledger.pool import Connection
-from threadwarden.ledger.records import HistoryRecord, insert_record, record_statement, settle_now
+from threadwarden.ledger.records import (
+    MINIMUM_ALARM_DELAY_MS,
+    HistoryRecord,
+    insert_record,
+    record_statement,
+    settle_now,
+)
 
 HISTORY_LIMIT = 1_000
 """Most recent canonical records handed to a binding as thread history."""
@@ -39,7 +46,9 @@ SELECT h.pass_epoch, t.producer_epoch,
        (SELECT json_build_object('submission_id', s.submission_id, 'state', s.state,
                                  'agent_id', s.agent_id, 'agent_digest', s.agent_digest,
                                  'input', s.input, 'created_at', s.created_at,
-                                 'leased', s.lease_expires_at > clock_timestamp())
+                                 'leased', s.lease_expires_at > clock_timestamp(),
+                                 'parent_submission_id', s.parent_submission_id,
+                                 'abort_requested', s.abort_requested)
           FROM threadwarden.submissions s
          WHERE s.thread_id = t.thread_id AND s.state <> 'settled'
          ORDER BY s.sequence LIMIT 1) AS head
@@ -127,14 +136,26 @@ class Claim(BaseModel):
     """This submission's committed steps, replayed instead of repeated."""
     admitted_at: datetime | None = None
     """When the submission was admitted (for the submit-to-settle latency metric)."""
+    parent_submission_id: str | None = None
+    """The parent whose call this submission is (a child), if any."""
+    abort_requested: bool = False
+    """An operator asked to abort before this attempt began (a parent whose children must be
+    aborted and joined first)."""
 
 
 class Attempts:
     """Head claims and the writes of an attempt."""
 
-    def __init__(self, pool: asyncpg.Pool[Any], *, lease_ms: int) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool[Any],
+        *,
+        lease_ms: int,
+        minimum_alarm_delay_ms: int = MINIMUM_ALARM_DELAY_MS,
+    ) -> None:
         self._pool = pool
         self._lease_ms = lease_ms
+        self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
 
     async def claim_head(
         self, host_id: str, pass_epoch: int, thread_id: str, *, bindings: dict[str, str]
@@ -186,6 +207,8 @@ class Attempts:
                 history=[HistoryRecord(**r) for r in taken["history"] or []],
                 journal=[HistoryRecord(**r) for r in taken["journal"] or []],
                 admitted_at=head.get("created_at"),
+                parent_submission_id=head.get("parent_submission_id"),
+                abort_requested=bool(head.get("abort_requested")),
             )
 
     async def renew_lease(self, claim: Claim) -> bool:
@@ -294,11 +317,13 @@ class Attempts:
                 reason,
             )
 
-    async def complete_settlement(self, claim: Claim) -> None:
-        """Settlement steps 2 and 3: append the reserved record, then finalize (``settled``)."""
+    async def complete_settlement(self, claim: Claim) -> ChildSettled | None:
+        """Settlement steps 2 and 3: append the reserved record, then finalize (``settled``);
+        a child's settlement is recorded on its parent's host in the same transaction."""
         async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_parent_host(conn, claim)
             row = await _fence(conn, claim, states=("terminalizing",), honour_abort=False)
-            await settle_now(
+            return await settle_now(
                 conn,
                 thread_id=claim.thread_id,
                 submission_id=claim.submission_id,
@@ -306,24 +331,38 @@ class Attempts:
                 result=row["reserved_result"],
                 reason=row["reserved_reason"],
                 epoch=claim.epoch,
+                minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
             )
 
     async def settle(
         self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None
-    ) -> None:
+    ) -> ChildSettled | None:
         """Reserve, append and finalize the submission's one settlement, in one statement.
 
         Atomic, so no reservation is ever left behind; `reserve` and `complete_settlement`
-        remain the staged path recovery and operators finish.
+        remain the staged path recovery and operators finish. A child's settlement also records
+        the child-settled marker on its parent's host, in the same transaction, and returns it
+        (the caller wakes the parent's host).
         """
         body = {"outcome": outcome, "result": result, "reason": reason}
-        await self._fenced(
-            claim,
-            _SETTLE,
-            [claim.thread_id, claim.submission_id, "settlement", body, claim.epoch, None],
-            states=("running",),
-            honour_abort=False,
-        )
+        args = [claim.thread_id, claim.submission_id, "settlement", body, claim.epoch, None]
+        if claim.parent_submission_id is None:
+            await self._fenced(claim, _SETTLE, args, states=("running",), honour_abort=False)
+            return None
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._lock_parent_host(conn, claim)
+            await _fenced_in(conn, claim, _SETTLE, args, states=("running",), honour_abort=False)
+            return await record_child_settled_in(
+                conn, claim.submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
+            )
+
+    async def _lock_parent_host(self, conn: Connection, claim: Claim) -> None:
+        """For a child: both hosts, in byte order, before the attempt's own fence."""
+        if claim.parent_submission_id is None:
+            return
+        parent_host = await parent_host_of(conn, claim.submission_id)
+        if parent_host is not None:
+            await lock_hosts(conn, (claim.host_id, parent_host))
 
     async def stop(self, claim: Claim, state: Literal["ready", "suspended", "unknown"]) -> None:
         """End the attempt without settling: yield (``ready``) or wait for a person."""
@@ -340,25 +379,10 @@ class Attempts:
     ) -> Any:
         """Run ``statement`` (built on `_FENCE`) as one fenced round trip; when the fence does
         not hold nothing was written, and the check that failed is raised."""
-        fence = [
-            claim.host_id,
-            claim.pass_epoch,
-            claim.thread_id,
-            claim.epoch,
-            claim.submission_id,
-            claim.ownership_token,
-            list(states),
-            honour_abort,
-        ]
         async with self._pool.acquire() as conn:
-            value = await conn.fetchval(statement, *fence, *args)
-            if value is None:
-                async with conn.transaction():  # explain the refusal; writes nothing
-                    await _fence(conn, claim, states=states, honour_abort=honour_abort)
-                raise StaleAttempt(
-                    f"submission {claim.submission_id}: attempt {claim.attempt_id} was fenced out"
-                )
-        return value
+            return await _fenced_in(
+                conn, claim, statement, args, states=states, honour_abort=honour_abort
+            )
 
     async def release(self, claim: Claim) -> None:
         """Give the head back (ready again) after an attempt was cancelled; best effort."""
@@ -369,6 +393,36 @@ class Attempts:
             claim.submission_id,
             claim.ownership_token,
         )
+
+
+async def _fenced_in(
+    conn: Connection,
+    claim: Claim,
+    statement: str,
+    args: list[Any],
+    *,
+    states: tuple[str, ...],
+    honour_abort: bool,
+) -> Any:
+    """`Attempts._fenced` on the caller's connection (inside its transaction, if any)."""
+    fence = [
+        claim.host_id,
+        claim.pass_epoch,
+        claim.thread_id,
+        claim.epoch,
+        claim.submission_id,
+        claim.ownership_token,
+        list(states),
+        honour_abort,
+    ]
+    value = await conn.fetchval(statement, *fence, *args)
+    if value is None:
+        async with conn.transaction():  # explain the refusal; writes nothing
+            await _fence(conn, claim, states=states, honour_abort=honour_abort)
+        raise StaleAttempt(
+            f"submission {claim.submission_id}: attempt {claim.attempt_id} was fenced out"
+        )
+    return value
 
 
 def _binding_digest(head: asyncpg.Record, bindings: dict[str, str]) -> str:

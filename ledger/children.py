@@ -19,33 +19,25 @@ import asyncpg
 
 from threadwarden.errors import (
     AbortRequested,
-    IdempotencyConflict,
+    ChildConflict,
+    ChildNotSettled,
     InvalidInput,
     NotFound,
-    NotWaiting,
     StaleAttempt,
     StalePass,
 )
-from threadwarden.ledger.admission import Admissions, mark_dirty, payload_digest
+from threadwarden.ledger.admission import Admissions, payload_digest
 from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.child_settled import lock_hosts, record_child_settled_in
 from threadwarden.ledger.models import (
     ChildOutcome,
     ChildReceipt,
     ChildSettled,
-    ChildSettledStatus,
     ChildWait,
+    UnjoinedChild,
 )
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import insert_record, record_statement
-
-
-class ChildConflict(IdempotencyConflict):
-    """A call's child already exists (or its key is taken) but differs from the request: the
-    establishment fails closed and writes nothing."""
-
-
-class ChildNotSettled(NotWaiting):
-    """The child has no canonical settlement yet: nothing to record or join."""
 
 
 def child_thread_id_for(parent_submission_id: str, step: int) -> str:
@@ -59,12 +51,6 @@ def child_key_for(parent_submission_id: str, step: int) -> str:
 
 
 _OWNER = "SELECT host_id FROM threadwarden.threads WHERE thread_id = $1"
-_LOCK_HOSTS = (
-    "SELECT host_id FROM threadwarden.hosts WHERE host_id = ANY($1::text[])"
-    " ORDER BY host_id FOR NO KEY UPDATE"
-)
-"""Both hosts of a cross-host transaction, in byte order (``host_id`` is ``COLLATE "C"``), so
-two establishments between the same hosts never lock them in opposite orders."""
 _FENCE = """
 SELECT h.pass_epoch, t.producer_epoch, s.ownership_token, s.state, s.abort_requested
   FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
@@ -104,43 +90,16 @@ _SUSPEND = (
     + record_statement(1)
 )
 """End the parent's ownership without settling and record what it waits for, together."""
-_CHILD = """
-SELECT c.parent_submission_id, p.thread_id AS parent_thread_id, pt.host_id AS parent_host_id,
-       (SELECT body FROM threadwarden.records
-         WHERE submission_id = $1 AND kind = 'settlement') AS settlement,
-       EXISTS (SELECT 1 FROM threadwarden.child_settlements m
-                WHERE m.parent_submission_id = c.parent_submission_id
-                  AND m.child_submission_id = $1) AS recorded
+_UNJOINED = """
+SELECT c.parent_call_step AS step, c.submission_id, c.state = 'settled' AS settled
   FROM threadwarden.submissions c
-  LEFT JOIN threadwarden.submissions p ON p.submission_id = c.parent_submission_id
-  LEFT JOIN threadwarden.threads pt ON pt.thread_id = p.thread_id
- WHERE c.submission_id = $1
+ WHERE c.parent_submission_id = $1
+   AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
+                    WHERE r.submission_id = $1 AND r.step = c.parent_call_step
+                      AND r.kind = 'call-joined')
+ ORDER BY c.parent_call_step
 """
-_LOCK_PARENT = """
-SELECT 1 FROM threadwarden.hosts h, threadwarden.submissions p
- WHERE h.host_id = $1 AND p.submission_id = $2
-   FOR NO KEY UPDATE OF h FOR UPDATE OF p
-"""
-_MARK = """
-WITH ins AS (
-  INSERT INTO threadwarden.child_settlements
-         (parent_submission_id, child_submission_id, parent_host_id, outcome)
-  VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
-  RETURNING child_submission_id
-), wait AS (
-  SELECT kind, body FROM threadwarden.records
-   WHERE submission_id = $1 AND kind IN ('approval-requested', 'children-awaited')
-   ORDER BY sequence DESC LIMIT 1
-)
-SELECT EXISTS (SELECT 1 FROM ins) AS inserted,
-       (SELECT state FROM threadwarden.submissions WHERE submission_id = $1) AS state,
-       (SELECT kind FROM wait) AS wait_kind, (SELECT body FROM wait) AS wait_body,
-       ARRAY(SELECT child_submission_id FROM threadwarden.child_settlements
-              WHERE parent_submission_id = $1
-             UNION SELECT child_submission_id FROM ins) AS settled
-"""
-"""The marker (once), and what the parent waits for: its latest wait record (an approval or its
-children) with every child marked so far, this one included."""
+"""The parent's children it has not joined yet, by call step."""
 _CALL = """
 SELECT c.submission_id, c.thread_id,
        (SELECT json_build_object('record_id', r.record_id, 'body', r.body)
@@ -222,7 +181,7 @@ class Children:
         digest = payload_digest(agent_id, agent_digest, input)
         owner = await conn.fetchval(_OWNER, thread)
         host = host_id or owner or thread
-        await conn.execute(_LOCK_HOSTS, sorted({claim.host_id, host}))
+        await lock_hosts(conn, (claim.host_id, host))
         await _fence(conn, claim, honour_abort=True)
         resolved = await conn.fetchrow(_RESOLVE, claim.submission_id, step)
         assert resolved is not None
@@ -339,45 +298,16 @@ class Children:
     async def record_child_settled_in(
         self, conn: Connection, child_submission_id: str
     ) -> ChildSettled:
-        """`record_child_settled` inside the caller's transaction (the child's settlement's,
-        once wired)."""
-        child = await conn.fetchrow(_CHILD, child_submission_id)
-        if child is None:
-            raise NotFound(f"submission: no submission {child_submission_id!r}")
-        parent, parent_host = child["parent_submission_id"], child["parent_host_id"]
-        if parent is None:
-            raise NotWaiting(f"submission {child_submission_id}: not the child of a call")
-        settlement = child["settlement"]
-        if settlement is None:
-            raise ChildNotSettled(f"submission {child_submission_id}: not settled yet")
-        if child["recorded"]:
-            return _settled("not-waiting", parent, parent_host, recorded=False)
-        await conn.execute(_LOCK_PARENT, parent_host, parent)
-        # After the lock: the parent's wait and every marker are read as they now stand.
-        mark = await conn.fetchrow(
-            _MARK, parent, child_submission_id, parent_host, settlement["outcome"]
+        """`record_child_settled` inside the caller's transaction (see
+        `threadwarden.ledger.child_settled`)."""
+        return await record_child_settled_in(
+            conn, child_submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
         )
-        assert mark is not None
-        if not mark["inserted"]:  # a concurrent first record won; it decided the wake
-            return _settled("not-waiting", parent, parent_host, recorded=False)
-        listed = (mark["wait_body"] or {}).get("children", [])
-        waits = (
-            mark["state"] == "suspended"
-            and mark["wait_kind"] == "children-awaited"
-            and child_submission_id in listed
-        )
-        status: ChildSettledStatus = "not-waiting"
-        if waits and set(listed) <= set(mark["settled"]):
-            await conn.execute(
-                "UPDATE threadwarden.submissions SET state = 'input-applied'"
-                " WHERE submission_id = $1",
-                parent,
-            )
-            status = "woken"
-        elif waits:
-            status = "still-waiting"
-        await mark_dirty(conn, parent_host, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
-        return _settled(status, parent, parent_host, recorded=True)
+
+    async def unjoined(self, parent_submission_id: str) -> list[UnjoinedChild]:
+        """The parent's children it has not joined yet, by call step (read-only)."""
+        rows = await self._pool.fetch(_UNJOINED, parent_submission_id)
+        return [UnjoinedChild(**dict(r)) for r in rows]
 
     async def join(self, claim: Claim, step: int) -> ChildOutcome:
         """Record the parent's result of its call at ``step`` from the child's canonical
@@ -486,15 +416,4 @@ def _repeated(
         parent_submission_id=claim.submission_id,
         parent_call_step=step,
         idempotency_key=key,
-    )
-
-
-def _settled(
-    status: ChildSettledStatus, parent: str, parent_host: str, *, recorded: bool
-) -> ChildSettled:
-    return ChildSettled(
-        status=status,
-        parent_submission_id=parent,
-        parent_host_id=parent_host,
-        recorded=recorded,
     )

@@ -46,7 +46,7 @@ class Receipt(BaseModel):
     of the receipt's serialised form."""
 
 
-WaitingFor = Literal["approval", "unknown-resolution", "binding"]
+WaitingFor = Literal["approval", "unknown-resolution", "binding", "child"]
 
 
 class SubmissionView(BaseModel):
@@ -60,7 +60,7 @@ class SubmissionView(BaseModel):
     reason: str | None
     waiting_for: WaitingFor | None = None
     """What the submission waits for: a person's approval, an operator's decision on an
-    unknown side effect, or a compatible binding."""
+    unknown side effect, a compatible binding, or its subagent children (``child``)."""
     source_thread_id: str | None = None
     """Set when the submission was accepted from another thread's message."""
     source_message_id: str | None = None
@@ -68,6 +68,13 @@ class SubmissionView(BaseModel):
     """When it was admitted (None only on a view built without it)."""
     settled_at: datetime | None = None
     """When its outcome was finalized; None until settled."""
+    parent_submission_id: str | None = None
+    """Set on a child submission: the submission whose tool call delegated to it."""
+    parent_thread_id: str | None = None
+    """The parent submission's thread (set with ``parent_submission_id``)."""
+    children: list[str] | None = None
+    """Set while ``waiting_for`` is ``child``: the child submissions the parent still waits
+    for (those its wait lists that have not settled yet), in the order it listed them."""
 
 
 class ThreadStatus(BaseModel):
@@ -206,6 +213,15 @@ class ChildSettled(BaseModel):
     parent_host_id: str
     recorded: bool
     """Whether this call wrote the marker (False: a replay, nothing written, no wake needed)."""
+
+
+class UnjoinedChild(BaseModel):
+    """A child its parent has not joined yet."""
+
+    step: int
+    """The parent's call step."""
+    submission_id: str
+    settled: bool
 
 
 class ChildWait(BaseModel):

@@ -20,6 +20,8 @@ from pydantic import BaseModel
 
 from threadwarden.errors import DecisionConflict, NotFound, NotWaiting
 from threadwarden.ledger.admission import mark_dirty
+from threadwarden.ledger.child_settled import lock_hosts
+from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
     HistoryRecord,
@@ -33,6 +35,31 @@ from threadwarden.ledger.records import (
 
 Resolution = Literal["ran", "not-run", "fail"]
 
+_FIND = """
+SELECT t.host_id, s.thread_id, pt.host_id AS parent_host_id
+  FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
+  LEFT JOIN threadwarden.submissions p ON p.submission_id = s.parent_submission_id
+  LEFT JOIN threadwarden.threads pt ON pt.thread_id = p.thread_id
+ WHERE s.submission_id = $1
+"""
+"""The submission's host and thread, and its parent's host when it is a child."""
+_UNJOINED_CHILDREN = """
+SELECT EXISTS (
+  SELECT 1 FROM threadwarden.submissions c
+   WHERE c.parent_submission_id = $1
+     AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
+                      WHERE r.submission_id = $1 AND r.step = c.parent_call_step
+                        AND r.kind = 'call-joined'))
+"""
+"""Whether the submission delegated to a child it has not joined yet."""
+_ABORT_PARENT = """
+UPDATE threadwarden.submissions
+   SET abort_requested = true,
+       state = CASE WHEN state = 'suspended' THEN 'input-applied' ELSE state END
+ WHERE submission_id = $1
+"""
+"""A parent asked to abort becomes claimable: its next attempt aborts and joins its children."""
+
 
 class OperatorResult(BaseModel):
     """What an operator action did."""
@@ -43,6 +70,8 @@ class OperatorResult(BaseModel):
     state: str
     outcome: str | None = None
     changed: bool = True
+    parent_host_id: str | None = None
+    """The host of the parent this action made dirty by settling its child (wake it too)."""
 
 
 class Operator:
@@ -78,16 +107,17 @@ class Operator:
                 return self._repeat(row, _approval(steps), False, "denied")
             body = _by({"approved": False, "reason": reason}, operator)
             epoch = await self._decide(conn, row, request, body)
-            await settle_now(
+            marker = await settle_now(
                 conn,
                 thread_id=row["thread_id"],
                 submission_id=submission_id,
                 outcome="failed",
                 reason=f"approval denied{': ' + reason if reason else ''}",
                 epoch=epoch,
+                minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
             )
             await self._dirty(conn, row)
-            return self._result(row, "settled", "failed")
+            return self._result(row, "settled", "failed", marker=marker)
 
     async def resolve(
         self,
@@ -126,21 +156,26 @@ class Operator:
                     call.step,
                 )
             if outcome == "fail":
-                await settle_now(
+                marker = await settle_now(
                     conn,
                     thread_id=row["thread_id"],
                     submission_id=submission_id,
                     outcome="failed",
                     reason=f"operator failed unresolved tool call {tool}",
                     epoch=epoch,
+                    minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
                 )
                 await self._dirty(conn, row)
-                return self._result(row, "settled", "failed")
+                return self._result(row, "settled", "failed", marker=marker)
             await self._move(conn, row, "input-applied")
             return self._result(row, "input-applied")
 
     async def abort(self, submission_id: str) -> OperatorResult:
-        """Abort: at once unless an attempt runs; then at its next committed boundary."""
+        """Abort: at once unless an attempt runs; then at its next committed boundary.
+
+        A parent with unjoined children is not settled here: it is asked to abort and made
+        claimable, and its next attempt aborts each unfinished child, joins every child's real
+        outcome and only then settles ``aborted`` (children-brief §5, "Parent aborted")."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
             if row["state"] == "settled":
@@ -157,32 +192,39 @@ class Operator:
                 )
                 await self._dirty(conn, row)
                 return self._result(row, "running")
+            if await conn.fetchval(_UNJOINED_CHILDREN, submission_id):
+                if row["abort_requested"]:  # asked before: its next attempt is on it
+                    return self._result(row, row["state"], changed=False)
+                await conn.execute(_ABORT_PARENT, submission_id)
+                await self._dirty(conn, row)
+                state = "input-applied" if row["state"] == "suspended" else row["state"]
+                return self._result(row, state)
             # No attempt owns a row that is not running, so the thread is not fenced: a queued
             # follower's abort must not disturb the head's live attempt.
             epoch = await conn.fetchval(
                 "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1",
                 row["thread_id"],
             )
-            await settle_now(
+            marker = await settle_now(
                 conn,
                 thread_id=row["thread_id"],
                 submission_id=submission_id,
                 outcome="aborted",
                 reason="aborted by an operator",
                 epoch=int(epoch),
+                minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
             )
             await self._dirty(conn, row)
-            return self._result(row, "settled", "aborted")
+            return self._result(row, "settled", "aborted", marker=marker)
 
     async def _lock(self, conn: Connection, submission_id: str) -> asyncpg.Record:
-        found = await conn.fetchrow(
-            "SELECT t.host_id, s.thread_id FROM threadwarden.submissions s"
-            " JOIN threadwarden.threads t USING (thread_id) WHERE s.submission_id = $1",
-            submission_id,
-        )
+        found = await conn.fetchrow(_FIND, submission_id)
         if found is None:
             raise NotFound(f"submission: no submission {submission_id!r}")
-        # Lock order everywhere: hosts, then threads, then submissions.
+        # Lock order everywhere: hosts, then threads, then submissions. A child's settlement
+        # also records its marker on the parent's host: both hosts, in byte order, first.
+        if found["parent_host_id"] is not None:
+            await lock_hosts(conn, (found["host_id"], found["parent_host_id"]))
         await conn.execute(
             "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", found["host_id"]
         )
@@ -264,7 +306,12 @@ class Operator:
 
     @staticmethod
     def _result(
-        row: asyncpg.Record, state: str, outcome: str | None = None, *, changed: bool = True
+        row: asyncpg.Record,
+        state: str,
+        outcome: str | None = None,
+        *,
+        changed: bool = True,
+        marker: ChildSettled | None = None,
     ) -> OperatorResult:
         return OperatorResult(
             submission_id=row["submission_id"],
@@ -273,6 +320,7 @@ class Operator:
             state=state,
             outcome=outcome,
             changed=changed,
+            parent_host_id=marker.parent_host_id if marker and marker.recorded else None,
         )
 
 

@@ -7,8 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from threadwarden.ledger.models import Outcome
+from threadwarden.ledger.child_settled import record_child_settled_in
+from threadwarden.ledger.models import ChildSettled, Outcome
 from threadwarden.ledger.pool import Connection
+from threadwarden.protocol.decisions import Timing
+
+MINIMUM_ALARM_DELAY_MS = Timing().minimum_alarm_delay
+"""The alarm floor a settle path uses on a parent's host when its caller names none."""
 
 
 class HistoryRecord(BaseModel):
@@ -110,22 +115,25 @@ async def settle_now(
     result: Any = None,
     reason: str | None = None,
     epoch: int,
-) -> HistoryRecord | None:
+    minimum_alarm_delay_ms: int = MINIMUM_ALARM_DELAY_MS,
+) -> ChildSettled | None:
     """Append the settlement record (unless one exists) and finalize the row as settled.
 
-    Idempotent, so recovery can finish a reserved settlement from canonical history.
+    Idempotent, so recovery can finish a reserved settlement from canonical history. When the
+    submission is a child, its settlement is recorded on the parent's host in the same
+    transaction (`record_child_settled_in`; the caller took both hosts in byte order) and that
+    is returned: the caller wakes the parent's host after commit.
     """
     existing = await conn.fetchrow(
         "SELECT body, epoch FROM threadwarden.records"
         " WHERE submission_id = $1 AND kind = 'settlement'",
         submission_id,
     )
-    record = None
     if existing is not None:  # canonical history wins: the row follows the recorded outcome
         outcome, reason = existing["body"]["outcome"], existing["body"]["reason"]
         epoch = int(existing["epoch"])
     else:
-        record = await insert_record(
+        await insert_record(
             conn,
             thread_id=thread_id,
             submission_id=submission_id,
@@ -133,17 +141,21 @@ async def settle_now(
             body={"outcome": outcome, "result": result, "reason": reason},
             epoch=epoch,
         )
-    await conn.execute(
+    parent = await conn.fetchval(
         "UPDATE threadwarden.submissions SET state = 'settled', outcome = $2, reason = $3,"
         " settled_at = clock_timestamp(), ownership_token = NULL, lease_expires_at = NULL,"
         " reserved_outcome = NULL, reserved_result = NULL, reserved_reason = NULL, epoch = $4"
-        " WHERE submission_id = $1",
+        " WHERE submission_id = $1 RETURNING parent_submission_id",
         submission_id,
         outcome,
         reason,
         epoch,
     )
-    return record
+    if parent is None:
+        return None
+    return await record_child_settled_in(
+        conn, submission_id, minimum_alarm_delay_ms=minimum_alarm_delay_ms
+    )
 
 
 def pending_step(

@@ -1,7 +1,9 @@
 """Recovery: before any new claim, every stalled head of a host gets a disposition.
 
 - a reserved settlement (``terminalizing``) is finished from the reservation: *repaired*;
-- a lapsed attempt asked to abort settles ``aborted``: *repaired*;
+- a lapsed attempt asked to abort settles ``aborted``: *repaired*; unless it is a parent with
+  unjoined children: it is ``ready`` again, and the next claim aborts and joins its children
+  before it settles;
 - a lapsed attempt with a side-effecting tool call but no result becomes ``unknown`` (never
   replayed automatically): *unknown*;
 - any other lapsed attempt is ``ready`` again (the next claim takes a higher epoch): *repaired*;
@@ -13,12 +15,20 @@ from __future__ import annotations
 import asyncpg
 from pydantic import BaseModel
 
+from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
 
 _STALLED = """
 SELECT s.submission_id, s.thread_id, s.state, s.abort_requested, s.reserved_outcome,
        s.reserved_result, s.reserved_reason,
+       s.abort_requested AND EXISTS (
+         SELECT 1 FROM threadwarden.submissions c
+          WHERE c.parent_submission_id = s.submission_id
+            AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
+                             WHERE r.submission_id = s.submission_id
+                               AND r.step = c.parent_call_step AND r.kind = 'call-joined')
+       ) AS unjoined_children,
        s.lease_expires_at IS NOT NULL AND s.lease_expires_at > clock_timestamp() AS leased
   FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
  WHERE t.host_id = $1 AND s.state IN ('running', 'terminalizing')
@@ -33,22 +43,30 @@ class Recovery(BaseModel):
     repaired: int = 0
     deferred: int = 0
     unknown: int = 0
+    parent_hosts: list[str] = []
+    """Hosts of parents whose child recovery settled (their marker made them dirty): wake them
+    after commit."""
 
 
 async def recover_host(conn: Connection, host_id: str) -> Recovery:
-    """Run recovery for ``host_id``; the caller holds the host row and checked the pass."""
+    """Run recovery for ``host_id``; the caller holds the host row and checked the pass.
+
+    A child settled here records its marker on its parent's host in this transaction, locking
+    that host after this one (not in byte order): a rare cycle with a crossing establishment
+    ends in Postgres's deadlock error, which fails this pass; its durable retry repeats it.
+    """
     recovery = Recovery()
     for row in await conn.fetch(_STALLED, host_id):
-        disposition = await _recover_row(conn, row)
+        disposition = await _recover_row(conn, row, recovery)
         setattr(recovery, disposition, getattr(recovery, disposition) + 1)
     return recovery
 
 
-async def _recover_row(conn: Connection, row: asyncpg.Record) -> str:
+async def _recover_row(conn: Connection, row: asyncpg.Record, recovery: Recovery) -> str:
     submission_id, thread_id = row["submission_id"], row["thread_id"]
     if row["state"] == "terminalizing":
         epoch = await fence_thread(conn, thread_id)
-        await settle_now(
+        marker = await settle_now(
             conn,
             thread_id=thread_id,
             submission_id=submission_id,
@@ -57,12 +75,13 @@ async def _recover_row(conn: Connection, row: asyncpg.Record) -> str:
             reason=row["reserved_reason"],
             epoch=epoch,
         )
+        _note(recovery, marker)
         return "repaired"
     if row["leased"]:
         return "deferred"
-    if row["abort_requested"]:
+    if row["abort_requested"] and not row["unjoined_children"]:
         epoch = await fence_thread(conn, thread_id)
-        await settle_now(
+        marker = await settle_now(
             conn,
             thread_id=thread_id,
             submission_id=submission_id,
@@ -70,6 +89,7 @@ async def _recover_row(conn: Connection, row: asyncpg.Record) -> str:
             reason="aborted by an operator",
             epoch=epoch,
         )
+        _note(recovery, marker)
         return "repaired"
     state = "unknown" if unresolved_side_effect(await journal(conn, submission_id)) else "ready"
     await conn.execute(
@@ -79,3 +99,8 @@ async def _recover_row(conn: Connection, row: asyncpg.Record) -> str:
         state,
     )
     return "unknown" if state == "unknown" else "repaired"
+
+
+def _note(recovery: Recovery, marker: ChildSettled | None) -> None:
+    if marker is not None and marker.recorded:
+        recovery.parent_hosts.append(marker.parent_host_id)

@@ -271,6 +271,8 @@ class ThreadwardenClient:
         await self._failpoints.hit("maintenance:mutation:armed")
         if result.changed:  # a repeated decision wrote nothing: there is nothing to wake for
             await self.wake(result.host_id, reason="operator")
+            if result.parent_host_id is not None:  # it settled a child: its parent may go on
+                await self.wake(result.parent_host_id, reason="child-settled")
             await self._publications.publish_committed(result.host_id)
         await self._failpoints.hit("maintenance:mutation:after")
         return result

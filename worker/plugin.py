@@ -38,16 +38,19 @@ from threadwarden.activities.auxiliary import AuxiliaryActivities
 from threadwarden.activities.maintenance import MaintenanceActivities, PassLimits
 from threadwarden.activities.pass_steps import PassSteps
 from threadwarden.activities.sweep import SweepActivities
+from threadwarden.activities.wake import Waker
 from threadwarden.bindings import Binding, BindingRegistry
 from threadwarden.errors import ThreadwardenError
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.children import Children
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.messages import Messages
 from threadwarden.ledger.migrations import verify
+from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.pool import new_pool
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import NotifySink
@@ -391,11 +394,13 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             claim_timeout_ms=settings.message_claim_timeout_ms,
             projection_timeout_ms=settings.projection_dispatch_timeout_ms,
         )
+        waker = Waker(client, task_queue=settings.task_queue)
         pass_steps = PassSteps(
             maintenance,
             failpoints=failpoints,
             host=self._host,
             head_start_ms=settings.head_start_timeout_ms,
+            waker=waker,
         )
         steps = MaintenanceActivities(
             maintenance,
@@ -412,7 +417,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             ),
         )
         attempts = AttemptActivities(
-            Attempts(pool, lease_ms=settings.lease_ms),
+            Attempts(pool, lease_ms=settings.lease_ms, minimum_alarm_delay_ms=delay),
             self.registry,
             lease_ms=settings.lease_ms,
             lease_renew_ms=settings.lease_renew_ms,
@@ -420,6 +425,9 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             projection=Projection(pool, minimum_alarm_delay_ms=delay),
             publications=publications,
             steps=pass_steps,
+            children=Children(pool, admissions, minimum_alarm_delay_ms=delay),
+            operator=Operator(pool, minimum_alarm_delay_ms=delay),
+            waker=waker,
         )
         sweep = SweepActivities(
             Sweeps(pool),

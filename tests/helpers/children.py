@@ -13,7 +13,7 @@ from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts, Claim
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.ledger.models import ChildReceipt, Outcome
+from threadwarden.ledger.models import ChildReceipt, ChildSettled, Outcome
 from threadwarden.ledger.operator import Operator
 from threadwarden.protocol.decisions import Timing
 
@@ -57,14 +57,17 @@ class Family:
 
     async def settle_child(
         self, child: ChildReceipt, outcome: Outcome = "completed", result: Any = None
-    ) -> None:
-        """The child's host runs a pass whose attempt settles the child."""
+    ) -> ChildSettled:
+        """The child's host runs a pass whose attempt settles the child; the settlement
+        records the child-settled marker on the parent's host (returned)."""
         begun = await self.ledger.begin(child.host_id)
         claim = await self.ledger.attempts.claim_head(
             child.host_id, begun.epoch, child.thread_id, bindings=BINDINGS
         )
         assert claim is not None and claim.submission_id == child.submission_id
-        await self.ledger.attempts.settle(claim, outcome, result=result)
+        marker = await self.ledger.attempts.settle(claim, outcome, result=result)
+        assert marker is not None  # a child's settlement always records its marker
+        return marker
 
     async def children_of(self, parent_submission_id: str) -> list[dict[str, Any]]:
         rows = await self.ledger.pool.fetch(

@@ -14,14 +14,14 @@ from tests.helpers.children import CrashingConnection, Family
 from tests.helpers.ledger import now
 from threadwarden.errors import (
     AbortRequested,
+    ChildConflict,
+    ChildNotSettled,
     IdempotencyConflict,
     InvalidInput,
     StaleAttempt,
     StalePass,
 )
 from threadwarden.ledger.children import (
-    ChildConflict,
-    ChildNotSettled,
     child_key_for,
     child_thread_id_for,
 )
@@ -75,9 +75,9 @@ async def test_children_scenario_01_clean_run_one_receipt_one_join(family: Famil
     with pytest.raises(StaleAttempt):  # the suspend ended the attempt's ownership
         await family.establish(parent, 2)
 
-    await family.settle_child(child, result={"answer": 42})
     dirty = (await family.ledger.host(family.parent_host))["dirty"]
-    settled = await family.children.record_child_settled(child.submission_id)
+    # The child's settlement records the marker on the parent's host, in its transaction.
+    settled = await family.settle_child(child, result={"answer": 42})
     assert (settled.status, settled.recorded) == ("woken", True)
     assert settled.parent_host_id == family.parent_host
     assert (await family.ledger.row(parent.submission_id))["state"] == "input-applied"
@@ -258,13 +258,11 @@ async def test_children_scenario_06_two_children_still_waiting_then_woken_then_r
     )
     assert wait.suspended and wait.waiting == [first.submission_id, second.submission_id]
 
-    await family.settle_child(first)
-    one = await family.children.record_child_settled(first.submission_id)
+    one = await family.settle_child(first)
     assert (one.status, one.recorded) == ("still-waiting", True)
     assert (await family.ledger.row(parent.submission_id))["state"] == "suspended"
 
-    await family.settle_child(second, "failed")
-    two = await family.children.record_child_settled(second.submission_id)
+    two = await family.settle_child(second, "failed")
     assert (two.status, two.recorded) == ("woken", True)
     assert (await family.ledger.row(parent.submission_id))["state"] == "input-applied"
 
@@ -287,10 +285,8 @@ async def test_children_scenario_07_settled_before_suspend_resumes_under_the_sam
 ) -> None:
     parent = await family.parent()
     child = await family.establish(parent, 1)
-    await family.settle_child(child, result="done")
     dirty = (await family.ledger.host(family.parent_host))["dirty"]
-
-    early = await family.children.record_child_settled(child.submission_id)
+    early = await family.settle_child(child, result="done")
     assert (early.status, early.recorded) == ("not-waiting", True)
     assert (await family.ledger.host(family.parent_host))["dirty"] == dirty + 1
 
@@ -360,11 +356,11 @@ async def _waiting_on_locks(pool: asyncpg.Pool[Any], count: int) -> None:
 async def test_children_scenario_07_settle_racing_the_suspend_never_strands_the_parent(
     family: Family, pool: asyncpg.Pool[Any], first: str
 ) -> None:
-    """The marker and the suspend queue on the parent's host row in a known order; either way
-    the parent ends up resumed or woken, never suspended on a settled child."""
+    """The child's settlement (with its marker) and the suspend queue on the parent's host row
+    in a known order; either way the parent ends up resumed or woken, never suspended on a
+    settled child."""
     parent = await family.parent()
     child = await family.establish(parent, 1)
-    await family.settle_child(child)
 
     async with pool.acquire() as holder, holder.transaction():
         await holder.execute(
@@ -373,9 +369,7 @@ async def test_children_scenario_07_settle_racing_the_suspend_never_strands_the_
         marker = suspend = None
         for which in (first, "suspend" if first == "marker" else "marker"):
             if which == "marker":
-                marker = asyncio.create_task(
-                    family.children.record_child_settled(child.submission_id)
-                )
+                marker = asyncio.create_task(family.settle_child(child))
             else:
                 suspend = asyncio.create_task(
                     family.children.suspend_for_children(parent, [child.submission_id])
@@ -398,8 +392,7 @@ async def test_children_a_repeat_and_a_marker_replay_cost_four_and_one_statement
 ) -> None:
     parent = await family.parent()
     child = await family.establish(parent, 1)
-    await family.settle_child(child)
-    await family.children.record_child_settled(child.submission_id)
+    await family.settle_child(child)  # it records the marker
     raw = await asyncpg.connect(database_url)
     await _init_connection(raw)
     try:
