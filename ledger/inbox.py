@@ -4,6 +4,10 @@ A pending approval (``suspended``) or an unknown side effect (``unknown``): only
 decision moves either on. The listing reads the ``submissions_waiting`` partial index (migration
 8) in order and stops after its limit; each row's request (the ``approval-requested`` or the
 unresolved ``tool-call`` record) comes from ``records_by_submission``.
+
+A parent suspended for its subagent children is ``suspended`` too, but waits for no person: its
+latest wait record is ``children-awaited`` (not ``approval-requested``), and the listing leaves
+it out (``threadwarden status`` shows it, ``waiting_for`` ``child``).
 """
 
 from __future__ import annotations
@@ -21,19 +25,24 @@ WAITING = (
     "  FROM threadwarden.submissions s"
     "  JOIN threadwarden.threads t USING (thread_id)"
     "  LEFT JOIN LATERAL ("
-    "    SELECT r.body, r.created_at FROM threadwarden.records r"
+    "    SELECT r.kind, r.body, r.created_at FROM threadwarden.records r"
     # records.submission_id has the default collation, submissions' "C": without the explicit
     # collation the comparison matches neither and records_by_submission goes unused.
     '     WHERE r.submission_id = s.submission_id COLLATE "default"'
-    "       AND r.kind = CASE s.state WHEN 'suspended' THEN 'approval-requested'"
-    "                                 ELSE 'tool-call' END"
+    # A suspended row's latest wait record says whether it waits for a person (an approval)
+    # or for its children (left out below).
+    "       AND r.kind = ANY (CASE s.state"
+    "                         WHEN 'suspended' THEN '{approval-requested,children-awaited}'::text[]"
+    "                         ELSE '{tool-call}'::text[] END)"
     "     ORDER BY r.sequence DESC LIMIT 1"
     "  ) w ON true"
     " WHERE s.state IN ('suspended', 'unknown')"
+    "   AND w.kind IS DISTINCT FROM 'children-awaited'"
     " ORDER BY s.created_at, s.submission_id"
     " LIMIT $1"
 )
-"""Up to ``$1`` waiting submissions, oldest first, each with its latest request record."""
+"""Up to ``$1`` submissions waiting for a person, oldest first, each with its latest request
+record (a parent waiting for its children is not one)."""
 
 
 class InboxEntry(BaseModel):

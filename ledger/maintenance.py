@@ -28,6 +28,7 @@ from threadwarden.ledger.models import (
 )
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.recovery import Recovery, recover_host
+from threadwarden.ledger.status import children_awaited, latest_wait, waiting_for
 from threadwarden.protocol import decisions as d
 
 _HOST_COLUMNS = """
@@ -65,14 +66,16 @@ _READ_WITH_REMAINING = f"""
 SELECT {_HOST_COLUMNS}, updated_at, {DEADLINES},
        (SELECT json_agg(json_build_object('thread_id', s.thread_id,
                                           'submission_id', s.submission_id, 'state', s.state,
-                                          'agent_id', s.agent_id)
+                                          'agent_id', s.agent_id,
+                                          'parent_submission_id', s.parent_submission_id,
+                                          'wait', {latest_wait("s")})
                         ORDER BY s.thread_id, s.sequence)
           FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
          WHERE t.host_id = h.host_id AND s.state <> 'settled') AS remaining
   FROM threadwarden.hosts h WHERE host_id = $1
 """
 """The finish's read: the host row (with its version, ``updated_at``), its deadlines and every
-nonterminal row."""
+nonterminal row (a suspended one with its latest wait: an approval or its children)."""
 _LOCK_WITH_REMAINING = _READ_WITH_REMAINING + " FOR UPDATE"
 LOCK_WITH_HEADS = f"""
 SELECT {_HOST_COLUMNS}, {_HEADS_JSON} AS heads
@@ -156,6 +159,10 @@ class HeadDetail(BaseModel):
     agent_id: str
     state: str
     waiting_for: str | None = None
+    parent_submission_id: str | None = None
+    """Set on a child: the submission that delegated to it."""
+    children: list[str] | None = None
+    """Set while ``waiting_for`` is ``child``: the children it still waits for."""
 
 
 class Report(BaseModel):
@@ -170,11 +177,19 @@ class Report(BaseModel):
 
 
 def _head_detail(head: dict[str, Any], retries: Sequence[d.BindingRetry]) -> HeadDetail:
-    """What a head waits for, as `status` words it (a person, an operator, its binding)."""
-    waiting = {"suspended": "approval", "unknown": "unknown-resolution"}.get(head["state"])
-    if waiting is None and any(r.submission_id == head["submission_id"] for r in retries):
-        waiting = "binding"
-    return HeadDetail(**head, waiting_for=waiting)
+    """What a head waits for, as `status` words it (a person, an operator, its binding, its
+    children)."""
+    wait = head.get("wait")
+    blocked = any(r.submission_id == head["submission_id"] for r in retries)
+    return HeadDetail(
+        thread_id=head["thread_id"],
+        submission_id=head["submission_id"],
+        agent_id=head["agent_id"],
+        state=head["state"],
+        waiting_for=waiting_for(head["state"], wait, blocked),
+        parent_submission_id=head.get("parent_submission_id"),
+        children=children_awaited(wait),
+    )
 
 
 def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:

@@ -26,6 +26,51 @@ _RECORDS_AFTER = (
     "  FROM threadwarden.records WHERE thread_id = $1 AND sequence > $2 ORDER BY sequence"
 )
 
+
+def latest_wait(alias: str) -> str:
+    """SQL: what the suspended submission ``alias`` waits for, from its latest wait record.
+
+    A ``suspended`` submission waits either for a person's approval (``approval-requested``)
+    or for its subagent children (``children-awaited``); the later of the two records says
+    which. The value is null unless suspended, else ``{"kind", "children"}``: ``children``
+    lists the children of a ``children-awaited`` wait without a settled marker yet, in the
+    wait's order. It reads ``records_by_submission`` backwards (the records side compares with
+    the default collation: see `SETTLEMENT_OF`) and ``child_settlements_pkey`` per child, and
+    only for suspended rows (a ``CASE`` evaluates the subquery only when its branch is taken).
+    """
+    s = alias
+    return f"""
+CASE WHEN {s}.state = 'suspended' THEN (
+  SELECT json_build_object(
+           'kind', w.kind,
+           'children', CASE WHEN w.kind = 'children-awaited' THEN (
+             SELECT COALESCE(json_agg(c.id ORDER BY c.n), '[]'::json)
+               FROM jsonb_array_elements_text(w.body -> 'children') WITH ORDINALITY AS c(id, n)
+              WHERE NOT EXISTS (
+                SELECT 1 FROM threadwarden.child_settlements m
+                 WHERE m.parent_submission_id = {s}.submission_id
+                   AND m.child_submission_id = c.id)) END)
+    FROM threadwarden.records w
+   WHERE w.submission_id = {s}.submission_id COLLATE "default"
+     AND w.kind IN ('approval-requested', 'children-awaited')
+   ORDER BY w.sequence DESC LIMIT 1)
+END"""
+
+
+THREAD_SUBMISSIONS = f"""
+SELECT s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, s.epoch,
+       s.reason, s.source_thread_id, s.source_message_id, s.created_at, s.settled_at,
+       s.parent_submission_id, p.thread_id AS parent_thread_id,
+       {latest_wait("s")} AS wait
+  FROM threadwarden.submissions s
+  LEFT JOIN threadwarden.submissions p ON p.submission_id = s.parent_submission_id
+ WHERE s.thread_id = $1
+ ORDER BY s.sequence
+"""
+"""A thread's submissions in order, each with its parent's thread (a child) and its latest
+wait (a suspended one): one statement, on the thread's submission index, ``submissions_pkey``
+per child and `latest_wait`'s indexes per suspended row."""
+
 SETTLEMENT_OF = (
     "SELECT s.thread_id, r.body FROM threadwarden.submissions s"
     "  LEFT JOIN threadwarden.records r ON r.submission_id = $1 AND r.kind = 'settlement'"
@@ -50,12 +95,7 @@ class StatusReader:
             )
             if host_id is None:
                 raise NotFound(f"thread: no thread {thread_id!r}")
-            rows = await conn.fetch(
-                "SELECT submission_id, sequence, state, outcome, agent_id, attempts, epoch, reason,"
-                "       source_thread_id, source_message_id, created_at, settled_at"
-                "  FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence",
-                thread_id,
-            )
+            rows = await conn.fetch(THREAD_SUBMISSIONS, thread_id)
             retries = await conn.fetchval(
                 "SELECT binding_retries FROM threadwarden.hosts WHERE host_id = $1", host_id
             )
@@ -63,9 +103,7 @@ class StatusReader:
         return ThreadStatus(
             thread_id=thread_id,
             host_id=host_id,
-            submissions=[
-                SubmissionView(**dict(r), waiting_for=_waiting_for(r, blocked)) for r in rows
-            ],
+            submissions=[_submission_view(r, blocked) for r in rows],
         )
 
     async def host(self, host_id: str) -> HostStatus:
@@ -134,11 +172,32 @@ async def settlement_of(conn: Connection, submission_id: str) -> tuple[str, Any]
     return row["thread_id"], row["body"]
 
 
-def _waiting_for(row: asyncpg.Record, blocked: set[str]) -> WaitingFor | None:
-    if row["state"] == "suspended":
-        return "approval"
-    if row["state"] == "unknown":
+def _submission_view(row: asyncpg.Record, blocked: set[str]) -> SubmissionView:
+    fields = dict(row)
+    wait = fields.pop("wait")
+    waiting = waiting_for(row["state"], wait, row["submission_id"] in blocked)
+    return SubmissionView(
+        **fields,
+        waiting_for=waiting,
+        children=children_awaited(wait) if waiting == "child" else None,
+    )
+
+
+def waiting_for(state: str, wait: dict[str, Any] | None, blocked: bool) -> WaitingFor | None:
+    """What a submission in ``state`` waits for: ``wait`` is its `latest_wait` value,
+    ``blocked`` whether it has a binding-retry entry (no compatible binding yet)."""
+    if state == "suspended":
+        kind = wait["kind"] if wait else None
+        return "child" if kind == "children-awaited" else "approval"
+    if state == "unknown":
         return "unknown-resolution"
-    if row["state"] != "settled" and row["submission_id"] in blocked:
+    if state != "settled" and blocked:
         return "binding"
     return None
+
+
+def children_awaited(wait: dict[str, Any] | None) -> list[str] | None:
+    """The children a `latest_wait` value still waits for (None: not a children wait)."""
+    if not wait or wait.get("kind") != "children-awaited":
+        return None
+    return [str(c) for c in wait.get("children") or []]

@@ -7,7 +7,7 @@ from typing import Any
 
 from threadwarden.ledger.inbox import InboxPage
 from threadwarden.ledger.messages import Message
-from threadwarden.ledger.models import HostStatus, ThreadStatus
+from threadwarden.ledger.models import HostStatus, SubmissionView, ThreadStatus
 
 THREAD_STATUS_FIELDS = {
     "submission_id",
@@ -23,6 +23,9 @@ THREAD_STATUS_FIELDS = {
     "settled_at",
     "source_thread_id",
     "source_message_id",
+    "parent_submission_id",
+    "parent_thread_id",
+    "children",
 }
 """What ``status --thread --json`` prints per submission (tabled in docs/operations.md)."""
 HOST_STATUS_FIELDS = {
@@ -125,7 +128,17 @@ def print_thread(thread: ThreadStatus, sent: list[Message], *, as_json: bool) ->
         return
     print(f"thread {thread.thread_id} on host {thread.host_id}")
     print_table(
-        ["seq", "submission", "agent", "state", "outcome", "waiting for", "attempts", "reason"],
+        [
+            "seq",
+            "submission",
+            "agent",
+            "state",
+            "outcome",
+            "waiting for",
+            "attempts",
+            "parent",
+            "reason",
+        ],
         [
             [
                 s.sequence,
@@ -133,8 +146,9 @@ def print_thread(thread: ThreadStatus, sent: list[Message], *, as_json: bool) ->
                 s.agent_id,
                 s.state,
                 s.outcome or "",
-                s.waiting_for or "",
+                waiting_text(s),
                 s.attempts,
+                s.parent_submission_id or "",
                 s.reason or "",
             ]
             for s in thread.submissions
@@ -156,6 +170,13 @@ def print_thread(thread: ThreadStatus, sent: list[Message], *, as_json: bool) ->
                 for m in sent
             ],
         )
+
+
+def waiting_text(submission: SubmissionView) -> str:
+    """The "waiting for" cell: ``child sub_a, sub_b`` for a parent waiting for its children."""
+    if submission.waiting_for == "child" and submission.children:
+        return f"child {', '.join(submission.children)}"
+    return submission.waiting_for or ""
 
 
 def print_host(host: HostStatus, *, as_json: bool) -> None:

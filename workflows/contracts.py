@@ -283,6 +283,10 @@ class HeadView(BaseModel):
     agent_id: str
     state: str
     waiting_for: str | None = None
+    parent_submission_id: str | None = None
+    """Set on a child submission: the submission that delegated to it."""
+    children: list[str] | None = None
+    """Set while ``waiting_for`` is ``child``: the child submissions it still waits for."""
 
 
 class PassReport(BaseModel):

@@ -172,15 +172,28 @@ class HostWorkflow:
                 f" {report.nonterminal} nonterminal"
             )
             for head in report.heads or []:
-                waits = f", waits for {head.waiting_for}" if head.waiting_for else ""
-                lines.append(
-                    f"- `{head.thread_id}`: `{head.submission_id}` {head.state}"
-                    f" (agent `{head.agent_id}`{waits})"
-                )
+                lines.append(_head_line(head))
             shown = len(report.heads or [])
             if report.heads is not None and report.nonterminal > shown:
                 lines.append(f"- … {report.nonterminal - shown} more nonterminal")
         workflow.set_current_details("\n".join(lines))
+
+
+def _head_line(head: c.HeadView) -> str:
+    """One lane head for the current details: what it is, what it waits for, whose child."""
+    if head.waiting_for == "child" and head.children:
+        shown = ", ".join(f"`{child}`" for child in head.children)
+        plural = "children" if len(head.children) > 1 else "child"
+        waits = f", waits for {plural} {shown}"
+    elif head.waiting_for:
+        waits = f", waits for {head.waiting_for}"
+    else:
+        waits = ""
+    parent = f", child of `{head.parent_submission_id}`" if head.parent_submission_id else ""
+    return (
+        f"- `{head.thread_id}`: `{head.submission_id}` {head.state}"
+        f" (agent `{head.agent_id}`{waits}{parent})"
+    )
 
 
 def _continue_as_new_suggested() -> bool:

@@ -41,6 +41,9 @@ SUBMISSION_FIELDS = {
     "settled_at",
     "source_thread_id",
     "source_message_id",
+    "parent_submission_id",
+    "parent_thread_id",
+    "children",
 }
 """What `status --thread --json` prints per submission (docs/operations.md)."""
 HOST_FIELDS = {
