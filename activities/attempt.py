@@ -227,6 +227,7 @@ class AttemptActivities:
                 aborted = await self._operator.abort(child.submission_id)
                 if aborted.changed:
                     await self._waker.wake(aborted.host_id, reason="abort")
+                await self._failpoints.hit("attempt:child-abort:after")
         if unjoined:
             unjoined = await self._children.unjoined(claim.submission_id)
             pending = [child.submission_id for child in unjoined if not child.settled]

@@ -320,6 +320,7 @@ class AttemptContext:
                 thread_id=thread_id,
                 host_id=host_id,
             ),
+            after=True,
         )
         if receipt.created and self._waker is not None:
             await self._waker.wake(receipt.host_id, reason="child")
@@ -376,13 +377,17 @@ class AttemptContext:
         children = self._children
         listed = [batch[step][0] for step in sorted(batch)]  # in call order
         wait = await self._guarded(
-            "attempt:call-wait", lambda: children.suspend_for_children(self._claim, listed)
+            "attempt:call-wait",
+            lambda: children.suspend_for_children(self._claim, listed),
+            after=True,
         )
         if wait.suspended:
             raise WaitForChildren(f"waits for children {', '.join(wait.waiting)}")
         outcomes: dict[int, ChildOutcome] = {}
         for step in sorted(batch):
-            joined = await self._guarded("attempt:call-join", _joining(children, self._claim, step))
+            joined = await self._guarded(
+                "attempt:call-join", _joining(children, self._claim, step), after=True
+            )
             self._last_committed = max(self._last_committed, step)
             outcomes[step] = _child_outcome(joined.model_dump())
         return outcomes
@@ -403,12 +408,18 @@ class AttemptContext:
             kinds = sorted(k for s, k in self._journal if s == step)
             raise NonDeterministic(f"step {step}", f"one of the committed {kinds}", kind)
 
-    async def _guarded(self, failpoint: str | None, write: Callable[[], Awaitable[T]]) -> T:
-        """Run one of threadwarden's writes (after its failpoint); remember how it failed."""
+    async def _guarded(
+        self, failpoint: str | None, write: Callable[[], Awaitable[T]], *, after: bool = False
+    ) -> T:
+        """Run one of threadwarden's writes (after its failpoint; ``after``: also once it
+        committed, at ``{failpoint}:after``); remember how it failed."""
         try:
             if failpoint is not None:
                 await self._failpoints.hit(failpoint)
-            return await write()
+            written = await write()
+            if after and failpoint is not None:
+                await self._failpoints.hit(f"{failpoint}:after")
+            return written
         except InvalidInput:  # a value the binding passed: its own, deterministic mistake
             raise
         except (Exception, asyncio.CancelledError) as error:

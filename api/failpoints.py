@@ -29,6 +29,12 @@ LOCATIONS: frozenset[str] = frozenset(
     | {"maintenance:mutation:armed", "maintenance:mutation:finished", "claim", "settle"}
     | {"projection", "delivery:accept"}
     | {"attempt:append", "attempt:tool", "attempt:send_message", "attempt:renew"}
+    | {
+        f"attempt:{step}{edge}"
+        for step in ("call", "call-wait", "call-join")
+        for edge in ("", ":after")
+    }
+    | {"attempt:child-abort:after"}
 )
 """Every location threadwarden hits; arming anything else is an error (a typo would never fire)."""
 

@@ -8,23 +8,30 @@ Named ``test_children_scenario_NN_…`` where a test proves one of the brief's s
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from tests.helpers import child_agents
 from tests.helpers.checks import assert_settled_once, converged
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden.bindings import BindingRegistry
+from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.children import child_thread_id_for
 from threadwarden.ledger.models import ThreadStatus
+from threadwarden.ledger.operator import Operator, OperatorResult
+from threadwarden.scripted import scripted_binding
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id
 
 
 def registry(*bindings: Any) -> BindingRegistry:
@@ -35,10 +42,16 @@ def registry(*bindings: Any) -> BindingRegistry:
 
 
 @pytest.fixture
-async def family_worker(settings: Settings, connections: Connections) -> AsyncIterator[None]:
-    """A worker with both the planner and the helper."""
-    async with running_worker(settings, connections, registry(*child_agents.BOTH)):
-        yield
+async def family_worker(
+    settings: Settings, connections: Connections, failpoints: Failpoints
+) -> AsyncIterator[None]:
+    """A worker with both the planner and the helper (and the scripted binding)."""
+    bindings = registry(*child_agents.BOTH, scripted_binding())
+    async with running_worker(settings, connections, bindings, failpoints=failpoints):
+        try:
+            yield
+        finally:
+            failpoints.release_all()
 
 
 def call(answer: Any, **extra: Any) -> dict[str, Any]:
@@ -122,9 +135,7 @@ async def test_children_scenario_06_two_children_awaited_together_one_wait_one_j
             children,
         )
     joined = await records_of(client, ids, "call-joined")
-    assert [r["body"]["submission_id"] for r in joined] == [
-        c["submission_id"] for c in children
-    ]
+    assert [r["body"]["submission_id"] for r in joined] == [c["submission_id"] for c in children]
     await assert_settled_once(client, ids, 1)
 
 
@@ -149,3 +160,213 @@ async def test_children_a_failed_child_comes_back_as_a_failed_call_and_the_paren
         "failed",
         "completed",
     ]
+
+
+CRASH_POINTS = [
+    "attempt:call",  # before the establishment (nothing written)
+    "attempt:call:after",  # after it committed, before the wait
+    "attempt:call-wait",  # before the suspend
+    "attempt:call-wait:after",  # after the suspend committed
+    "attempt:call-join",  # before the join
+    "attempt:call-join:after",  # after the join committed, before the parent settles
+]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+@pytest.mark.usefixtures("family_worker")
+async def test_children_scenario_02_13_a_fault_at_each_step_leaves_one_child_one_join(
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    failpoints: Failpoints,
+    ids: str,
+    point: str,
+) -> None:
+    """The fault fails the pass (nothing settles on it); the durable retry re-runs the parent,
+    which finds its child by the call's linkage and joins it once; the child ran once."""
+    failpoints.arm(point, times=1)
+    receipt = await client.submit(ids, agent_id="planner", input={"calls": [call(5)]})
+    outcome = await client.result(receipt.submission_id, timeout=60)
+    assert failpoints.hits.get(point) == 1
+    assert outcome.outcome == "completed", outcome
+    [child] = await child_rows(pool, receipt.submission_id)
+    assert (child["outcome"], child["attempts"]) == ("completed", 1)
+    assert outcome.result["children"][0]["result"] == {"answer": 5}
+    kinds = [r["kind"] for r in await records_of(client, ids)]
+    assert kinds.count("call-started") == 1 and kinds.count("call-joined") == 1, kinds
+    assert kinds[-1] == "settlement"
+    markers = await pool.fetchval(
+        "SELECT count(*) FROM threadwarden.child_settlements WHERE parent_submission_id = $1",
+        receipt.submission_id,
+    )
+    assert markers == 1
+    parent_row = await pool.fetchrow(
+        "SELECT attempts FROM threadwarden.submissions WHERE submission_id = $1",
+        receipt.submission_id,
+    )
+    assert parent_row["attempts"] >= 2  # the faulted attempt, then the one that joined
+    await assert_settled_once(client, ids, 1)
+    await assert_settled_once(client, child["thread_id"], 1)
+
+
+@pytest.mark.usefixtures("family_worker")
+async def test_children_scenario_09_parent_abort_aborts_its_child_awaiting_approval_joins(
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    receipt = await client.submit(
+        ids,
+        agent_id="planner",
+        input={"calls": [{"agent": "helper", "input": {"approval": "refund 40 EUR?"}}]},
+    )
+    parent = await waiting_for_children(client, ids)
+    assert parent.submissions[0].waiting_for == "child"
+    [child] = await child_rows(pool, receipt.submission_id)
+    await eventually(
+        lambda: client.thread_status(child["thread_id"]),
+        lambda s: s.submissions[0].waiting_for == "approval",
+        what="the child waiting for its approval",
+    )
+
+    aborted = await client.abort(receipt.submission_id)
+    assert aborted.changed and aborted.state == "input-applied"  # not settled: children first
+    outcome = await client.result(receipt.submission_id, timeout=60)
+    assert (outcome.outcome, outcome.reason) == ("aborted", "aborted by an operator")
+    [child] = await child_rows(pool, receipt.submission_id)
+    assert (child["state"], child["outcome"]) == ("settled", "aborted")
+    [joined] = await records_of(client, ids, "call-joined")
+    assert (joined["body"]["submission_id"], joined["body"]["outcome"]) == (
+        child["submission_id"],
+        "aborted",
+    )
+    parent_settled, child_settled = [
+        await pool.fetchval(
+            "SELECT settled_at FROM threadwarden.submissions WHERE submission_id = $1", sid
+        )
+        for sid in (receipt.submission_id, child["submission_id"])
+    ]
+    assert child_settled <= parent_settled  # no parent settles before its children
+    again = await client.abort(receipt.submission_id)
+    assert not again.changed
+    await assert_settled_once(client, ids, 1)
+    await assert_settled_once(client, child["thread_id"], 1)
+
+
+async def test_children_scenario_10_a_fault_after_the_child_abort_issues_no_second_abort(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    failpoints: Failpoints,
+    ids: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The parent's abort asks its running child to abort (the intent is recorded), then its
+    pass faults; the re-run finds the intent and asks nothing again."""
+    asked: list[tuple[str, bool]] = []
+    abort = Operator.abort
+
+    async def counted(self: Operator, submission_id: str) -> OperatorResult:
+        result = await abort(self, submission_id)
+        asked.append((submission_id, result.changed))
+        return result
+
+    monkeypatch.setattr(Operator, "abort", counted)
+    bindings = registry(*child_agents.BOTH, scripted_binding())
+    async with running_worker(settings, connections, bindings, failpoints=failpoints):
+        slow = [{"sleep_ms": 4_000}, {"say": "too late"}]
+        receipt = await client.submit(
+            ids, agent_id="planner", input={"calls": [{"agent": "scripted", "input": slow}]}
+        )
+        [child] = await eventually(
+            lambda: child_rows(pool, receipt.submission_id),
+            lambda rows: len(rows) == 1 and rows[0]["state"] == "running",
+            what="the child running",
+        )
+        failpoints.arm("attempt:child-abort:after", times=1)
+        asked.clear()
+        await client.abort(receipt.submission_id)
+        outcome = await client.result(receipt.submission_id, timeout=60)
+        failpoints.release_all()
+    assert failpoints.hits.get("attempt:child-abort:after") == 1
+    assert outcome.outcome == "aborted"
+    to_child = [changed for sid, changed in asked if sid == child["submission_id"]]
+    assert to_child.count(True) == 1, asked  # one abort command; a replay changes nothing
+    [child] = await child_rows(pool, receipt.submission_id)
+    assert child["outcome"] == "aborted"
+    [joined] = await records_of(client, ids, "call-joined")
+    assert joined["body"]["outcome"] == "aborted"
+
+
+async def test_children_scenario_11_missing_child_binding_waits_until_a_worker_has_it(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    tmp_path: Path,
+    ids: str,
+) -> None:
+    async with running_worker(settings, connections, registry(*child_agents.PLANNER)):
+        receipt = await client.submit(ids, agent_id="planner", input={"calls": [call(11)]})
+        await waiting_for_children(client, ids)
+        [child] = await child_rows(pool, receipt.submission_id)
+        host = await eventually(
+            lambda: client.host_status(child["thread_id"]),
+            lambda h: len(h.binding_retries) == 1,
+            timeout_s=60,
+            what="the child's head in binding retry",
+        )
+        assert host.binding_retries[0].submission_id == child["submission_id"]
+        [view] = (await client.thread_status(child["thread_id"])).submissions
+        assert (view.state, view.attempts) == ("ready", 0)  # pending, never run, never failed
+        parent = (await client.thread_status(ids)).submissions[0]
+        assert (parent.state, parent.waiting_for) == ("suspended", "child")
+
+        helpers = f"{child_agents.__name__}:HELPER"
+        async with worker_process(settings, connections, tmp_path / "helper", bindings=helpers):
+            outcome = await client.result(receipt.submission_id, timeout=90)
+    assert outcome.outcome == "completed"
+    assert outcome.result["children"][0]["result"] == {"answer": 11}
+    [child] = await child_rows(pool, receipt.submission_id)
+    assert (child["outcome"], child["attempts"]) == ("completed", 1)
+
+
+async def test_children_scenario_08_child_host_gone_and_no_wake_the_parent_still_joins(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    """The child settles by an operator's decision taken straight on the ledger (no wake hint
+    to anyone) after its host's workflow was terminated: the marker's durable alarm on the
+    parent's host brings the parent's pass (through the sweeper), which joins."""
+    bindings = registry(*child_agents.BOTH, scripted_binding())
+    async with running_worker(settings, connections, bindings):
+        receipt = await client.submit(
+            ids,
+            agent_id="planner",
+            input={"calls": [{"agent": "helper", "input": {"approval": "go?"}}]},
+        )
+        await waiting_for_children(client, ids)
+        [child] = await child_rows(pool, receipt.submission_id)
+        await eventually(
+            lambda: client.thread_status(child["thread_id"]),
+            lambda s: s.submissions[0].waiting_for == "approval",
+            what="the child waiting for its approval",
+        )
+        await eventually(  # the parent's host is quiet: nothing else wakes it
+            lambda: client.host_status(ids),
+            lambda h: h.processed == h.dirty and h.alarm_at is None,
+            what="the parent's host quiet",
+        )
+        temporal = await Client.connect(connections.temporal_address)
+        handle = temporal.get_workflow_handle(host_workflow_id(child["thread_id"]))
+        with contextlib.suppress(RPCError):  # an idle host's workflow may have ended already
+            await handle.terminate("evicted")
+        assert (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+        operator = Operator(pool, minimum_alarm_delay_ms=50)
+        denied = await operator.deny(child["submission_id"], "no")
+        assert denied.parent_host_id == ids
+        outcome = await client.result(receipt.submission_id, timeout=60)
+    assert outcome.outcome == "completed"
+    assert outcome.result["children"][0]["outcome"] == "failed"
+    assert outcome.result["children"][0]["reason"] == "approval denied: no"
