@@ -8,6 +8,7 @@ Named ``test_children_scenario_NN_…`` where a test proves one of the brief's s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -370,3 +371,52 @@ async def test_children_scenario_08_child_host_gone_and_no_wake_the_parent_still
     assert outcome.outcome == "completed"
     assert outcome.result["children"][0]["outcome"] == "failed"
     assert outcome.result["children"][0]["reason"] == "approval denied: no"
+
+
+async def test_children_a_worker_killed_while_the_child_runs_one_child_one_join(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    tmp_path: Path,
+    ids: str,
+) -> None:
+    """SIGKILL of the only worker while the child's attempt runs (after its first committed
+    step) and the parent waits: a second worker recovers the child's head, the child settles
+    once, its marker wakes the parent, which joins once (the scripted ``call`` step)."""
+    child_thread = f"{ids}-child"
+    sleepy = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
+    script = [{"call": {"thread": child_thread, "input": sleepy}}, {"say": "joined"}]
+    async with worker_process(settings, connections, tmp_path / "first") as first:
+        receipt = await client.submit(ids, agent_id="scripted", input=script)
+        await eventually(
+            lambda: client.records(child_thread),
+            lambda records: any(r["kind"] == "message" for r in records),
+            what="the child running after its first step",
+        )
+        parent = (await client.thread_status(ids)).submissions[0]
+        assert (parent.state, parent.waiting_for) == ("suspended", "child")
+        first.kill()  # SIGKILL: no cleanup, the child's claim is left behind
+        await asyncio.wait_for(first.wait(), timeout=10)
+    async with running_worker(settings, connections):
+        outcome = await client.result(receipt.submission_id, timeout=60)
+    assert outcome.outcome == "completed"
+    [child] = await child_rows(pool, receipt.submission_id)
+    assert (child["thread_id"], child["outcome"], child["attempts"]) == (
+        child_thread,
+        "completed",
+        2,  # killed once, reclaimed once
+    )
+    assert outcome.result["said"] == ["joined"]
+    assert outcome.result["children"] == [
+        {
+            "thread": child_thread,
+            "submission_id": child["submission_id"],
+            "outcome": "completed",
+            "result": {"said": ["before", "after"]},
+        }
+    ]
+    kinds = [r["kind"] for r in await records_of(client, ids)]
+    assert (kinds.count("call-started"), kinds.count("call-joined")) == (1, 1)
+    await assert_settled_once(client, ids, 1)
+    await assert_settled_once(client, child_thread, 1)
