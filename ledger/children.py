@@ -68,6 +68,17 @@ SELECT (SELECT json_build_object('submission_id', c.submission_id, 'thread_id', 
          WHERE submission_id = $1 AND kind = 'lineage') AS parent_depth
 """
 """The call's child, if admitted (the linkage index), and the parent's own depth."""
+_ANCESTOR_THREAD = """
+WITH RECURSIVE up (submission_id, thread_id, parent) AS (
+  SELECT submission_id, thread_id, parent_submission_id FROM threadwarden.submissions
+   WHERE submission_id = $1
+  UNION ALL
+  SELECT s.submission_id, s.thread_id, s.parent_submission_id
+    FROM threadwarden.submissions s JOIN up ON s.submission_id = up.parent
+)
+SELECT EXISTS (SELECT 1 FROM up WHERE thread_id = $2)
+"""
+"""Whether the thread is the caller's or one of its ancestors' (a child's own children only)."""
 _LINK = """
 UPDATE threadwarden.submissions s SET parent_submission_id = $2, parent_call_step = $3
   FROM threadwarden.threads t
@@ -188,6 +199,11 @@ class Children:
         existing = resolved["existing"]
         if existing is not None:
             return _repeated(existing, claim, step, key, thread, host_id, digest)
+        if resolved["parent_depth"] is not None and await conn.fetchval(
+            _ANCESTOR_THREAD, claim.submission_id, thread
+        ):
+            # Queued behind an ancestor that waits for this very call: it would never run.
+            raise InvalidInput("thread_id", "a thread none of the caller's ancestors is on", thread)
         receipt = await self._admissions.admit_in(
             conn,
             thread_id=thread,

@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from tests.helpers.children import CrashingConnection, Family
-from tests.helpers.ledger import now
+from tests.helpers.ledger import BINDINGS, now
 from threadwarden.errors import (
     AbortRequested,
     ChildConflict,
@@ -323,6 +323,28 @@ async def test_children_a_child_on_the_parents_own_thread_is_refused(family: Fam
     with pytest.raises(InvalidInput, match="thread_id"):
         await family.establish(parent, 1, thread_id=parent.thread_id)
     assert await family.children_of(parent.submission_id) == []
+
+
+async def test_children_a_grandchild_on_an_ancestors_thread_is_refused(family: Family) -> None:
+    """Queued behind the grandparent that waits for it, it would never run."""
+    parent = await family.parent()
+    child = await family.establish(parent, 1)
+    begun = await family.ledger.begin(child.host_id)
+    child_claim = await family.ledger.attempts.claim_head(
+        child.host_id, begun.epoch, child.thread_id, bindings=BINDINGS
+    )
+    assert child_claim is not None and child_claim.parent_submission_id == parent.submission_id
+    with pytest.raises(InvalidInput, match="ancestors"):
+        await family.children.establish_child(
+            child_claim, step=1, agent_id="echo", input={}, thread_id=parent.thread_id
+        )
+    assert await family.children_of(child.submission_id) == []
+    grandchild = await family.children.establish_child(
+        child_claim, step=1, agent_id="echo", input={}
+    )
+    assert grandchild.created and grandchild.parent_submission_id == child.submission_id
+    lineage = [r for r in await family.thread_records(grandchild.thread_id)]
+    assert lineage[0]["kind"] == "lineage" and lineage[0]["body"]["depth"] == 2
 
 
 async def test_children_the_linkage_is_immutable(family: Family) -> None:
