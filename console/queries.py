@@ -23,9 +23,18 @@ _THREAD_ROW = (
     "SELECT t.thread_id, t.host_id, t.created_at, c.states, c.waiting, r.last_at, r.last_kind"
     "  FROM threadwarden.threads t"
     "  LEFT JOIN LATERAL ("
-    "    SELECT jsonb_object_agg(k, n) AS states,"
-    "           COALESCE(sum(n) FILTER (WHERE k IN ('suspended', 'unknown')), 0) AS waiting"
-    "      FROM (SELECT COALESCE(s.outcome, s.state) AS k, count(*) AS n"
+    "    SELECT jsonb_object_agg(k, n) AS states, COALESCE(sum(w), 0) AS waiting"
+    "      FROM (SELECT COALESCE(s.outcome, s.state) AS k, count(*) AS n,"
+    # Waiting for a person: unknown, or suspended for an approval, not for its subagent
+    # children (its latest wait record says which; read only for a suspended row).
+    "                   count(*) FILTER (WHERE CASE s.state WHEN 'unknown' THEN true"
+    "                     WHEN 'suspended' THEN ("
+    "                       SELECT r.kind FROM threadwarden.records r"
+    '                        WHERE r.submission_id = s.submission_id COLLATE "default"'
+    "                          AND r.kind IN ('approval-requested', 'children-awaited')"
+    "                        ORDER BY r.sequence DESC LIMIT 1"
+    "                     ) IS DISTINCT FROM 'children-awaited'"
+    "                     ELSE false END) AS w"
     "              FROM threadwarden.submissions s WHERE s.thread_id = t.thread_id"
     "             GROUP BY 1) x"
     "  ) c ON true"
@@ -63,7 +72,8 @@ class ThreadRow(BaseModel):
     states: dict[str, int]
     """Submissions by state, settled ones by outcome (``completed``, ``failed``, ``aborted``)."""
     waiting: int
-    """Submissions waiting for a person (pending approvals and unknown side effects)."""
+    """Submissions waiting for a person (pending approvals and unknown side effects; not a
+    parent waiting for its subagent children)."""
     last_activity: datetime
     """When its latest record was written (its creation while it has none)."""
     last_kind: str | None
