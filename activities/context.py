@@ -20,6 +20,7 @@ from threadwarden.activities.wake import Waker
 from threadwarden.bindings import ChildOutcome, ThreadRecord
 from threadwarden.errors import (
     AbortRequested,
+    BudgetExceeded,
     InvalidInput,
     PoolExhausted,
     Retryable,
@@ -50,6 +51,7 @@ RESERVED_KINDS = frozenset(
         "call-joined",
         "children-awaited",
         "lineage",
+        "budget-spent",
     }
 )
 """Record kinds only threadwarden writes (through ``tool`` and ``request_approval``)."""
@@ -106,17 +108,24 @@ def _record(record: HistoryRecord) -> ThreadRecord:
     return ThreadRecord(**record.model_dump())
 
 
+def _validate_units(field: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(field, "a non-negative integer", value)
+
+
 def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[Joined]]:
     return lambda: children.join(claim, step)
 
 
 def _child_outcome(body: Any) -> ChildOutcome:
+    budget = body.get("budget")
     return ChildOutcome(
         submission_id=body["submission_id"],
         thread_id=body["thread_id"],
         outcome=body["outcome"],
         result=body.get("result"),
         reason=body.get("reason"),
+        budget_consumed=None if budget is None else int(budget["consumed"]),
     )
 
 
@@ -267,6 +276,33 @@ class AttemptContext:
             )
         return str(sent.body["message_id"])
 
+    @property
+    def budget_left(self) -> int | None:
+        lineage = self._journal.get((0, "lineage"))
+        reserved = lineage.body.get("budget") if lineage is not None else None
+        if reserved is None:
+            return None
+        spent = sum(
+            int(r.body["units"]) for (_, kind), r in self._journal.items() if kind == "budget-spent"
+        )
+        return int(reserved) - spent
+
+    async def spend(self, units: int, note: str | None = None) -> int | None:
+        _validate_units("units", units)
+        step = self._next()
+        committed = self._journal.get((step, "budget-spent"))
+        if committed is None:
+            self._expect_new(step, "budget-spent")
+            left = self.budget_left
+            if left is not None and units > left:
+                raise BudgetExceeded(f"units: {units} exceed the {left} left of this delegation")
+            await self._write("budget-spent", {"units": units, "note": note}, step)
+        elif committed.body.get("units") != units:
+            raise NonDeterministic(
+                f"step {step}", f"the committed spend of {committed.body.get('units')}", units
+            )
+        return self.budget_left
+
     async def call_agent(
         self,
         agent_id: str,
@@ -274,8 +310,11 @@ class AttemptContext:
         *,
         thread_id: str | None = None,
         host_id: str | None = None,
+        budget: int | None = None,
     ) -> ChildOutcome:
         validate_id("agent_id", agent_id)
+        if budget is not None:
+            _validate_units("budget", budget)
         if thread_id is not None:
             validate_id("thread_id", thread_id)
         if host_id is not None:
@@ -292,21 +331,30 @@ class AttemptContext:
             self._expect_new(step, "call-started")
             self._establishing += 1
             try:
-                started = await self._establish(step, agent_id, input, thread_id, host_id)
+                started = await self._establish(step, agent_id, input, thread_id, host_id, budget)
             finally:
                 self._establishing -= 1
                 self._established.set()
-        elif (started.body.get("agent_id"), started.body.get("payload_digest")) != (
-            agent_id,
-            payload_digest(agent_id, None, input),
-        ) or (thread_id is not None and started.body.get("child_thread_id") != thread_id):
+        elif (
+            started.body.get("agent_id"),
+            started.body.get("payload_digest"),
+            started.body.get("budget"),
+        ) != (agent_id, payload_digest(agent_id, None, input), budget) or (
+            thread_id is not None and started.body.get("child_thread_id") != thread_id
+        ):
             raise NonDeterministic(
                 f"step {step}", f"the committed call to {started.body.get('agent_id')}", agent_id
             )
         return await self._await_child(step, str(started.body["child_submission_id"]))
 
     async def _establish(
-        self, step: int, agent_id: str, input: Any, thread_id: str | None, host_id: str | None
+        self,
+        step: int,
+        agent_id: str,
+        input: Any,
+        thread_id: str | None,
+        host_id: str | None,
+        budget: int | None,
     ) -> HistoryRecord:
         assert self._children is not None
         children = self._children
@@ -319,6 +367,7 @@ class AttemptContext:
                 input=input,
                 thread_id=thread_id,
                 host_id=host_id,
+                budget=budget,
             ),
             after=True,
         )
@@ -335,6 +384,7 @@ class AttemptContext:
                 "child_host_id": receipt.host_id,
                 "agent_id": agent_id,
                 "payload_digest": payload_digest(agent_id, None, input),
+                "budget": budget,
             },
             step=step,
         )

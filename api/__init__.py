@@ -22,6 +22,7 @@ from threadwarden.bindings import (
 from threadwarden.errors import (
     BindingDigestMismatch,
     BindingUnavailable,
+    BudgetExceeded,
     ChildConflict,
     ChildNotSettled,
     DecisionConflict,
@@ -81,6 +82,7 @@ __all__ = [
     "BindingDigestMismatch",
     "BindingRegistry",
     "BindingUnavailable",
+    "BudgetExceeded",
     "Completed",
     "ChildConflict",
     "ChildNotSettled",

@@ -49,6 +49,8 @@ class ChildOutcome:
     outcome: Literal["completed", "failed", "aborted"]
     result: Any = None
     reason: str | None = None
+    budget_consumed: int | None = None
+    """What the child spent of the budget the call reserved (None: the call reserved none)."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class AttemptContext(Protocol):
         *,
         thread_id: str | None = None,
         host_id: str | None = None,
+        budget: int | None = None,
     ) -> ChildOutcome:
         """Delegate ``input`` to ``agent_id`` as a child submission and wait for its outcome.
 
@@ -151,7 +154,23 @@ class AttemptContext(Protocol):
         canonical outcome, recorded once (``call-joined``). Calls awaited together (for example
         with ``asyncio.gather``) are waited for together. The wait ends the attempt through a
         ``BaseException``: never swallow one.
+
+        ``budget`` reserves that many units (an application-defined unit: tokens, cents, tool
+        calls) for the child, together with its admission; the child spends them with `spend`
+        and the join settles the account once (``budget_consumed``; the rest is released).
         """
+        ...
+
+    @property
+    def budget_left(self) -> int | None:
+        """What is left of the budget this submission's delegation reserved for it (None: it
+        was given none, it is not limited)."""
+        ...
+
+    async def spend(self, units: int, note: str | None = None) -> int | None:
+        """Record spending ``units`` of the budget (a journal step; a re-run does not spend
+        again); returns what is left. Raises `BudgetExceeded`, recording nothing, when more
+        than is left; without a budget it only records."""
         ...
 
     def heartbeat(self) -> None:

@@ -61,6 +61,11 @@ class ChildNotSettled(NotWaiting):
     """The child has no canonical settlement yet: nothing to record or join."""
 
 
+class BudgetExceeded(ThreadwardenError):
+    """A delegated submission tried to spend more of its budget than is left; nothing was
+    recorded. The binding decides what follows (uncaught, it fails the submission)."""
+
+
 class Retryable(ThreadwardenError):
     """Raised by a binding to end this attempt without settling: the pass fails and the
     protocol's durable backoff retries the submission later, replaying its committed steps.

@@ -5,14 +5,16 @@ Steps: ``{"say": text}``, ``{"tool": name, "args": {...}, "side_effect": bool}``
 ``{"approval": reason}``, ``{"fail": message}``, ``{"sleep_ms": n}``,
 ``{"send": {"thread": id, "input": value, "agent": id, "host": id}}`` (a message to another
 thread; ``agent`` defaults to ``scripted``, ``host`` to the destination's own),
-``{"call": {"thread": id, "agent": id, "input": value, "host": id}}`` (delegate to a subagent
-and wait for its outcome; ``agent`` defaults to ``scripted``, ``thread`` to the one
-``call_agent`` derives, ``host`` is optional) and ``{"calls": [call, ...]}`` (several
-delegations awaited together). A scripted child's input is validated as scripted steps too.
+``{"call": {"thread": id, "agent": id, "input": value, "host": id, "budget": n}}`` (delegate to
+a subagent and wait for its outcome; ``agent`` defaults to ``scripted``, ``thread`` to the one
+``call_agent`` derives, ``host`` and ``budget`` are optional), ``{"calls": [call, ...]}``
+(several delegations awaited together) and ``{"spend": n}`` (spend n units of the budget a
+delegation gave this submission). A scripted child's input is validated as scripted steps too.
 
 The outcome is ``Completed({"said": [...]})``; a script that made calls also gets
 ``"children": [{"thread", "submission_id", "outcome", "result"}, ...]``, one per call in script
-order (a failed or aborted child is listed with that outcome, the script goes on).
+order (a failed or aborted child is listed with that outcome, the script goes on; a call with a
+budget also lists ``budget_consumed``).
 """
 
 import asyncio
@@ -32,7 +34,7 @@ from threadwarden.validation import validate_id
 
 SCRIPTED_AGENT_ID = "scripted"
 SCRIPTED_DIGEST = "scripted-v1"
-STEP_KINDS = "say, tool, approval, fail, sleep_ms, send, call, calls"
+STEP_KINDS = "say, tool, approval, fail, sleep_ms, send, call, calls, spend"
 _HEARTBEAT_SLICE_S = 1.0
 
 
@@ -61,6 +63,8 @@ def _validate_step(field: str, step: Any) -> None:
         _validate_call(f"{field}.call", step["call"])
     elif "calls" in step:
         _validate_calls(f"{field}.calls", step["calls"])
+    elif "spend" in step:
+        _validate_units(f"{field}.spend", step["spend"])
     elif "sleep_ms" in step:
         delay = step["sleep_ms"]
         if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 600_000:
@@ -90,8 +94,10 @@ def _validate_calls(field: str, calls: Any) -> None:
 def _validate_call(field: str, call: Any) -> None:
     if not isinstance(call, dict) or "input" not in call:
         raise InvalidInput(field, "an object with input (thread, agent, host optional)", call)
-    if call.keys() - {"thread", "input", "agent", "host"}:
-        raise InvalidInput(field, "only the keys thread, input, agent, host", sorted(call))
+    if call.keys() - {"thread", "input", "agent", "host", "budget"}:
+        raise InvalidInput(field, "only the keys thread, input, agent, host, budget", sorted(call))
+    if call.get("budget") is not None:
+        _validate_units(f"{field}.budget", call["budget"])
     if call.get("thread") is not None:
         validate_id(f"{field}.thread", call["thread"])
     agent = validate_id(f"{field}.agent", call.get("agent", SCRIPTED_AGENT_ID))
@@ -103,6 +109,11 @@ def _validate_call(field: str, call: Any) -> None:
             raise InvalidInput(f"{field}.input", "a list of scripted steps", child)
         for index, step in enumerate(child):
             _validate_step(f"{field}.input[{index}]", step)
+
+
+def _validate_units(field: str, units: Any) -> None:
+    if not isinstance(units, int) or isinstance(units, bool) or units < 0:
+        raise InvalidInput(field, "a non-negative integer", units)
 
 
 async def _echo_tool(args: dict[str, Any]) -> Any:
@@ -141,6 +152,8 @@ async def run_scripted(context: AttemptContext) -> Outcome:
         elif "calls" in step:
             outcomes = await asyncio.gather(*(_call(context, call) for call in step["calls"]))
             children.extend(_child(outcome) for outcome in outcomes)
+        elif "spend" in step:
+            await context.spend(step["spend"])
         elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
             await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
     return Completed({"said": said, "children": children} if children else {"said": said})
@@ -154,16 +167,20 @@ def _call(context: AttemptContext, call: dict[str, Any]) -> Awaitable[ChildOutco
         call["input"],
         thread_id=call.get("thread"),
         host_id=call.get("host"),
+        budget=call.get("budget"),
     )
 
 
 def _child(outcome: ChildOutcome) -> dict[str, Any]:
-    return {
+    child = {
         "thread": outcome.thread_id,
         "submission_id": outcome.submission_id,
         "outcome": outcome.outcome,
         "result": outcome.result,
     }
+    if outcome.budget_consumed is not None:  # the call reserved a budget
+        child["budget_consumed"] = outcome.budget_consumed
+    return child
 
 
 async def _sleep_with_heartbeats(context: AttemptContext, seconds: float) -> None:

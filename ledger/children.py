@@ -30,6 +30,7 @@ from threadwarden.ledger.admission import Admissions, payload_digest
 from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.child_settled import lock_hosts, record_child_settled_in
 from threadwarden.ledger.models import (
+    BudgetAccount,
     ChildOutcome,
     ChildReceipt,
     ChildSettled,
@@ -121,11 +122,15 @@ SELECT c.submission_id, c.thread_id,
          WHERE r.submission_id = c.submission_id COLLATE "default"
            AND r.kind = 'lineage') AS lineage,
        (SELECT r.body FROM threadwarden.records r
-         WHERE r.submission_id = $1 AND r.step = $2 AND r.kind = 'call-joined') AS joined
+         WHERE r.submission_id = $1 AND r.step = $2 AND r.kind = 'call-joined') AS joined,
+       (SELECT COALESCE(sum((r.body ->> 'units')::bigint), 0) FROM threadwarden.records r
+         WHERE r.submission_id = c.submission_id COLLATE "default"
+           AND r.kind = 'budget-spent') AS consumed
   FROM threadwarden.submissions c
  WHERE c.parent_submission_id = $1 AND c.parent_call_step = $2
 """
-"""The call's child with its settlement and lineage records, and the parent's join of it.
+"""The call's child with its settlement and lineage records, what it spent of its budget, and
+the parent's join of it.
 ``COLLATE "default"`` lets the records' submission index serve the comparison."""
 
 
@@ -149,6 +154,7 @@ class Children:
         thread_id: str | None = None,
         host_id: str | None = None,
         agent_digest: str | None = None,
+        budget: int | None = None,
     ) -> ChildReceipt:
         """Admit the child of the parent's call at journal ``step``, in one transaction.
 
@@ -169,6 +175,7 @@ class Children:
                 thread_id=thread_id,
                 host_id=host_id,
                 agent_digest=agent_digest,
+                budget=budget,
             )
 
     async def establish_child_in(
@@ -182,6 +189,7 @@ class Children:
         thread_id: str | None = None,
         host_id: str | None = None,
         agent_digest: str | None = None,
+        budget: int | None = None,
     ) -> ChildReceipt:
         """`establish_child` inside the caller's transaction: nine statements for a new child,
         four for a repeat (which writes nothing)."""
@@ -236,8 +244,10 @@ class Children:
                 "agent_id": agent_id,
                 "payload_digest": digest,
                 "depth": depth,
+                "budget": budget,
             },
             epoch=int(child_epoch),
+            step=0,  # in the child's journal: its attempts read their given budget from it
         )
         await insert_record(
             conn,
@@ -251,6 +261,7 @@ class Children:
                 "agent_id": agent_id,
                 "idempotency_key": key,
                 "payload_digest": digest,
+                "budget": budget,
             },
             epoch=claim.epoch,
             step=step,
@@ -354,6 +365,8 @@ class Children:
                     f" name {claim.submission_id} step {step}"
                 )
             body = settlement["body"]
+            reserved = lineage.get("budget")
+            consumed = int(call["consumed"])
             outcome = ChildOutcome(
                 submission_id=call["submission_id"],
                 thread_id=call["thread_id"],
@@ -361,6 +374,11 @@ class Children:
                 result=body.get("result"),
                 reason=body.get("reason"),
                 settlement_record_id=settlement["record_id"],
+                budget=None
+                if reserved is None
+                else BudgetAccount(
+                    reserved=reserved, consumed=consumed, released=max(reserved - consumed, 0)
+                ),
             )
             await insert_record(
                 conn,

@@ -188,6 +188,15 @@ class ChildReceipt(Receipt):
     idempotency_key: str
 
 
+class BudgetAccount(BaseModel):
+    """A delegation budget, settled once at the join: what the call reserved for its child,
+    what the child spent (its ``budget-spent`` records) and what returns to the caller."""
+
+    reserved: int
+    consumed: int
+    released: int
+
+
 class ChildOutcome(BaseModel):
     """A joined child's canonical settlement, as the parent's tool call records it."""
 
@@ -197,6 +206,8 @@ class ChildOutcome(BaseModel):
     result: Any = None
     reason: str | None = None
     settlement_record_id: str
+    budget: BudgetAccount | None = None
+    """The call's budget account, when it reserved one."""
 
 
 ChildSettledStatus = Literal["woken", "still-waiting", "not-waiting"]

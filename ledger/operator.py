@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Literal, cast
 
 import asyncpg
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from threadwarden.errors import DecisionConflict, NotFound, NotWaiting
 from threadwarden.ledger.admission import mark_dirty
@@ -70,8 +70,9 @@ class OperatorResult(BaseModel):
     state: str
     outcome: str | None = None
     changed: bool = True
-    parent_host_id: str | None = None
-    """The host of the parent this action made dirty by settling its child (wake it too)."""
+    parent_host_id: str | None = Field(default=None, exclude=True)
+    """The host of the parent this action made dirty by settling its child: the caller wakes
+    it too (not part of the action's printed shape)."""
 
 
 class Operator:

@@ -14,8 +14,30 @@ from threadwarden.errors import InvalidInput
 from threadwarden.scripted import STEP_KINDS, parse_steps, run_scripted
 
 
-def test_step_kinds_name_call_and_calls() -> None:
-    assert STEP_KINDS.endswith("send, call, calls")
+def test_step_kinds_name_call_calls_and_spend() -> None:
+    assert STEP_KINDS.endswith("send, call, calls, spend")
+
+
+@pytest.mark.parametrize(
+    ("steps", "field"),
+    [
+        ([{"spend": -1}], "input[0].spend"),
+        ([{"spend": True}], "input[0].spend"),
+        ([{"call": {"input": [], "budget": "10"}}], "input[0].call.budget"),
+        ([{"call": {"input": [], "budget": -2}}], "input[0].call.budget"),
+    ],
+)
+def test_spend_and_budget_must_be_non_negative_integers(
+    steps: list[dict[str, object]], field: str
+) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        parse_steps(steps)
+    assert raised.value.field == field
+
+
+def test_spend_and_a_call_budget_are_valid_steps() -> None:
+    steps = [{"spend": 0}, {"call": {"input": [{"spend": 3}], "budget": 5}}]
+    assert parse_steps(steps) == steps
 
 
 @pytest.mark.parametrize(
@@ -88,6 +110,7 @@ class FakeContext:
         *,
         thread_id: str | None = None,
         host_id: str | None = None,
+        budget: int | None = None,
     ) -> ChildOutcome:
         n = len(self.calls)
         self.calls.append((agent_id, input, thread_id, host_id))

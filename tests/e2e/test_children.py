@@ -204,7 +204,9 @@ async def test_children_scenario_02_13_a_fault_at_each_step_leaves_one_child_one
         "SELECT attempts FROM threadwarden.submissions WHERE submission_id = $1",
         receipt.submission_id,
     )
-    assert parent_row["attempts"] >= 2  # the faulted attempt, then the one that joined
+    assert (
+        parent_row is not None and parent_row["attempts"] >= 2
+    )  # the faulted attempt, then the one that joined
     await assert_settled_once(client, ids, 1)
     await assert_settled_once(client, child["thread_id"], 1)
 
@@ -420,3 +422,31 @@ async def test_children_a_worker_killed_while_the_child_runs_one_child_one_join(
     assert (kinds.count("call-started"), kinds.count("call-joined")) == (1, 1)
     await assert_settled_once(client, ids, 1)
     await assert_settled_once(client, child_thread, 1)
+
+
+@pytest.mark.usefixtures("family_worker")
+async def test_children_scenario_01_13_a_budget_is_reserved_spent_and_settled_once_at_the_join(
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], failpoints: Failpoints, ids: str
+) -> None:
+    """The call reserves 10 units with the child's admission; the child spends 3 + 4 (a fault
+    after the join's commit makes the parent re-run: the account is still settled once); a
+    second child that overspends fails with BudgetExceeded, having recorded nothing of it."""
+    failpoints.arm("attempt:call-join:after", times=1)
+    calls = [
+        {"agent": "helper", "input": {"spend": [3, 4], "answer": "ok"}, "budget": 10},
+        {"agent": "helper", "input": {"spend": [2, 9]}, "budget": 10},
+    ]
+    receipt = await client.submit(ids, agent_id="planner", input={"calls": calls})
+    outcome = await client.result(receipt.submission_id, timeout=60)
+    assert failpoints.hits.get("attempt:call-join:after") == 1
+    first, second = outcome.result["children"]
+    assert (first["outcome"], first["budget_consumed"]) == ("completed", 7)
+    assert second["outcome"] == "failed" and "BudgetExceeded" in second["reason"]
+    assert second["budget_consumed"] == 2  # the refused spend recorded nothing
+    joined = await records_of(client, ids, "call-joined")
+    assert [r["body"]["budget"] for r in joined] == [
+        {"reserved": 10, "consumed": 7, "released": 3},
+        {"reserved": 10, "consumed": 2, "released": 8},
+    ]
+    started = await records_of(client, ids, "call-started")
+    assert [r["body"]["budget"] for r in started] == [10, 10]  # reserved with the admission

@@ -7,8 +7,9 @@ delegates to. Loaded in-process (``PLANNER``, ``HELPER`` registries) or by a wor
 outcomes of its calls in order.
 
 ``helper`` input: ``{"answer": x}`` completes with ``{"answer": x}``; ``{"fail": reason}``
-fails; ``{"approval": reason}`` waits for a person first; ``{"call": {...}}`` delegates once
-more (a grandchild) and completes with that outcome.
+fails; ``{"approval": reason}`` waits for a person first; ``{"spend": [units, ...]}`` spends
+its budget first (an overspend raises `BudgetExceeded`: the helper fails); ``{"call": {...}}``
+delegates once more (a grandchild) and completes with that outcome.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from threadwarden.bindings import AttemptContext, Binding, ChildOutcome, Complet
 
 async def _call(context: AttemptContext, call: dict[str, Any]) -> ChildOutcome:
     return await context.call_agent(
-        call["agent"], call["input"], thread_id=call.get("thread"), host_id=call.get("host")
+        call["agent"],
+        call["input"],
+        thread_id=call.get("thread"),
+        host_id=call.get("host"),
+        budget=call.get("budget"),
     )
 
 
@@ -39,6 +44,8 @@ async def help(context: AttemptContext) -> Outcome:
     task = context.input
     if "approval" in task:
         await context.request_approval(task["approval"])
+    for units in task.get("spend", []):
+        await context.spend(units)
     if "fail" in task:
         return Failed(task["fail"])
     if "call" in task:
