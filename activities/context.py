@@ -410,6 +410,11 @@ class AttemptContext:
             await self._established.wait()
         batch, self._awaiting, self._gathering = self._awaiting, {}, None
         try:
+            if self.fault is not None:  # a call of this batch failed: no wait after a fault
+                raise AttemptFaulted(
+                    f"attempt {self._claim.attempt_id}: an earlier step failed"
+                    f" ({type(self.fault).__name__}); no wait for children"
+                ) from self.fault
             outcomes = await self._wait_or_join(batch)
         except BaseException as error:
             for _, future in batch.values():
