@@ -456,9 +456,9 @@ async def test_children_scenario_01_13_a_budget_is_reserved_spent_and_settled_on
 async def test_children_a_fault_in_one_of_two_calls_awaited_together_leaves_one_child_each(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], failpoints: Failpoints, ids: str
 ) -> None:
-    """The first call's establishment faults while the second establishes: the attempt does
-    not wait (nothing is suspended after a fault), the pass fails, and the re-run establishes
-    the first and finds the second: one child per call."""
+    """The first call's establishment faults while the second establishes: the pass fails, and
+    the re-run establishes the first and finds the second: one child per call, and the one wait
+    lists both."""
     failpoints.arm("attempt:call", times=1)
     receipt = await client.submit(
         ids, agent_id="planner", input={"calls": [call(1), call(2)], "together": True}
@@ -470,6 +470,6 @@ async def test_children_a_fault_in_one_of_two_calls_awaited_together_leaves_one_
     assert [(c["parent_call_step"], c["attempts"]) for c in children] == [(1, 1), (2, 1)]
     kinds = [r["kind"] for r in await records_of(client, ids)]
     assert (kinds.count("call-started"), kinds.count("call-joined")) == (2, 2), kinds
-    # The faulted attempt waited for nothing: any wait is the re-run's, listing both calls.
+    # Any wait is the re-run's, listing both calls.
     for awaited in await records_of(client, ids, "children-awaited"):
         assert awaited["body"]["children"] == [c["submission_id"] for c in children]
