@@ -4,16 +4,26 @@ Pure functions over rows read with plain SQL (`chaos.ledger`), so a hand-made le
 show that each count catches its violation. A submission is recognised by its input (the
 text of its first ``say`` step is its workload key), not by its idempotency key, so a retried
 submit that was admitted twice shows up whatever key it carried.
+
+Children (admitted by their parents' calls, not by the run) are planned inside their parents
+and checked like every submission (lost, admitted twice, outcome, history, which starts with
+their ``lineage``), plus what delegation promises: every call of a settled parent has exactly
+one child, which settled exactly once, left exactly one child-settled marker and was joined
+exactly once (``call-joined`` at the call's step, naming its real settlement), and no parent
+settled before one of its children. The ``call-started`` records of calls awaited together
+may commit in any order (their children are established concurrently); each is still checked.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
-from chaos.workload import Planned
+from chaos.workload import OPTIONAL_KINDS, Ids, Linked, Planned, Record, all_planned
 
 VIOLATIONS = (
     "lost",
@@ -24,6 +34,11 @@ VIOLATIONS = (
     "wrong_histories",
     "stale_writes",
     "unexpected_submissions",
+    "unjoined_children",
+    "duplicate_joins",
+    "duplicate_children",
+    "parents_settled_before_children",
+    "wrong_child_markers",
 )
 """The counts that must all be 0 for a run to pass."""
 
@@ -37,6 +52,8 @@ class SubmissionRow:
     state: str
     outcome: str | None
     epoch: int
+    parent_submission_id: str | None = None
+    parent_call_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +64,18 @@ class RecordRow:
     kind: str
     body: Any
     epoch: int
+    step: int | None = None
+    record_id: str = ""
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class MarkerRow:
+    """A child-settled marker (``threadwarden.child_settlements``)."""
+
+    parent_submission_id: str
+    child_submission_id: str
+    outcome: str
 
 
 Row = TypeVar("Row", SubmissionRow, RecordRow)
@@ -59,7 +88,12 @@ class Counts:
     submissions: int = 0
     settled: int = 0
     failed_on_purpose: int = 0
+    children: int = 0
+    """Children the submissions' calls delegate to (not among ``submissions``)."""
+    children_settled: int = 0
+    children_failed_on_purpose: int = 0
     lost: int = 0
+    """Submissions and children that never settled."""
     duplicate_admissions: int = 0
     duplicate_settlements: int = 0
     fifo_violations: int = 0
@@ -67,8 +101,20 @@ class Counts:
     wrong_histories: int = 0
     stale_writes: int = 0
     unexpected_submissions: int = 0
+    unjoined_children: int = 0
+    """Calls of settled parents without exactly one child that settled once and was joined
+    once, at the call's step, from its real settlement."""
+    duplicate_joins: int = 0
+    """``call-joined`` records beyond the first of a (parent, step)."""
+    duplicate_children: int = 0
+    """Children beyond the first of a (parent, step), or linked to a call no script made."""
+    parents_settled_before_children: int = 0
+    """Children whose settlement is missing or later than their settled parent's."""
+    wrong_child_markers: int = 0
+    """Settled children without exactly one marker of their outcome; markers of no child."""
     unsettled_states: dict[str, int] = field(default_factory=dict)
-    """How many planned submissions sit in each nonterminal state (or ``missing``)."""
+    """How many planned submissions (children included) sit in each nonterminal state (or
+    ``missing``)."""
 
     @property
     def clean(self) -> bool:
@@ -84,50 +130,238 @@ def workload_key(row: SubmissionRow) -> str | None:
     return None
 
 
+def child_thread_for(parent_submission_id: str, step: int) -> str:
+    """The thread threadwarden derives for a call's child (docs/protocol.md)."""
+    return f"child_{parent_submission_id.removeprefix('sub_')}_{step}"
+
+
+class _Ledger:
+    """The rows, indexed the ways the check reads them."""
+
+    def __init__(
+        self,
+        planned: Sequence[Planned],
+        submissions: Sequence[SubmissionRow],
+        records: Sequence[RecordRow],
+    ) -> None:
+        self.wanted = {p.key: p for p in all_planned(list(planned))}
+        self.by_id = {row.submission_id: row for row in submissions}
+        self.by_key: dict[str, list[SubmissionRow]] = defaultdict(list)
+        self.linked: dict[tuple[str, int], list[SubmissionRow]] = defaultdict(list)
+        for row in submissions:
+            self.by_key[workload_key(row) or f"?{row.submission_id}"].append(row)
+            if row.parent_submission_id is not None and row.parent_call_step is not None:
+                self.linked[(row.parent_submission_id, row.parent_call_step)].append(row)
+        self.of_submission: dict[str, list[RecordRow]] = defaultdict(list)
+        for record in sorted(records, key=lambda r: (r.thread_id, r.sequence)):
+            self.of_submission[record.submission_id].append(record)
+
+    def settlements(self, submission_id: str) -> list[RecordRow]:
+        return [r for r in self.of_submission.get(submission_id, []) if r.kind == "settlement"]
+
+    def child(self, parent: SubmissionRow, plan: Planned) -> SubmissionRow | None:
+        """The one child linked to ``parent``'s call at ``plan.call_step`` (None: none, or
+        more than one)."""
+        assert plan.call_step is not None
+        rows = self.linked.get((parent.submission_id, plan.call_step), [])
+        return rows[0] if len(rows) == 1 else None
+
+    def link(self, parent: SubmissionRow, plan: Planned) -> Linked | None:
+        """The child of ``parent``'s call ``plan`` as the parent's records must name it."""
+        row = self.child(parent, plan)
+        if row is None:
+            return None
+        assert plan.call_step is not None
+        thread = plan.thread or child_thread_for(parent.submission_id, plan.call_step)
+        settled = self.settlements(row.submission_id)
+        return Linked(
+            row.submission_id,
+            thread,
+            plan.host or thread,
+            _record_id(settled[0]) if len(settled) == 1 else None,
+        )
+
+    def ids(self, plan: Planned, row: SubmissionRow) -> Ids:
+        """What ``row`` (a submission of ``plan``) names that only the ledger knows."""
+        children: dict[int, Linked] = {}
+        for child in plan.children:
+            link = self.link(row, child)
+            if link is not None and child.call_step is not None:
+                children[child.call_step] = link
+        parent = self.by_id.get(row.parent_submission_id or "")
+        parent_plan = self.wanted.get(plan.parent or "")
+        if (
+            parent is None
+            or parent_plan is None
+            or parent_plan.thread is None
+            or workload_key(parent) != parent_plan.key  # linked to another submission's call
+        ):
+            return Ids(row.submission_id, children)
+        thread = parent_plan.thread
+        linked = Linked(parent.submission_id, thread, parent_plan.host or thread)
+        return Ids(row.submission_id, children, linked)
+
+
 def check(
-    planned: Sequence[Planned], submissions: Sequence[SubmissionRow], records: Sequence[RecordRow]
+    planned: Sequence[Planned],
+    submissions: Sequence[SubmissionRow],
+    records: Sequence[RecordRow],
+    markers: Sequence[MarkerRow] = (),
 ) -> Counts:
-    """Count every way the ledger departs from what ``planned`` dictates."""
-    by_key: dict[str, list[SubmissionRow]] = defaultdict(list)
-    for row in submissions:
-        by_key[workload_key(row) or f"?{row.submission_id}"].append(row)
-    of_submission: dict[str, list[RecordRow]] = defaultdict(list)
-    for record in sorted(records, key=lambda r: (r.thread_id, r.sequence)):
-        of_submission[record.submission_id].append(record)
-    wanted = {p.key: p for p in planned}
-    counts = Counts(submissions=len(planned))
-    counts.unexpected_submissions = sum(len(rows) for k, rows in by_key.items() if k not in wanted)
+    """Count every way the ledger departs from what ``planned`` (submissions, their children
+    inside) dictates."""
+    ledger = _Ledger(planned, submissions, records)
+    counts = Counts(submissions=len(planned), children=sum(len(plan.children) for plan in planned))
+    counts.unexpected_submissions = sum(
+        len(rows) for key, rows in ledger.by_key.items() if key not in ledger.wanted
+    )
     unsettled: Counter[str] = Counter()
-    for plan in planned:
-        rows = by_key.get(plan.key, [])
+    for plan in ledger.wanted.values():
+        rows = ledger.by_key.get(plan.key, [])
         counts.duplicate_admissions += max(0, len(rows) - 1)
         settled = [r for r in rows if r.state == "settled"]
         if not settled:
             counts.lost += 1
             unsettled[rows[0].state if rows else "missing"] += 1
             continue
-        counts.settled += 1
-        counts.failed_on_purpose += plan.outcome == "failed"
+        if plan.parent is None:
+            counts.settled += 1
+            counts.failed_on_purpose += plan.outcome == "failed"
+        else:
+            counts.children_settled += 1
+            counts.children_failed_on_purpose += plan.outcome == "failed"
         for row in settled:
-            own = of_submission.get(row.submission_id, [])
-            counts.wrong_outcomes += _wrong_outcome(plan, row, own)
-            counts.wrong_histories += _history(own) != plan.records()
+            own = ledger.of_submission.get(row.submission_id, [])
+            ids = ledger.ids(plan, row)
+            counts.wrong_outcomes += _wrong_outcome(plan, row, own, ids)
+            counts.wrong_histories += not matches(_history(own), plan.records(ids))
+            _check_children(ledger, plan, row, counts)
     counts.unsettled_states = dict(sorted(unsettled.items()))
     counts.duplicate_settlements = sum(
-        max(0, sum(r.kind == "settlement" for r in own) - 1) for own in of_submission.values()
+        max(0, sum(r.kind == "settlement" for r in own) - 1)
+        for own in ledger.of_submission.values()
     )
+    counts.duplicate_joins = duplicate_joins(records)
+    counts.duplicate_children = duplicate_children(ledger)
+    counts.wrong_child_markers = wrong_child_markers(submissions, markers)
     counts.fifo_violations = fifo_violations(submissions, records)
     counts.stale_writes = stale_writes(submissions, records)
     return counts
 
 
-def _history(own: Sequence[RecordRow]) -> list[tuple[str, Any]]:
+def _check_children(ledger: _Ledger, plan: Planned, row: SubmissionRow, counts: Counts) -> None:
+    """A settled parent's calls: each joined once from its one child's one settlement, which
+    came first."""
+    own = ledger.of_submission.get(row.submission_id, [])
+    parent_settled = [r for r in own if r.kind == "settlement"]
+    for child_plan in plan.children:
+        child = ledger.child(row, child_plan)
+        joins = [r for r in own if r.kind == "call-joined" and r.step == child_plan.call_step]
+        settled = ledger.settlements(child.submission_id) if child is not None else []
+        counts.unjoined_children += (
+            child is None
+            or child.state != "settled"
+            or len(settled) != 1
+            or len(joins) != 1
+            or not isinstance(joins[0].body, dict)
+            or joins[0].body.get("submission_id") != child.submission_id
+            or joins[0].body.get("settlement_record_id") != _record_id(settled[0])
+        )
+        counts.parents_settled_before_children += _settled_first(parent_settled, settled)
+
+
+def _settled_first(parent: Sequence[RecordRow], child: Sequence[RecordRow]) -> bool:
+    """Whether the parent has a settlement and its child none, or a later one."""
+    if not parent:
+        return False
+    if not child:
+        return True
+    first_parent, last_child = parent[0].created_at, child[-1].created_at
+    if first_parent is None or last_child is None:
+        return False  # no timestamps to compare (a hand-made ledger)
+    return last_child > first_parent
+
+
+def _record_id(record: RecordRow) -> str:
+    return record.record_id or f"{record.thread_id}:{record.sequence}"
+
+
+def _history(own: Sequence[RecordRow]) -> list[Record]:
     return [(r.kind, r.body) for r in own if r.kind != "settlement"]
 
 
-def _wrong_outcome(plan: Planned, row: SubmissionRow, own: Sequence[RecordRow]) -> bool:
+def matches(actual: Sequence[Record], expected: Sequence[Record]) -> bool:
+    """Whether ``actual`` is ``expected`` with some of its `OPTIONAL_KINDS` records left out
+    (never added, moved or changed), but for the order of the ``call-started`` records of calls
+    awaited together: they establish their children concurrently, so they commit in any
+    order (each at its own step)."""
+    actual, expected = _unordered_starts(actual), _unordered_starts(expected)
+    i = 0
+    for record in expected:
+        if i < len(actual) and actual[i] == record:
+            i += 1
+        elif record[0] not in OPTIONAL_KINDS:
+            return False
+    return i == len(actual)
+
+
+def _unordered_starts(records: Sequence[Record]) -> list[Record]:
+    """``records`` with each run of consecutive ``call-started`` records in a canonical
+    order."""
+    ordered: list[Record] = []
+    run: list[Record] = []
+    for record in [*records, ("", None)]:
+        if record[0] == "call-started":
+            run.append(record)
+            continue
+        ordered.extend(sorted(run, key=lambda r: json.dumps(r[1], sort_keys=True)))
+        run = []
+        ordered.append(record)
+    return ordered[:-1]
+
+
+def _wrong_outcome(plan: Planned, row: SubmissionRow, own: Sequence[RecordRow], ids: Ids) -> bool:
     settlements = [r.body for r in own if r.kind == "settlement"]
-    return row.outcome != plan.outcome or plan.settlement() not in settlements
+    return row.outcome != plan.outcome or plan.settlement(ids) not in settlements
+
+
+def duplicate_joins(records: Sequence[RecordRow]) -> int:
+    """``call-joined`` records beyond the first of each (parent, step)."""
+    joins = Counter((r.submission_id, r.step) for r in records if r.kind == "call-joined")
+    return sum(n - 1 for n in joins.values())
+
+
+def duplicate_children(ledger: _Ledger) -> int:
+    """Children beyond the first of each (parent, step), and children linked to a call no
+    script made (a parent not in the workload, or a step its script has no call at)."""
+    extra = 0
+    for (parent, step), rows in ledger.linked.items():
+        extra += len(rows) - 1
+        row = ledger.by_id.get(parent)
+        plan = ledger.wanted.get(workload_key(row) or "") if row is not None else None
+        calls = {c.call_step for c in plan.children} if plan is not None else set()
+        extra += step not in calls
+    return extra
+
+
+def wrong_child_markers(submissions: Sequence[SubmissionRow], markers: Sequence[MarkerRow]) -> int:
+    """Children whose markers are not exactly one naming their parent and their outcome once
+    they settled (none before), and markers naming no child of that parent."""
+    children = {
+        row.submission_id: row for row in submissions if row.parent_submission_id is not None
+    }
+    of_child: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    wrong = 0
+    for marker in markers:
+        child = children.get(marker.child_submission_id)
+        if child is None or child.parent_submission_id != marker.parent_submission_id:
+            wrong += 1
+        else:
+            of_child[child.submission_id].append((marker.parent_submission_id, marker.outcome))
+    for row in children.values():
+        want = [(row.parent_submission_id, row.outcome)] if row.state == "settled" else []
+        wrong += of_child.get(row.submission_id, []) != want
+    return wrong
 
 
 def fifo_violations(submissions: Sequence[SubmissionRow], records: Sequence[RecordRow]) -> int:

@@ -10,27 +10,33 @@ from typing import Any
 
 import asyncpg
 
-from chaos.checks import RecordRow, SubmissionRow
+from chaos.checks import MarkerRow, RecordRow, SubmissionRow
 
 PROGRESS_SQL = (
     "SELECT count(*) FILTER (WHERE state = 'settled') AS settled, count(*) AS admitted"
-    " FROM threadwarden.submissions"
+    " FROM threadwarden.submissions WHERE parent_submission_id IS NULL"
 )
+"""The run's own submissions (children, admitted by their parents' calls, are not among
+them)."""
 UNQUIET_HOSTS_SQL = (
     "SELECT count(*) FROM threadwarden.hosts"
     " WHERE processed < dirty OR alarm_at IS NOT NULL OR nonterminal > 0"
 )
 SUBMISSIONS_SQL = (
-    "SELECT submission_id, thread_id, sequence, input, state, outcome, epoch"
-    " FROM threadwarden.submissions"
+    "SELECT submission_id, thread_id, sequence, input, state, outcome, epoch,"
+    " parent_submission_id, parent_call_step FROM threadwarden.submissions"
 )
 RECORDS_SQL = (
-    "SELECT thread_id, sequence, submission_id, kind, body, epoch FROM threadwarden.records"
+    "SELECT thread_id, sequence, submission_id, kind, body, epoch, step, record_id, created_at"
+    " FROM threadwarden.records"
+)
+MARKERS_SQL = (
+    "SELECT parent_submission_id, child_submission_id, outcome FROM threadwarden.child_settlements"
 )
 
 
 async def progress(conn: asyncpg.Connection[Any]) -> tuple[int, int]:
-    """(settled, admitted) submissions."""
+    """(settled, admitted) submissions of the run (not their children)."""
     row = await conn.fetchrow(PROGRESS_SQL)
     assert row is not None
     return int(row["settled"]), int(row["admitted"])
@@ -43,8 +49,8 @@ async def unquiet_hosts(conn: asyncpg.Connection[Any]) -> int:
 
 async def read_ledger(
     conn: asyncpg.Connection[Any],
-) -> tuple[list[SubmissionRow], list[RecordRow]]:
-    """Every submission and every canonical record."""
+) -> tuple[list[SubmissionRow], list[RecordRow], list[MarkerRow]]:
+    """Every submission, every canonical record and every child-settled marker."""
     submissions = [
         SubmissionRow(
             submission_id=r["submission_id"],
@@ -54,6 +60,8 @@ async def read_ledger(
             state=r["state"],
             outcome=r["outcome"],
             epoch=r["epoch"],
+            parent_submission_id=r["parent_submission_id"],
+            parent_call_step=r["parent_call_step"],
         )
         for r in await conn.fetch(SUBMISSIONS_SQL)
     ]
@@ -65,7 +73,18 @@ async def read_ledger(
             kind=r["kind"],
             body=json.loads(r["body"]),
             epoch=r["epoch"],
+            step=r["step"],
+            record_id=r["record_id"],
+            created_at=r["created_at"],
         )
         for r in await conn.fetch(RECORDS_SQL)
     ]
-    return submissions, records
+    markers = [
+        MarkerRow(
+            parent_submission_id=r["parent_submission_id"],
+            child_submission_id=r["child_submission_id"],
+            outcome=r["outcome"],
+        )
+        for r in await conn.fetch(MARKERS_SQL)
+    ]
+    return submissions, records, markers

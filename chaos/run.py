@@ -6,6 +6,9 @@ A submit that fails is retried with the same idempotency key until it is admitte
 of ``k`` strikes once ``(i + 1) / (k + 1)`` of the submissions have settled; between faults, a
 worker that exited on its own is started again. Then the run waits (bounded) until every
 submission settled and every host is quiet, and checks the ledger.
+
+Progress counts the run's own submissions: children (admitted by their parents' calls) are
+waited for through their hosts, which stay unquiet while a child is unsettled.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ async def _drive(
     connections = Connections(stack.database_url, stack.temporal.address)
     lanes: dict[str, list[Planned]] = {}
     for plan in planned:
+        assert plan.thread is not None  # only a child's may be left to threadwarden
         lanes.setdefault(plan.thread, []).append(plan)
     window = _Window(progress, options.in_flight)
     try:
@@ -202,7 +206,7 @@ async def _admit_lane(
             try:
                 async with asyncio.timeout(SUBMIT_TIMEOUT_S):
                     await client.submit(
-                        plan.thread,
+                        plan.thread or "",
                         agent_id=AGENT,
                         input=plan.steps,
                         idempotency_key=plan.key,

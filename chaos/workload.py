@@ -6,13 +6,26 @@ admitted under. A script sleeps, calls an ordinary tool (no side effect: a re-ru
 again, it is never ``unknown``) and says things; some scripts end with ``fail``, the only
 submissions that may settle ``failed``. Every script dictates its outcome, its result (or
 reason) and the exact canonical records it leaves, in order.
+
+Some scripts delegate to scripted children (a ``call`` step, a ``calls`` step of two awaited
+together, or both), each child on a thread of its own: child ``j`` of ``t.n`` has the key
+``t.n.cj`` (the text of its first ``say``). A ``call``'s child names its thread (its key) and
+sometimes a host (its parent's, or another thread's); the children of a ``calls`` take the
+thread threadwarden derives. Children are admitted by threadwarden's establishment, never by the
+run, so they are planned inside their parent (`Planned.children`) and counted apart. A child
+that fails on purpose settles ``failed`` and its parent goes on. What a delegation records and
+returns names submission ids only the ledger knows: `Planned.records` and `Planned.settlement`
+take them as `Ids`.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from threadwarden.ledger.admission import payload_digest
 
 AGENT = "scripted"
 TOOL = "lookup"
@@ -20,39 +33,119 @@ SLEEPS_MS = (0, 10, 50, 100, 300, 1_000, 2_000)
 SLEEP_WEIGHTS = (3, 3, 3, 3, 2, 1, 1)
 FAIL_RATIO = 0.1
 """Share of scripts that fail on purpose."""
+DELEGATIONS = (("call",), ("calls",), ("call", "calls"))
+DELEGATION_RATIOS = (0.08, 0.04, 0.02)
+"""Shares of scripts that make one ``call``, a ``calls`` of two, or a ``call`` then a
+``calls`` of two."""
+CHILD_FAIL_RATIO = 0.2
+"""Share of children that fail on purpose."""
+OPTIONAL_KINDS = frozenset({"children-awaited"})
+"""Record kinds a script may or may not leave: a parent whose children all settled before it
+suspended goes on without waiting (and without the record)."""
+UNKNOWN = "?"
+"""Stands for an id the ledger does not hold (so the expectation cannot match)."""
 
 Record = tuple[str, Any]
 """(kind, body) of one canonical record."""
 
 
 @dataclass(frozen=True)
+class Linked:
+    """A submission as the ledger holds it, named by another's records or result."""
+
+    submission_id: str
+    thread_id: str
+    host_id: str
+    settlement_record_id: str | None = None
+
+
+MISSING = Linked(UNKNOWN, UNKNOWN, UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Ids:
+    """What only the ledger knows about a submission's delegations."""
+
+    submission_id: str = UNKNOWN
+    """Its own."""
+    children: Mapping[int, Linked] = field(default_factory=dict)
+    """Its children, by call step."""
+    parent: Linked = MISSING
+    """A child's parent."""
+
+    def child(self, step: int | None) -> Linked:
+        return self.children.get(step, MISSING) if step is not None else MISSING
+
+
+@dataclass(frozen=True)
 class Planned:
-    """One submission of the workload: where it goes and the script it runs."""
+    """One submission of the workload: where it goes and the script it runs.
+
+    A child has ``parent`` (its parent's key) and ``call_step`` (the parent's journal step of
+    the call); its ``thread`` is None when threadwarden derives it, its ``host`` None when it
+    is its thread's own."""
 
     key: str
-    thread: str
-    host: str
+    thread: str | None
+    host: str | None
     n: int
     """Its place in its thread's order of submission (0 first)."""
     steps: list[dict[str, Any]]
+    children: tuple[Planned, ...] = ()
+    """The children its calls delegate to, in call (journal step) order."""
+    parent: str | None = None
+    call_step: int | None = None
+    group: int = 0
+    """Which of its parent's delegating steps (0 first) delegates to it."""
 
     @property
     def outcome(self) -> str:
         return "failed" if any("fail" in step for step in self.steps) else "completed"
 
-    def settlement(self) -> dict[str, Any]:
-        """The body of the one settlement record the script must end with."""
+    @property
+    def call(self) -> dict[str, Any]:
+        """A child's ``call`` object, as its parent's script holds it."""
+        call: dict[str, Any] = {"input": self.steps}
+        if self.thread is not None:
+            call["thread"] = self.thread
+        if self.host is not None:
+            call["host"] = self.host
+        return call
+
+    def settlement(self, ids: Ids | None = None) -> dict[str, Any]:
+        """The body of the one settlement record the script must end with (a delegating
+        parent's result lists its children, named by ``ids``)."""
         said: list[str] = []
         for step in self.steps:
             if "fail" in step:
                 return {"outcome": "failed", "result": None, "reason": step["fail"]}
             if "say" in step:
                 said.append(step["say"])
-        return {"outcome": "completed", "result": {"said": said}, "reason": None}
+        if not self.children:
+            return {"outcome": "completed", "result": {"said": said}, "reason": None}
+        ids = ids or Ids()
+        children = [
+            {
+                "thread": ids.child(child.call_step).thread_id,
+                "submission_id": ids.child(child.call_step).submission_id,
+                "outcome": child.outcome,
+                "result": child.settlement()["result"],
+            }
+            for child in self.children
+        ]
+        result = {"said": said, "children": children}
+        return {"outcome": "completed", "result": result, "reason": None}
 
-    def records(self) -> list[Record]:
-        """The canonical records the script writes before its settlement, in order."""
+    def records(self, ids: Ids | None = None) -> list[Record]:
+        """The canonical records the script writes before its settlement, in order (those of
+        `OPTIONAL_KINDS` may be missing); a child's first is its ``lineage``."""
+        ids = ids or Ids()
         written: list[Record] = []
+        if self.parent is not None:
+            written.append(("lineage", self._lineage(ids)))
+        groups: dict[int, list[Planned]] = {}
+        for child in self.children:
+            groups.setdefault(child.group, []).append(child)
         for step in self.steps:
             if "fail" in step:
                 break
@@ -63,7 +156,54 @@ class Planned:
                 written.append(("tool-call", {**call, "idempotency_key": None}))
                 result = {"ok": True, "echo": step["args"]}
                 written.append(("tool-result", {"tool": TOOL, "result": result}))
+            elif "call" in step or "calls" in step:
+                written.extend(self._delegation(groups.pop(min(groups)), ids))
         return written
+
+    def _delegation(self, children: list[Planned], ids: Ids) -> list[Record]:
+        """A call (or calls) step's records: each child's ``call-started``, the optional
+        ``children-awaited`` listing them, then each one's ``call-joined``."""
+        linked = [(child, ids.child(child.call_step)) for child in children]
+        started = [("call-started", self._started(c, link, ids)) for c, link in linked]
+        awaited = ("children-awaited", {"children": [link.submission_id for _, link in linked]})
+        joined = [("call-joined", _joined(c, link)) for c, link in linked]
+        return [*started, awaited, *joined]
+
+    def _started(self, child: Planned, link: Linked, ids: Ids) -> dict[str, Any]:
+        return {
+            "child_thread_id": link.thread_id,
+            "child_submission_id": link.submission_id,
+            "child_host_id": link.host_id,
+            "agent_id": AGENT,
+            "idempotency_key": f"child:{ids.submission_id}:{child.call_step}",
+            "payload_digest": payload_digest(AGENT, None, child.steps),
+            "budget": None,  # no call of the workload reserves one
+        }
+
+    def _lineage(self, ids: Ids) -> dict[str, Any]:
+        return {
+            "parent_thread_id": ids.parent.thread_id,
+            "parent_submission_id": ids.parent.submission_id,
+            "parent_host_id": ids.parent.host_id,
+            "parent_call_step": self.call_step,
+            "agent_id": AGENT,
+            "payload_digest": payload_digest(AGENT, None, self.steps),
+            "depth": 1,
+            "budget": None,
+        }
+
+
+def _joined(child: Planned, link: Linked) -> dict[str, Any]:
+    settlement = child.settlement()
+    return {
+        "submission_id": link.submission_id,
+        "thread_id": link.thread_id,
+        "outcome": settlement["outcome"],
+        "result": settlement["result"],
+        "reason": settlement["reason"],
+        "settlement_record_id": link.settlement_record_id,
+        "budget": None,
+    }
 
 
 def thread_name(index: int) -> str:
@@ -77,15 +217,24 @@ def host_name(index: int) -> str:
 
 
 def plan_workload(submissions: int, threads: int, seed: int) -> list[Planned]:
-    """``submissions`` spread round-robin over ``threads``, each with its seeded script."""
+    """``submissions`` spread round-robin over ``threads``, each with its seeded script (and
+    its children, inside it)."""
     planned = []
     for number in range(submissions):
         index, n = number % threads, number // threads
         thread = thread_name(index)
         key = f"{thread}.{n}"
-        rng = random.Random(f"{seed}/{key}")
-        planned.append(Planned(key, thread, host_name(index), n, _script(key, rng)))
+        host = host_name(index)
+        steps = _script(key, random.Random(f"{seed}/{key}"))
+        delegating = random.Random(f"{seed}/{key}/calls")
+        steps, children = _delegate(key, host, steps, delegating, threads)
+        planned.append(Planned(key, thread, host, n, steps, children))
     return planned
+
+
+def all_planned(planned: list[Planned]) -> list[Planned]:
+    """The submissions and their children."""
+    return [*planned, *(child for plan in planned for child in plan.children)]
 
 
 def _script(key: str, rng: random.Random) -> list[dict[str, Any]]:
@@ -102,3 +251,81 @@ def _script(key: str, rng: random.Random) -> list[dict[str, Any]]:
         steps.append({"fail": f"{key} fails on purpose"})
         steps.append({"say": f"{key} must never say this"})
     return steps
+
+
+def _delegate(
+    key: str, host: str, steps: list[dict[str, Any]], rng: random.Random, threads: int
+) -> tuple[list[dict[str, Any]], tuple[Planned, ...]]:
+    """Insert the seeded delegating steps before a script's ``fail`` (if any): the script
+    and its children."""
+    draw = rng.random()
+    kinds: tuple[str, ...] = ()
+    for delegation, ratio in zip(DELEGATIONS, DELEGATION_RATIOS, strict=True):
+        if draw < ratio:
+            kinds = delegation
+            break
+        draw -= ratio
+    if not kinds:
+        return steps, ()
+    end = next((i for i, step in enumerate(steps) if "fail" in step), len(steps))
+    head, tail = steps[:end], steps[end:]
+    journal = sum(1 for step in head if "sleep_ms" not in step)  # one step per context op
+    parent = (key, host)
+    children: list[Planned] = []
+    for group, kind in enumerate(kinds):
+        if kind == "call":
+            journal += 1
+            child = _child(parent, len(children), journal, group, rng, threads, named=True)
+            children.append(child)
+            head.append({"call": child.call})
+        else:
+            pair = []
+            for _ in range(2):
+                journal += 1
+                pair.append(_child(parent, len(children), journal, group, rng, threads))
+                children.append(pair[-1])
+            head.append({"calls": [child.call for child in pair]})
+    return [*head, *tail], tuple(children)
+
+
+def _child(
+    parent: tuple[str, str],
+    j: int,
+    step: int,
+    group: int,
+    rng: random.Random,
+    threads: int,
+    *,
+    named: bool = False,
+) -> Planned:
+    """Child ``j`` of ``parent`` (its key and host) at the parent's journal ``step``; a named
+    one has its own thread (its key) and, a third of the time each, its parent's host or the
+    host of a seeded workload thread."""
+    key = f"{parent[0]}.c{j}"
+    steps: list[dict[str, Any]] = [{"say": key}]
+    extra = rng.choice(("none", "say", "tool", "sleep"))
+    if extra == "say":
+        steps.append({"say": f"{key} says 0"})
+    elif extra == "tool":
+        steps.append({"tool": TOOL, "args": {"key": key, "k": 0}})
+    elif extra == "sleep":
+        steps.append({"sleep_ms": rng.choice(SLEEPS_MS[:5])})
+    if rng.random() < CHILD_FAIL_RATIO:
+        steps.append({"fail": f"{key} fails on purpose"})
+    host = None
+    if named:
+        where = rng.choice(("own", "parent", "other"))
+        if where == "parent":
+            host = parent[1]
+        elif where == "other":
+            host = host_name(rng.randrange(threads))
+    return Planned(
+        key,
+        key if named else None,
+        host,
+        0,
+        steps,
+        parent=parent[0],
+        call_step=step,
+        group=group,
+    )

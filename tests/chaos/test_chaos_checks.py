@@ -5,36 +5,82 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from itertools import count
 from pathlib import Path
 
 import pytest
 
-from chaos.checks import VIOLATIONS, Counts, RecordRow, SubmissionRow, check
+from chaos.checks import (
+    VIOLATIONS,
+    Counts,
+    MarkerRow,
+    RecordRow,
+    SubmissionRow,
+    check,
+    child_thread_for,
+    matches,
+    workload_key,
+)
 from chaos.cli import parse_args
 from chaos.faults import DEFAULT_FAILPOINTS, failpoints_fired, plan_faults
-from chaos.workload import Planned, plan_workload
+from chaos.workload import Ids, Linked, Planned, all_planned, plan_workload
 
-Ledger = tuple[list[SubmissionRow], list[RecordRow]]
+Ledger = tuple[list[SubmissionRow], list[RecordRow], list[MarkerRow]]
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def faithful_ledger(planned: list[Planned]) -> Ledger:
+def faithful_ledger(planned: list[Planned], *, waited: bool = True) -> Ledger:
     """What an uninterrupted threadwarden leaves: per thread, submissions in order, each one's
-    records then its settlement, at one epoch per attempt."""
+    records then its settlement, at one epoch per attempt; a delegating parent's children
+    (rows after every submission's) settle, each with its marker, before their parent joins
+    them (``waited``: after it suspended, recording ``children-awaited``)."""
     submissions: list[SubmissionRow] = []
+    children: list[SubmissionRow] = []
     records: list[RecordRow] = []
+    markers: list[MarkerRow] = []
     next_record: dict[str, int] = defaultdict(lambda: 1)
-    for plan in sorted(planned, key=lambda p: (p.thread, p.n)):
+    clock = count()
+
+    def write(plan: Planned, row: SubmissionRow, ids: Ids) -> None:
+        expected = [*plan.records(ids), ("settlement", plan.settlement(ids))]
+        for kind, body in expected:
+            if kind == "children-awaited" and not waited:
+                continue
+            sequence = next_record[row.thread_id]
+            next_record[row.thread_id] += 1
+            step = None
+            if kind in ("call-started", "call-joined"):
+                child = body.get("child_submission_id", body.get("submission_id"))
+                step = next(n for n, link in ids.children.items() if link.submission_id == child)
+            records.append(
+                RecordRow(row.thread_id, sequence, row.submission_id, kind, body, row.epoch,
+                          step, f"{row.thread_id}:{sequence}",
+                          T0 + timedelta(seconds=next(clock)))
+            )  # fmt: skip
+
+    for plan in sorted(planned, key=lambda p: (p.thread or "", p.n)):
+        assert plan.thread is not None and plan.host is not None
         submission_id = f"s-{plan.key}"
-        epoch = plan.n + 1
-        submissions.append(
-            SubmissionRow(submission_id, plan.thread, plan.n + 1, plan.steps, "settled",
-                          plan.outcome, epoch)
-        )  # fmt: skip
-        for kind, body in [*plan.records(), ("settlement", plan.settlement())]:
-            sequence = next_record[plan.thread]
-            next_record[plan.thread] += 1
-            records.append(RecordRow(plan.thread, sequence, submission_id, kind, body, epoch))
-    return submissions, records
+        row = SubmissionRow(submission_id, plan.thread, plan.n + 1, plan.steps, "settled",
+                            plan.outcome, plan.n + 1)  # fmt: skip
+        submissions.append(row)
+        linked: dict[int, Linked] = {}
+        for child in plan.children:
+            assert child.call_step is not None
+            thread = child.thread or child_thread_for(submission_id, child.call_step)
+            child_row = SubmissionRow(f"s-{child.key}", thread, 1, child.steps, "settled",
+                                      child.outcome, 1, submission_id, child.call_step)  # fmt: skip
+            children.append(child_row)
+            parent = Linked(submission_id, plan.thread, plan.host)
+            write(child, child_row, Ids(child_row.submission_id, {}, parent))
+            markers.append(MarkerRow(submission_id, child_row.submission_id, child.outcome))
+            settlement = f"{thread}:{next_record[thread] - 1}"
+            linked[child.call_step] = Linked(
+                child_row.submission_id, thread, child.host or thread, settlement
+            )
+        write(plan, row, Ids(submission_id, linked))
+    return [*submissions, *children], records, markers
 
 
 def violations(counts: Counts) -> dict[str, int]:
@@ -53,21 +99,22 @@ def test_check_counts_nothing_on_a_faithful_ledger(planned: list[Planned]) -> No
     assert counts.clean
     assert (counts.submissions, counts.settled) == (12, 12)
     assert counts.failed_on_purpose == sum(p.outcome == "failed" for p in planned)
+    assert (counts.children, counts.children_settled) == (1, 1)  # chaos-t000.1 delegates
 
 
 def test_check_counts_a_duplicate_settlement(planned: list[Planned]) -> None:
-    submissions, records = faithful_ledger(planned)
+    submissions, records, markers = faithful_ledger(planned)
     settlement = max(records, key=lambda r: (r.thread_id, r.sequence))  # the last thread's last
     assert settlement.kind == "settlement"
     again = dataclasses.replace(settlement, sequence=settlement.sequence + 1)
-    counts = check(planned, submissions, [*records, again])
+    counts = check(planned, submissions, [*records, again], markers)
     assert violations(counts) == {"duplicate_settlements": 1}
 
 
 def test_check_counts_a_later_submission_served_before_the_earlier_settled(
     planned: list[Planned],
 ) -> None:
-    submissions, records = faithful_ledger(planned)
+    submissions, records, markers = faithful_ledger(planned)
     thread = planned[0].thread
     lane = sorted((r for r in records if r.thread_id == thread), key=lambda r: r.sequence)
     first_settlement = next(r for r in lane if r.kind == "settlement")
@@ -78,7 +125,7 @@ def test_check_counts_a_later_submission_served_before_the_earlier_settled(
         dataclasses.replace(second, sequence=first_settlement.sequence),
     ]
     others = [r for r in records if r is not first_settlement and r is not second]
-    counts = check(planned, submissions, [*others, *moved])
+    counts = check(planned, submissions, [*others, *moved], markers)
     # The second one's record, at its higher epoch, also precedes a record of the first.
     assert violations(counts) == {"fifo_violations": 1, "stale_writes": 1}
 
@@ -86,17 +133,17 @@ def test_check_counts_a_later_submission_served_before_the_earlier_settled(
 def test_check_counts_submissions_admitted_out_of_submission_order(
     planned: list[Planned],
 ) -> None:
-    submissions, records = faithful_ledger(planned)
+    submissions, records, markers = faithful_ledger(planned)
     a, b = (s for s in submissions if s.thread_id == planned[0].thread and s.sequence <= 2)
     others = [s for s in submissions if s is not a and s is not b]
     swapped = [dataclasses.replace(a, sequence=2), dataclasses.replace(b, sequence=1)]
-    counts = check(planned, [*others, *swapped], records)
+    counts = check(planned, [*others, *swapped], records, markers)
     # Admitted in the wrong order, and (by admission order) served in the wrong order too.
     assert violations(counts) == {"fifo_violations": 1}
 
 
 def test_check_counts_wrong_outcomes_and_histories(planned: list[Planned]) -> None:
-    submissions, records = faithful_ledger(planned)
+    submissions, records, markers = faithful_ledger(planned)
     completed = next(s for s in submissions if s.outcome == "completed")
     flipped = dataclasses.replace(completed, outcome="failed")
     message = next(r for r in records if r.kind == "message")
@@ -105,6 +152,7 @@ def test_check_counts_wrong_outcomes_and_histories(planned: list[Planned]) -> No
         planned,
         [flipped if s is completed else s for s in submissions],
         [*records, said_twice],
+        markers,
     )
     assert counts.wrong_outcomes == 1
     assert counts.wrong_histories == 1
@@ -112,25 +160,220 @@ def test_check_counts_wrong_outcomes_and_histories(planned: list[Planned]) -> No
 
 
 def test_check_counts_lost_and_duplicate_admissions(planned: list[Planned]) -> None:
-    submissions, records = faithful_ledger(planned)
-    gone, stuck = submissions[-1], submissions[-2]  # the last thread's last two
+    submissions, records, markers = faithful_ledger(planned)
+    own = [s for s in submissions if s.parent_submission_id is None]
+    gone, stuck = own[-1], own[-2]  # the last thread's last two
     waiting = dataclasses.replace(stuck, state="ready", outcome=None)
     kept = [r for r in records if r.submission_id not in {gone.submission_id, stuck.submission_id}]
     twice = dataclasses.replace(submissions[0], submission_id="s-again", sequence=99)
-    counts = check(planned, [*submissions[:-2], waiting, twice], kept)
+    others = [s for s in submissions if s not in (gone, stuck)]
+    counts = check(planned, [*others, waiting, twice], kept, markers)
     assert counts.lost == 2
     assert counts.unsettled_states == {"missing": 1, "ready": 1}
     assert counts.duplicate_admissions == 1
 
 
 def test_check_counts_stale_writes_and_unexpected_submissions(planned: list[Planned]) -> None:
-    submissions, records = faithful_ledger(planned)
-    last = max(records, key=lambda r: (r.thread_id, r.sequence))
+    submissions, records, markers = faithful_ledger(planned)
+    last = max(
+        (r for r in records if r.thread_id.startswith("chaos-t") and ".c" not in r.thread_id),
+        key=lambda r: (r.thread_id, r.sequence),
+    )
     stale = dataclasses.replace(last, sequence=last.sequence + 1, epoch=0, kind="note")
     stranger = dataclasses.replace(submissions[0], submission_id="s-x", input=[{"say": "x.0"}])
-    counts = check(planned, [*submissions, stranger], [*records, stale])
+    counts = check(planned, [*submissions, stranger], [*records, stale], markers)
     assert counts.stale_writes == 1
     assert counts.unexpected_submissions == 1
+
+
+@pytest.fixture
+def family() -> list[Planned]:
+    """A seeded workload with every kind of delegation: a ``call`` (a named child, on its own
+    host, its parent's or another thread's), a ``calls`` of two, and both."""
+    planned = plan_workload(24, 3, seed=3)
+    kinds = {tuple(next(iter(s)) for s in p.steps if {"call", "calls"} & s.keys()) for p in planned}
+    assert kinds == {(), ("call",), ("calls",), ("call", "calls")}
+    return planned
+
+
+def parent_of(planned: list[Planned], key: str) -> Planned:
+    return next(p for p in planned if p.key == key)
+
+
+LAST_PARENT = "chaos-t001.7"
+"""The last submission of its thread, with one named child: changes to its records are seen
+by the delegation checks alone (no later submission to be out of FIFO order with)."""
+
+
+@pytest.mark.parametrize("waited", [True, False])
+def test_check_counts_nothing_on_a_faithful_ledger_with_children(
+    family: list[Planned], waited: bool
+) -> None:
+    """Whether or not a parent waited (``children-awaited``) for its children, which settled
+    first."""
+    counts = check(family, *faithful_ledger(family, waited=waited))
+    assert violations(counts) == {}
+    children = [c for p in family for c in p.children]
+    assert (counts.submissions, counts.settled, counts.children) == (24, 24, len(children))
+    assert counts.children_settled == len(children) == 8
+    assert counts.children_failed_on_purpose == sum(c.outcome == "failed" for c in children) > 0
+
+
+def test_check_tolerates_calls_awaited_together_starting_in_either_order(
+    family: list[Planned],
+) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    pair = [r for r in records if r.kind == "call-started" and r.thread_id == "chaos-t000"]
+    first, second = sorted(pair, key=lambda r: r.sequence)[:2]
+    assert second.sequence == first.sequence + 1  # chaos-t000.1's calls of two
+    swapped = [
+        dataclasses.replace(first, sequence=second.sequence),
+        dataclasses.replace(second, sequence=first.sequence),
+    ]
+    others = [r for r in records if r is not first and r is not second]
+    assert violations(check(family, submissions, [*others, *swapped], markers)) == {}
+
+
+def test_check_counts_a_child_never_joined(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    parent = next(s for s in submissions if workload_key(s) == LAST_PARENT)
+    join = next(
+        r for r in records if r.submission_id == parent.submission_id and r.kind == "call-joined"
+    )
+    counts = check(family, submissions, [r for r in records if r is not join], markers)
+    # (Settling a parent without its call-joined also leaves a history its script never wrote.)
+    assert violations(counts) == {"unjoined_children": 1, "wrong_histories": 1}
+
+
+def test_check_counts_a_child_joined_twice(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    parent = next(s for s in submissions if workload_key(s) == LAST_PARENT)
+    lane = [r for r in records if r.thread_id == parent.thread_id]
+    join = next(
+        r for r in lane if r.submission_id == parent.submission_id and r.kind == "call-joined"
+    )
+    again = dataclasses.replace(join, sequence=max(r.sequence for r in lane) + 1)
+    counts = check(family, submissions, [*records, again], markers)
+    assert violations(counts) == {
+        "duplicate_joins": 1,
+        "unjoined_children": 1,
+        "wrong_histories": 1,
+    }
+
+
+def test_check_counts_a_join_of_another_settlement_than_the_childs(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    parent = next(s for s in submissions if workload_key(s) == LAST_PARENT)
+    join = next(
+        r for r in records if r.submission_id == parent.submission_id and r.kind == "call-joined"
+    )
+    elsewhere = dataclasses.replace(join, body={**join.body, "settlement_record_id": "x:1"})
+    others = [r for r in records if r is not join]
+    counts = check(family, submissions, [*others, elsewhere], markers)
+    assert violations(counts) == {"unjoined_children": 1, "wrong_histories": 1}
+
+
+def test_check_counts_a_parent_settled_before_its_child(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    child = next(s for s in submissions if workload_key(s) == f"{LAST_PARENT}.c0")
+    settlement = next(
+        r for r in records if r.submission_id == child.submission_id and r.kind == "settlement"
+    )
+    late = dataclasses.replace(settlement, created_at=T0 + timedelta(days=1))
+    others = [r for r in records if r is not settlement]
+    counts = check(family, submissions, [*others, late], markers)
+    assert violations(counts) == {"parents_settled_before_children": 1}
+
+
+def test_check_counts_a_parent_settled_with_its_child_unsettled(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    child = next(s for s in submissions if workload_key(s) == f"{LAST_PARENT}.c0")
+    running = dataclasses.replace(child, state="running", outcome=None)
+    kept = [
+        r
+        for r in records
+        if not (r.submission_id == child.submission_id and r.kind == "settlement")
+    ]
+    left = [m for m in markers if m.child_submission_id != child.submission_id]
+    counts = check(family, [running if s is child else s for s in submissions], kept, left)
+    # The parent's call-joined names a settlement the child does not have.
+    assert violations(counts) == {
+        "lost": 1,
+        "unjoined_children": 1,
+        "parents_settled_before_children": 1,
+        "wrong_histories": 1,
+    }
+    assert counts.unsettled_states == {"running": 1}
+
+
+def test_check_counts_a_second_child_of_one_call(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    child = next(s for s in submissions if workload_key(s) == f"{LAST_PARENT}.c0")
+    twin = dataclasses.replace(child, submission_id="s-twin", thread_id="twin", state="ready",
+                               outcome=None)  # fmt: skip
+    counts = check(family, [*submissions, twin], records, markers)
+    # Its call has no one child to join: the parent's records and result name neither.
+    assert violations(counts) == {
+        "duplicate_children": 1,
+        "duplicate_admissions": 1,
+        "unjoined_children": 1,
+        "parents_settled_before_children": 1,
+        "wrong_histories": 1,
+        "wrong_outcomes": 1,
+    }
+
+
+def test_check_counts_a_child_of_a_call_no_script_made(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    parent = next(s for s in submissions if workload_key(s) == "chaos-t000.0")  # no calls
+    stray = SubmissionRow("s-stray", "stray", 1, [{"say": "stray"}], "ready", None, 0,
+                          parent.submission_id, 2)  # fmt: skip
+    counts = check(family, [*submissions, stray], records, markers)
+    assert violations(counts) == {"duplicate_children": 1, "unexpected_submissions": 1}
+
+
+def test_check_counts_wrong_child_markers(family: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(family)
+    gone, flipped, *kept = markers
+    wrong = dataclasses.replace(flipped, outcome="aborted")
+    stranger = MarkerRow(gone.parent_submission_id, "s-chaos-t000.0", "completed")
+    counts = check(family, submissions, records, [*kept, wrong, stranger])
+    assert violations(counts) == {"wrong_child_markers": 3}
+
+
+def test_matches_leaves_out_only_optional_records_and_reorders_only_starts() -> None:
+    started = [("call-started", {"n": 1}), ("call-started", {"n": 2})]
+    awaited = ("children-awaited", {"children": ["a", "b"]})
+    joined = [("call-joined", {"n": 1}), ("call-joined", {"n": 2})]
+    expected = [("message", {"text": "x"}), *started, awaited, *joined]
+    assert matches(expected, expected)
+    assert matches([expected[0], *started, *joined], expected)  # never waited
+    assert matches([expected[0], *reversed(started), awaited, *joined], expected)
+    assert not matches([expected[0], *started, *reversed(joined)], expected)
+    assert not matches([expected[0], *started, awaited, awaited, *joined], expected)
+    assert not matches([expected[0], awaited, *started, *joined], expected)
+    assert not matches([expected[0], *started, awaited, joined[0]], expected)
+
+
+def test_workload_delegates_in_a_seeded_share_with_children_planned_inside() -> None:
+    planned = plan_workload(1000, 50, seed=1)
+    parents = [p for p in planned if p.children]
+    children = [c for p in parents for c in p.children]
+    assert len(planned) == 1000 and 100 < len(parents) < 180
+    assert len(all_planned(planned)) == 1000 + len(children)
+    assert len({c.key for c in children}) == len(children)
+    assert all(c.key.startswith(f"{c.parent}.c") for c in children)
+    assert 10 < sum(c.outcome == "failed" for c in children) < len(children) // 2
+    assert {c.thread is None for c in children} == {True, False}  # derived and named threads
+    assert {c.host is None for c in children} == {True, False}
+    for parent in parents:
+        # Each call's journal step: one per say, tool and call before it (sleeps take none).
+        steps = [s for s in parent.steps if "sleep_ms" not in s]
+        calls = [n for n, s in enumerate(steps, 1) if "call" in s]
+        calls += [n + k for n, s in enumerate(steps, 1) if "calls" in s for k in range(2)]
+        assert parent.steps[0] == {"say": parent.key}
+        assert sorted(c.call_step or 0 for c in parent.children) == sorted(calls), parent
+        assert all(c.settlement()["outcome"] == c.outcome for c in parent.children)
 
 
 def test_workload_is_seeded_round_robin_and_fails_only_where_scripted() -> None:

@@ -1,10 +1,11 @@
 """A reduced ``make chaos``: 200 submissions over 20 threads on 2 worker processes, one fault of
 each kind (a worker SIGKILLed, PostgreSQL stopped hard, Temporal SIGKILLed, failpoints inside
-attempts), run as ``python -m chaos`` in a subprocess with its own stack.
+attempts), run as ``python -m chaos`` in a subprocess with its own stack. Some submissions
+delegate to subagent children (``call`` and ``calls`` steps), which settle before their parents.
 
 It must exit 0 with every violation count at 0: nothing lost, admitted twice, settled twice, out
 of FIFO order, settled with another outcome than its script dictates, or written under a stale
-epoch.
+epoch; every child joined exactly once, and no parent settled before its children.
 """
 
 from __future__ import annotations
@@ -54,4 +55,6 @@ def test_chaos_run_reduced_converges_with_no_violation(tmp_path: Path) -> None:
     assert (faults["worker_kill"], faults["postgres_stop"], faults["temporal_kill"]) == (1, 1, 1)
     assert faults["failpoint"] > 0, logs  # THREADWARDEN_FAILPOINTS reached the workers
     assert result["failed_on_purpose"] > 0  # the scripts that fail on purpose did
+    assert result["children"] == result["children_settled"] > 0, logs  # delegations ran
+    assert result["children_failed_on_purpose"] > 0  # and failed children did not fail parents
     assert (result["error"], result["ok"], done.returncode) == (None, True, 0), logs
