@@ -23,7 +23,9 @@ from chaos.workers import ChaosWorkers
 Fault = Literal["worker_kill", "postgres_stop", "temporal_kill"]
 DEFAULT_FAILPOINTS = (
     "attempt:append=0.01,attempt:tool=0.01,attempt:renew=0.01,claim=0.005,settle=0.005,"
-    "maintenance:begin:after=0.002,maintenance:finish:before=0.002"
+    "maintenance:begin:after=0.002,maintenance:finish:before=0.002,"
+    "attempt:call=0.03,attempt:call:after=0.03,attempt:call-wait:after=0.03,"
+    "attempt:call-join=0.03,attempt:call-join:after=0.03"
 )
 """Failpoints armed in every worker (each incarnation with a seed of its own)."""
 FIRED_LINES = (

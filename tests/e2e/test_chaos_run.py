@@ -21,7 +21,10 @@ from chaos.checks import VIOLATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBMISSIONS = 200
-FAILPOINTS = "attempt:append=0.02,attempt:tool=0.02,claim=0.02,settle=0.02"
+FAILPOINTS = (
+    "attempt:append=0.02,attempt:tool=0.02,claim=0.02,settle=0.02,"
+    "attempt:call=0.05,attempt:call-wait:after=0.05,attempt:call-join:after=0.05"
+)
 """Likelier than the full run's, so that 200 submissions see some fire."""
 RUN_DEADLINE_S = 420
 

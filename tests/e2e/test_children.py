@@ -102,6 +102,7 @@ async def test_children_scenario_01_clean_run_one_child_one_join(
                 "outcome": "completed",
                 "result": {"answer": 42},
                 "reason": None,
+                "budget_consumed": None,  # the call reserved no budget
             }
         ]
     }
