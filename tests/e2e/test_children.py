@@ -474,3 +474,31 @@ async def test_children_a_fault_in_one_of_two_calls_awaited_together_leaves_one_
     # Any wait is the re-run's, listing both calls.
     for awaited in await records_of(client, ids, "children-awaited"):
         assert awaited["body"]["children"] == [c["submission_id"] for c in children]
+
+
+@pytest.mark.usefixtures("family_worker")
+async def test_children_a_child_aborted_on_its_own_comes_back_aborted_and_the_parent_goes_on(
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    receipt = await client.submit(
+        ids,
+        agent_id="planner",
+        input={
+            "calls": [{"agent": "helper", "input": {"approval": "go?"}}, call(3)],
+            "together": False,
+        },
+    )
+    await waiting_for_children(client, ids)
+    [child] = await child_rows(pool, receipt.submission_id)
+    await eventually(
+        lambda: client.thread_status(child["thread_id"]),
+        lambda s: s.submissions[0].waiting_for == "approval",
+        what="the child waiting for its approval",
+    )
+    aborted = await client.abort(child["submission_id"])
+    assert (aborted.state, aborted.outcome) == ("settled", "aborted")
+    outcome = await client.result(receipt.submission_id, timeout=60)
+    assert outcome.outcome == "completed"  # the parent is not aborted with its child
+    first, second = outcome.result["children"]
+    assert (first["outcome"], first["reason"]) == ("aborted", "aborted by an operator")
+    assert (second["outcome"], second["result"]) == ("completed", {"answer": 3})
