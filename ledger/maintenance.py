@@ -16,6 +16,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.errors import StalePass
+from threadwarden.ledger.child_settled import lock_hosts
 from threadwarden.ledger.deadlines import DEADLINES, AuxiliaryDue, auxiliary_due_of
 from threadwarden.ledger.models import (
     STABLE_WAITS,
@@ -31,6 +32,16 @@ from threadwarden.ledger.recovery import Recovery, recover_host
 from threadwarden.ledger.status import children_awaited, latest_wait, waiting_for
 from threadwarden.protocol import decisions as d
 
+_STALLED_PARENT_HOSTS = """
+SELECT DISTINCT pt.host_id
+  FROM threadwarden.submissions s
+  JOIN threadwarden.threads t ON t.thread_id = s.thread_id
+  JOIN threadwarden.submissions p ON p.submission_id = s.parent_submission_id
+  JOIN threadwarden.threads pt ON pt.thread_id = p.thread_id
+ WHERE t.host_id = $1 AND s.state IN ('running', 'terminalizing')
+   AND pt.host_id <> $1
+"""
+"""The hosts of the parents of this host's stalled children (recovery may settle them)."""
 _HOST_COLUMNS = """
 dirty, processed, nonterminal, retry, binding_retries, last_served_thread_id, pass_epoch, alarm_at
 """
@@ -276,8 +287,18 @@ class Maintenance:
         )
 
     async def recover(self, host_id: str, epoch: int) -> Recovery:
-        """Classify every stalled head before any new claim (see `threadwarden.ledger.recovery`)."""
+        """Classify every stalled head before any new claim (see `threadwarden.ledger.recovery`).
+
+        Settling a stalled child records its marker on its parent's host: the parents' hosts
+        that sort before this one are locked first, so every host is taken in byte order (the
+        others are taken by the marker, after this one). The stalled rows cannot change
+        meanwhile: only this pass (its epoch) may claim or reserve on this host.
+        """
         async with self._pool.acquire() as conn, conn.transaction():
+            parents = [r["host_id"] for r in await conn.fetch(_STALLED_PARENT_HOSTS, host_id)]
+            before = [parent for parent in parents if parent < host_id]
+            if before:
+                await lock_hosts(conn, before)
             await _lock_fenced(conn, host_id, epoch)
             return await recover_host(conn, host_id)
 

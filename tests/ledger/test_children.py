@@ -471,3 +471,38 @@ async def test_children_crossing_establishments_between_two_hosts_do_not_deadloc
 
     assert (child_b.host_id, child_a.host_id) == (b_host, a_host)
     assert child_b.created and child_a.created
+
+
+async def test_children_recovery_settling_a_child_takes_its_parents_host_first(
+    family: Family, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    """Recovery settles a lapsed child asked to abort, which records its marker on the
+    parent's host. With the parent's host sorting first and held elsewhere, recovery waits for
+    it *before* taking its own host (byte order, like establishment): the child's host stays
+    free meanwhile, so a crossing establishment could never close a lock cycle with it."""
+    child_host = f"{ids}-z"  # the parent's host, "{ids}-p", sorts first
+    parent = await family.parent()
+    child = await family.establish(parent, 1, host_id=child_host)
+    child_claim = await family.ledger.claim(child_host, child.thread_id)
+    assert (await family.ledger.operator.abort(child.submission_id)).state == "running"
+    await family.ledger.lapse(child_claim.submission_id)
+    begun = await family.ledger.begin(child_host)
+
+    async with pool.acquire() as holder, holder.transaction():
+        await holder.execute(
+            "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE", family.parent_host
+        )
+        recovering = asyncio.create_task(family.ledger.maintenance.recover(child_host, begun.epoch))
+        await _waiting_on_locks(pool, 1)
+        async with pool.acquire() as other, other.transaction():
+            free = await other.fetchval(
+                "SELECT host_id FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE NOWAIT",
+                child_host,
+            )
+        assert free == child_host
+    recovery = await recovering
+
+    assert (recovery.repaired, recovery.parent_hosts) == (1, [family.parent_host])
+    row = await family.ledger.row(child.submission_id)
+    assert (row["state"], row["outcome"]) == ("settled", "aborted")
+    assert [m["outcome"] for m in await family.markers(parent.submission_id)] == ["aborted"]
