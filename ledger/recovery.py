@@ -51,9 +51,9 @@ class Recovery(BaseModel):
 async def recover_host(conn: Connection, host_id: str) -> Recovery:
     """Run recovery for ``host_id``; the caller holds the host row and checked the pass.
 
-    A child settled here records its marker on its parent's host in this transaction, locking
-    that host after this one (not in byte order): a rare cycle with a crossing establishment
-    ends in Postgres's deadlock error, which fails this pass; its durable retry repeats it.
+    A child settled here records its marker on its parent's host in this transaction; the
+    caller (`Maintenance.recover`) locked the parents' hosts that sort before this one first, so
+    the hosts are taken in byte order.
     """
     recovery = Recovery()
     for row in await conn.fetch(_STALLED, host_id):
