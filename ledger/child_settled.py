@@ -66,6 +66,18 @@ SELECT EXISTS (SELECT 1 FROM ins) AS inserted,
 children) with every child marked so far, this one included."""
 
 
+def unjoined_children(parent: str) -> str:
+    """SQL: the children (``c``) the submission ``parent`` (an SQL expression: a parameter or a
+    column) delegated to and has not joined yet (no ``call-joined`` at their call step)."""
+    return f"""
+SELECT c.parent_call_step AS step, c.submission_id, c.state = 'settled' AS settled
+  FROM threadwarden.submissions c
+ WHERE c.parent_submission_id = {parent}
+   AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
+                    WHERE r.submission_id = {parent} AND r.step = c.parent_call_step
+                      AND r.kind = 'call-joined')"""
+
+
 async def lock_hosts(conn: Connection, hosts: Iterable[str]) -> None:
     """Lock the hosts of a cross-host transaction, in byte order (before any other lock)."""
     await conn.execute(_LOCK_HOSTS, sorted(set(hosts)))

@@ -28,7 +28,11 @@ from threadwarden.errors import (
 )
 from threadwarden.ledger.admission import Admissions, payload_digest
 from threadwarden.ledger.attempts import Claim
-from threadwarden.ledger.child_settled import lock_hosts, record_child_settled_in
+from threadwarden.ledger.child_settled import (
+    lock_hosts,
+    record_child_settled_in,
+    unjoined_children,
+)
 from threadwarden.ledger.models import (
     BudgetAccount,
     ChildOutcome,
@@ -102,15 +106,7 @@ _SUSPEND = (
     + record_statement(1)
 )
 """End the parent's ownership without settling and record what it waits for, together."""
-_UNJOINED = """
-SELECT c.parent_call_step AS step, c.submission_id, c.state = 'settled' AS settled
-  FROM threadwarden.submissions c
- WHERE c.parent_submission_id = $1
-   AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
-                    WHERE r.submission_id = $1 AND r.step = c.parent_call_step
-                      AND r.kind = 'call-joined')
- ORDER BY c.parent_call_step
-"""
+_UNJOINED = unjoined_children("$1") + " ORDER BY c.parent_call_step"
 """The parent's children it has not joined yet, by call step."""
 _CALL = """
 SELECT c.submission_id, c.thread_id,

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from threadwarden.errors import DecisionConflict, NotFound, NotWaiting
 from threadwarden.ledger.admission import mark_dirty
-from threadwarden.ledger.child_settled import lock_hosts
+from threadwarden.ledger.child_settled import lock_hosts, unjoined_children
 from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
@@ -43,14 +43,7 @@ SELECT t.host_id, s.thread_id, pt.host_id AS parent_host_id
  WHERE s.submission_id = $1
 """
 """The submission's host and thread, and its parent's host when it is a child."""
-_UNJOINED_CHILDREN = """
-SELECT EXISTS (
-  SELECT 1 FROM threadwarden.submissions c
-   WHERE c.parent_submission_id = $1
-     AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
-                      WHERE r.submission_id = $1 AND r.step = c.parent_call_step
-                        AND r.kind = 'call-joined'))
-"""
+_UNJOINED_CHILDREN = f"SELECT EXISTS ({unjoined_children('$1')})"
 """Whether the submission delegated to a child it has not joined yet."""
 _ABORT_PARENT = """
 UPDATE threadwarden.submissions

@@ -15,20 +15,16 @@ from __future__ import annotations
 import asyncpg
 from pydantic import BaseModel
 
+from threadwarden.ledger.child_settled import unjoined_children
 from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
 
-_STALLED = """
+_STALLED = f"""
 SELECT s.submission_id, s.thread_id, s.state, s.abort_requested, s.reserved_outcome,
        s.reserved_result, s.reserved_reason,
-       s.abort_requested AND EXISTS (
-         SELECT 1 FROM threadwarden.submissions c
-          WHERE c.parent_submission_id = s.submission_id
-            AND NOT EXISTS (SELECT 1 FROM threadwarden.records r
-                             WHERE r.submission_id = s.submission_id
-                               AND r.step = c.parent_call_step AND r.kind = 'call-joined')
-       ) AS unjoined_children,
+       s.abort_requested AND EXISTS ({unjoined_children("s.submission_id")})
+         AS unjoined_children,
        s.lease_expires_at IS NOT NULL AND s.lease_expires_at > clock_timestamp() AS leased
   FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
  WHERE t.host_id = $1 AND s.state IN ('running', 'terminalizing')
