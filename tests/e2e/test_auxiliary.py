@@ -14,7 +14,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from tests.helpers.checks import assert_settled_once, converged, say, settled
+from tests.helpers.checks import assert_settled_once, converged, quiescent, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from threadwarden.failpoints import Failpoints
@@ -225,7 +225,7 @@ async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_
     async with running_worker(settings, connections, host=host):
         await client.submit(ids, agent_id="scripted", input=say("then quiet"))
         await settled(client, ids, 1)
-        await converged(client, ids)
+        await quiescent(client, connections, ids)  # no pass of the settlement is still to run
         before = host.waves[ids]
         host.deadline = datetime.now(UTC) + timedelta(minutes=5)
         await client.wake(ids, reason="test")
@@ -290,13 +290,14 @@ async def test_scenario_34_pending_required_publication_holds_native_work(
 async def test_scenario_33_one_projection_batch_per_pass_and_only_when_due(
     worker: None,
     client: ThreadwardenClient,
+    connections: Connections,
     pool: asyncpg.Pool[Any],
     failpoints: Failpoints,
     ids: str,
 ) -> None:
     await client.submit(ids, agent_id="scripted", input=say("hello"))
     await settled(client, ids, 1)
-    await converged(client, ids)
+    await quiescent(client, connections, ids)  # the passes counted below are the test's own
     failpoints.arm("projection", observe=True)
     failpoints.arm("maintenance:finish:after", observe=True)
     await client.wake(ids, reason="test")  # a caught-up pass with every summary fresh

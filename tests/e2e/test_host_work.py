@@ -9,7 +9,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.helpers.checks import converged, say, settled
+from tests.helpers.checks import quiescent, say, settled
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.host_work import HostWork
@@ -51,11 +51,12 @@ async def _row(pool: asyncpg.Pool[Any], host_id: str) -> dict[str, Any]:
     return dict(row)
 
 
-async def _idle_host(client: ThreadwardenClient, ids: str) -> None:
-    """Settle one submission; its pass is the host's last until something new arrives."""
+async def _idle_host(client: ThreadwardenClient, connections: Connections, ids: str) -> None:
+    """Settle one submission and wait until the host's workflow completed: the tests count the
+    waves of the passes that follow, so no pass of the settlement may still be to come."""
     await client.submit(ids, agent_id="scripted", input=say("hello"))
     await settled(client, ids, 1)
-    await converged(client, ids)
+    await quiescent(client, connections, ids)
 
 
 async def test_host_work_mark_alone_brings_the_wave_when_the_wake_is_lost(
@@ -67,7 +68,7 @@ async def test_host_work_mark_alone_brings_the_wave_when_the_wake_is_lost(
 ) -> None:
     host = CountingHost()
     async with running_worker(settings, connections, host=host):
-        await _idle_host(client, ids)
+        await _idle_host(client, connections, ids)
         before, waves = await _row(pool, ids), host.waves
         # Marked through the ledger alone: no signal is sent (a lost wake).
         moved = await HostWork(pool, minimum_alarm_delay_ms=50).mark_due(ids)
@@ -95,7 +96,7 @@ async def test_host_work_marked_while_a_pass_finishes_is_not_lost(
     host = CountingHost()
     async with running_worker(settings, connections, failpoints=failpoints, host=host):
         try:
-            await _idle_host(client, ids)
+            await _idle_host(client, connections, ids)
             waves = host.waves
             failpoints.arm("maintenance:finish:before", pause=True, times=1)
             await client.wake(ids, reason="test")  # a caught-up pass with nothing due
@@ -123,7 +124,7 @@ async def test_host_work_for_later_arms_the_alarm_at_its_time(
 ) -> None:
     host = CountingHost()
     async with running_worker(settings, connections, failpoints=failpoints, host=host):
-        await _idle_host(client, ids)
+        await _idle_host(client, connections, ids)
         failpoints.arm("maintenance:finish:after", observe=True)
         at = datetime.now(UTC) + timedelta(minutes=5)
         await client.host_work_due(ids, at)  # moves the alarm earlier, so it wakes the host
@@ -148,7 +149,7 @@ async def test_a_failed_wave_puts_its_mark_back(
 ) -> None:
     host = CountingHost()
     async with running_worker(settings, connections, host=host):
-        await _idle_host(client, ids)
+        await _idle_host(client, connections, ids)
         waves = host.waves
         host.failing = True
         await client.host_work_due(ids)
@@ -162,9 +163,13 @@ async def test_a_failed_wave_puts_its_mark_back(
 
 
 async def test_host_work_without_a_plug_in_is_taken_and_the_alarm_clears(
-    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+    worker: None,
+    client: ThreadwardenClient,
+    connections: Connections,
+    pool: asyncpg.Pool[Any],
+    ids: str,
 ) -> None:
-    await _idle_host(client, ids)
+    await _idle_host(client, connections, ids)
     await client.host_work_due(ids)
     await eventually(
         lambda: _row(pool, ids),

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from tests.helpers.checks import assert_settled_once, converged, say, settled
+from tests.helpers.checks import assert_settled_once, converged, quiescent, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden.failpoints import Failpoints
@@ -196,6 +196,7 @@ async def test_message_rejected_when_the_destination_is_on_another_host(
 async def test_message_backlog_does_not_hold_the_native_finish(
     worker: None,
     client: ThreadwardenClient,
+    connections: Connections,
     pool: asyncpg.Pool[Any],
     failpoints: Failpoints,
     ids: str,
@@ -205,7 +206,7 @@ async def test_message_backlog_does_not_hold_the_native_finish(
     destination, backlog = f"{ids}-d", DELIVERY_BATCH + 3
     await client.submit(ids, agent_id="scripted", input=say("first"))
     await settled(client, ids, 1)
-    await converged(client, ids)
+    await quiescent(client, connections, ids)  # no pass may deliver the backlog before ours
     # The destination lives on the same host, so no other host's pass reaches a failpoint.
     await pool.executemany(
         "INSERT INTO threadwarden.messages (message_id, source_host_id, source_thread_id,"

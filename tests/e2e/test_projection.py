@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import asyncpg
-
-from tests.helpers.checks import converged, say, settled
+from tests.helpers.checks import converged, quiescent, say, settled
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.client import ThreadwardenClient
@@ -31,13 +27,20 @@ async def test_projection_summary_follows_the_thread(
 
 
 async def test_projection_backfill_rebuilds_lost_summaries_in_a_pass(
-    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+    worker: None,
+    client: ThreadwardenClient,
+    connections: Connections,
+    failpoints: Failpoints,
+    ids: str,
 ) -> None:
     await client.submit(ids, agent_id="scripted", input=say("hello"))
     await settled(client, ids, 1)
-    await converged(client, ids)
+    await quiescent(client, connections, ids)  # no pass is left to backfill before the check
+    failpoints.arm("maintenance:begin:before", pause=True, times=1)  # the rebuild's pass
     await client.rebuild_projection(ids)  # it is disposable
-    assert await client.thread_summary(ids) is None  # a caught-up pass backfills one batch
+    await failpoints.reached("maintenance:begin:before")
+    assert await client.thread_summary(ids) is None  # dropped: a caught-up pass backfills it
+    failpoints.release("maintenance:begin:before")
     summary = await eventually(
         lambda: client.thread_summary(ids), lambda s: s is not None, what="backfilled"
     )

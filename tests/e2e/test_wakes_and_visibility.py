@@ -10,7 +10,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from tests.helpers.checks import assert_settled_once, converged, say
+from tests.helpers.checks import assert_settled_once, converged, quiescent, say
 from tests.helpers.polling import eventually
 from tests.helpers.workers import worker_without_sweeper
 from threadwarden.failpoints import Failpoints
@@ -48,13 +48,7 @@ async def test_a_mutation_racing_a_pass_converges_without_a_signal_or_the_sweepe
         assert absent.value.status == RPCStatusCode.NOT_FOUND
         await client.submit(ids, agent_id="scripted", input=say("first"))
         await assert_settled_once(client, ids, 1)
-        await converged(client, ids)
-        handle = temporal.get_workflow_handle(host_workflow_id(ids))
-        await eventually(
-            handle.describe,
-            lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
-            what="the idle host's run completed",
-        )
+        await quiescent(client, connections, ids)  # the idle host's run completed
 
         failpoints.arm("maintenance:finish:before", pause=True)
         await client.wake(ids, reason="test")  # a new run: one caught-up pass, paused

@@ -8,11 +8,14 @@ from collections import Counter
 from typing import Any
 
 import asyncpg
+from temporalio.client import WorkflowExecutionStatus
 
 from tests.helpers.polling import eventually
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import STABLE_WAITS, HostStatus, ThreadStatus
 from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.workflows.contracts import host_workflow_id
 
 
 def say(text: str) -> list[dict[str, Any]]:
@@ -55,6 +58,21 @@ async def converged(client: ThreadwardenClient, host: str) -> HostStatus:
         lambda h: h.processed == h.dirty and h.alarm_at is None and h.nonterminal == 0,
         timeout_s=60,
         what=f"host {host} caught up with its alarm cleared",
+    )
+
+
+async def quiescent(client: ThreadwardenClient, connections: Connections, host: str) -> None:
+    """Wait until the host caught up and its workflow completed: no pass runs, and none runs
+    until the next wake or alarm. (``converged`` alone can be seen while the pass after a
+    settling one, which goes straight on, is still to run.)"""
+    await converged(client, host)
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    handle = temporal.get_workflow_handle(host_workflow_id(host))
+    await eventually(
+        handle.describe,
+        lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
+        timeout_s=60,
+        what=f"host {host}'s workflow completed",
     )
 
 
