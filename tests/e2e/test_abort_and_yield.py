@@ -22,6 +22,7 @@ from tests.helpers.checks import (
     assert_settled_once,
     converged,
     host_row,
+    quiescent,
     recorded_once,
     say,
     submission_rows,
@@ -171,11 +172,15 @@ async def test_abort_suspended_submission_settles_at_once(
 
 
 async def test_abort_settled_submission_is_a_no_op(
-    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+    worker: None,
+    client: ThreadwardenClient,
+    connections: Connections,
+    pool: asyncpg.Pool[Any],
+    ids: str,
 ) -> None:
     receipt = await client.submit(ids, agent_id="scripted", input=say("done"))
     await assert_settled_once(client, ids, 1)
-    await converged(client, ids)
+    await quiescent(client, connections, ids)  # no pass is left: a snapshot stays still
 
     async def snapshot() -> tuple[Any, ...]:
         host = await host_row(pool, ids)

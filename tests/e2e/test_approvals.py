@@ -27,6 +27,7 @@ from tests.helpers.checks import (
     assert_settled_once,
     converged,
     host_row,
+    quiescent,
     recorded_once,
     say,
 )
@@ -171,7 +172,11 @@ async def test_scenario_04_deny_settles_failed_and_records_the_decision(
 
 
 async def test_approve_not_waiting_raises_and_writes_nothing(
-    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+    worker: None,
+    client: ThreadwardenClient,
+    connections: Connections,
+    pool: asyncpg.Pool[Any],
+    ids: str,
 ) -> None:
     done, waiting = f"{ids}-done", f"{ids}-waiting"
     finished = await client.submit(done, agent_id="scripted", input=say("done"), host_id=ids)
@@ -179,7 +184,7 @@ async def test_approve_not_waiting_raises_and_writes_nothing(
     follower = await client.submit(waiting, agent_id="scripted", input=say("f"), host_id=ids)
     await assert_settled_once(client, done, 1)
     await suspended(client, waiting)
-    await quiet(client, ids)
+    await quiescent(client, connections, ids)  # no pass is left: a snapshot stays still
 
     async def snapshot() -> tuple[Any, ...]:
         return (

@@ -26,6 +26,7 @@ from tests.helpers.checks import (
     assert_settled_once,
     converged,
     host_row,
+    quiescent,
     reached_first,
     say,
     submission_rows,
@@ -47,6 +48,7 @@ CLOCK_SLACK = timedelta(milliseconds=25)
 async def test_scenario_01_fault_at_dirty_before_writes_nothing(
     worker: None,
     client: ThreadwardenClient,
+    connections: Connections,
     failpoints: Failpoints,
     pool: asyncpg.Pool[Any],
     ids: str,
@@ -54,7 +56,8 @@ async def test_scenario_01_fault_at_dirty_before_writes_nothing(
     fresh, known = f"{ids}-fresh", f"{ids}-known"
     await client.submit(known, agent_id="scripted", input=say("before the fault"))
     await assert_settled_once(client, known, 1)
-    before = await converged(client, known)
+    await quiescent(client, connections, known)  # no pass is left to move the epoch
+    before = await client.host_status(known)
 
     failpoints.arm("maintenance:dirty:before", times=2)
     with pytest.raises(FailpointError):

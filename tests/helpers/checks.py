@@ -62,10 +62,17 @@ async def converged(client: ThreadwardenClient, host: str) -> HostStatus:
 
 
 async def quiescent(client: ThreadwardenClient, connections: Connections, host: str) -> None:
-    """Wait until the host caught up and its workflow completed: no pass runs, and none runs
-    until the next wake or alarm. (``converged`` alone can be seen while the pass after a
-    settling one, which goes straight on, is still to run.)"""
-    await converged(client, host)
+    """Wait until the host acknowledged its generation with its alarm cleared and its workflow
+    completed: no pass runs, and none runs until the next wake or alarm (work waiting for a
+    person may remain). ``converged`` alone can be seen while the pass after a settling one,
+    which goes straight on, is still to run; a test that counts passes or compares a snapshot
+    of the host row waits for this instead."""
+    await eventually(
+        lambda: client.host_status(host),
+        lambda h: h.processed == h.dirty and h.alarm_at is None,
+        timeout_s=60,
+        what=f"host {host} acknowledged with its alarm cleared",
+    )
     temporal = await connect_temporal(connections.temporal_address, "default")
     handle = temporal.get_workflow_handle(host_workflow_id(host))
     await eventually(

@@ -10,10 +10,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.helpers.checks import converged
+from tests.helpers.checks import quiescent
 from tests.helpers.cli import json_error, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
 from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections
 
 APPROVAL = [{"approval": "spend 5 EUR?"}, {"say": "spent"}]
 
@@ -53,6 +54,7 @@ async def test_cli_approve_and_deny_repeat_exit_0_unchanged_and_conflicts_exit_2
     cli_env: None,
     worker: None,
     client: ThreadwardenClient,
+    connections: Connections,
     pool: asyncpg.Pool[Any],
     capsys: pytest.CaptureFixture[str],
     ids: str,
@@ -66,7 +68,7 @@ async def test_cli_approve_and_deny_repeat_exit_0_unchanged_and_conflicts_exit_2
     code, approved, _ = await decide(capsys, "approve", one.submission_id)
     assert code == 0 and approved["changed"] is True
     await client.result(one.submission_id, timeout=30)
-    await converged(client, granted)  # its host's passes are done: a snapshot stays still
+    await quiescent(client, connections, granted)  # no pass is left: a snapshot stays still
     before = await ledger_rows(pool, granted)
     code, again, err = await decide(capsys, "approve", one.submission_id)
     assert (code, err) == (0, "")
@@ -91,7 +93,7 @@ async def test_cli_approve_and_deny_repeat_exit_0_unchanged_and_conflicts_exit_2
 
     code, denied, _ = await decide(capsys, "deny", two.submission_id, "--reason", "no")
     assert code == 0 and (denied["outcome"], denied["changed"]) == ("failed", True)
-    await converged(client, refused)
+    await quiescent(client, connections, refused)
     before = await ledger_rows(pool, refused)
     code, again, err = await decide(capsys, "deny", two.submission_id, "--reason", "no")
     assert (code, err) == (0, "")
@@ -163,6 +165,7 @@ async def test_cli_abort_repeat_exits_0_unchanged(
     cli_env: None,
     worker: None,
     client: ThreadwardenClient,
+    connections: Connections,
     pool: asyncpg.Pool[Any],
     capsys: pytest.CaptureFixture[str],
     ids: str,
@@ -188,7 +191,7 @@ async def test_cli_abort_repeat_exits_0_unchanged(
     )
     outcome = await client.result(slow.submission_id, timeout=30)
     assert outcome.outcome == "aborted"
-    await converged(client, ids)
+    await quiescent(client, connections, ids)
     before = await ledger_rows(pool, ids)
     code, settled, err = await decide(capsys, "abort", slow.submission_id)
     assert (code, err) == (0, "")
