@@ -18,6 +18,9 @@ from tests.helpers.checks import assert_settled_once, converged, quiescent, say,
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from threadwarden.failpoints import Failpoints
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.scripted import scripted_binding
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
@@ -285,6 +288,55 @@ async def test_scenario_34_pending_required_publication_holds_native_work(
         await converged(client, ids)
     first_records = {r.record_id for r in sink.published}
     assert {f"{ids}:1", f"{ids}:2"} <= first_records
+
+
+async def test_scenario_34_pending_required_publication_holds_recovery_of_a_stalled_attempt(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    """Brief §3.5: recovery belongs to the native path, after the publication gate. A stalled
+    attempt (its worker died, its lease lapsed) is not recovered while a required publication
+    is pending; it is once the sink publishes."""
+    receipt = await client.submit(ids, agent_id="scripted", input=say("stalled"))
+    begun = await Maintenance(pool, settings.timing).begin(ids, datetime.now(UTC))
+    digests = {"scripted": scripted_binding().digest}
+    attempts = Attempts(pool, lease_ms=settings.lease_ms)
+    claim = await attempts.claim_head(ids, begun.epoch, ids, bindings=digests)
+    assert claim is not None and claim.submission_id == receipt.submission_id
+    # It committed a record before it died, never published: the required sink waits for it.
+    await attempts.append(claim, "note", {"by": "the worker that died"})
+    await pool.execute(  # the worker holding the claim died: its lease ran out
+        "UPDATE threadwarden.submissions SET lease_expires_at = clock_timestamp() - interval '1 s'"
+        " WHERE submission_id = $1",
+        claim.submission_id,
+    )
+    stalled = await _submission(pool, claim.submission_id)
+    sink = RequiredSink()
+    async with running_worker(settings, connections, sinks=[sink]):
+        await eventually(
+            lambda: client.host_status(ids),
+            lambda h: h.pass_epoch >= begun.epoch + 3,
+            what="several publication-blocked passes",
+        )
+        assert await _submission(pool, claim.submission_id) == stalled  # not recovered
+        sink.failing = False
+        await assert_settled_once(client, ids, 1)
+        await converged(client, ids)
+    recovered = await _submission(pool, claim.submission_id)
+    assert recovered["attempts"] == stalled["attempts"] + 1  # recovered, then run once more
+
+
+async def _submission(pool: asyncpg.Pool[Any], submission_id: str) -> dict[str, Any]:
+    row = await pool.fetchrow(
+        "SELECT state, attempts, epoch, attempt_id, lease_expires_at, outcome"
+        " FROM threadwarden.submissions WHERE submission_id = $1",
+        submission_id,
+    )
+    assert row is not None
+    return dict(row)
 
 
 async def test_scenario_33_one_projection_batch_per_pass_and_only_when_due(
