@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench chaos dev clean
+.PHONY: demo test test-fast lint bench chaos dev clean
 
 # The folders installed as the one package `threadwarden` (pyproject.toml [tool.setuptools]).
 PACKAGE_DIRS := api protocol workflows activities ledger worker console
@@ -27,8 +27,15 @@ demo: $(STAMP)
 dev: $(STAMP)
 	$(BIN)/threadwarden dev
 
+# The suite on TEST_WORKERS pytest-xdist workers sharing one embedded stack (tests/conftest.py);
+# tests that start a `dev` or `demo` stack share one worker (xdist_group "usual-ports").
+TEST_WORKERS ?= 4
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# Everything but the end-to-end tests (tests/e2e): the quick loop while editing.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

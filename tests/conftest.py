@@ -1,10 +1,14 @@
-"""Session-wide real services: an embedded PostgreSQL and a Temporal dev server.
+"""Session-wide real services: an embedded PostgreSQL and a Temporal dev server, one of each per
+test run (shared by pytest-xdist's workers: tests/helpers/stack.py).
 
 Each test gets its own database cloned from a migrated template and its own task queue.
 """
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,42 +17,64 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.stack import TEMPLATE, WORKER_INPUT, EmbeddedStack, StackEndpoints
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.migrations import migrate
 from threadwarden.ledger.pool import create_pool
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
-TEMPLATE = "tw_template"
+SHARED = pytest.StashKey[StackEndpoints]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller, before it starts a worker: start the run's one stack (the first time)
+    and hand its endpoints to the worker."""
+    config: pytest.Config = node.config
+    if SHARED not in config.stash:
+        folder = Path(tempfile.mkdtemp(prefix="threadwarden-tests-"))
+        stack = EmbeddedStack(folder)
+        config.stash[SHARED] = asyncio.run(stack.start())
+
+        def stop() -> None:
+            stack.stop()
+            shutil.rmtree(folder, ignore_errors=True)
+
+        config.add_cleanup(stop)
+    node.workerinput[WORKER_INPUT] = config.stash[SHARED].to_json()
 
 
 @pytest.fixture(scope="session")
-async def postgres(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedPostgres]:
-    """The session's PostgreSQL server, with a migrated template database."""
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
-    dsn = await server.start(TEMPLATE)
-    conn = await asyncpg.connect(dsn)
+async def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[StackEndpoints]:
+    """The run's stack: the one xdist's controller started, or (a plain run) this session's."""
+    shared = getattr(request.config, "workerinput", {}).get(WORKER_INPUT)
+    if shared is not None:
+        yield StackEndpoints.from_json(shared)
+        return
+    own = EmbeddedStack(tmp_path_factory.mktemp("stack"))
     try:
-        await migrate(conn)
+        yield await own.start()
     finally:
-        await conn.close()
-    yield server
-    server.stop()
+        own.stop()
 
 
 @pytest.fixture(scope="session")
-async def temporal(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    """The session's Temporal dev server (in memory, headless); yields its address."""
-    server = TemporalDevServer(None, ui=False)
-    await server.start()
-    yield server.address
-    server.stop()
+def postgres(stack: StackEndpoints) -> StackEndpoints:
+    """The run's PostgreSQL server, with the migrated template database ``TEMPLATE``."""
+    return stack
+
+
+@pytest.fixture(scope="session")
+def temporal(stack: StackEndpoints) -> str:
+    """The run's Temporal dev server (in memory, headless); its address."""
+    return stack.temporal_address
 
 
 @pytest.fixture
-async def database_url(postgres: EmbeddedPostgres) -> AsyncIterator[str]:
+async def database_url(postgres: StackEndpoints) -> AsyncIterator[str]:
     """A fresh, migrated database for one test."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(postgres.dsn("postgres"))
@@ -60,7 +86,7 @@ async def database_url(postgres: EmbeddedPostgres) -> AsyncIterator[str]:
 
 
 @pytest.fixture
-async def empty_database_url(postgres: EmbeddedPostgres) -> str:
+async def empty_database_url(postgres: StackEndpoints) -> str:
     """A fresh database with no schema at all (for migration tests)."""
     name = f"e_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(postgres.dsn("postgres"))

@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.xdist_group("usual-ports")
+"""Stacks of `dev` and `demo` take Temporal's usual ports when free: under xdist, the tests that
+start one run one after the other on one worker (`make test` runs with `--dist loadgroup`)."""
 
 
 @pytest.mark.no_ledger_check(

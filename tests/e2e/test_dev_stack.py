@@ -17,6 +17,9 @@ import pytest
 from tests.helpers.polling import eventually
 
 CLI = [sys.executable, "-m", "threadwarden.worker.cli"]
+pytestmark = pytest.mark.xdist_group("usual-ports")
+"""Stacks of `dev` and `demo` take Temporal's usual ports when free: under xdist, the tests that
+start one run one after the other on one worker (`make test` runs with `--dist loadgroup`)."""
 
 
 async def _cli(data_dir: Path, *argv: str) -> tuple[int, str]:

@@ -22,11 +22,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from tests.helpers.polling import eventually
+from tests.helpers.stack import StackEndpoints
 from threadwarden.errors import InvalidInput
 from threadwarden.ledger.gauges import GAUGES, read_gauges
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import (
-    EmbeddedPostgres,
     Endpoints,
     free_port,
     read_endpoints,
@@ -149,7 +149,7 @@ async def test_healthz_and_readyz_answer_beside_the_metrics(
 
 
 async def test_healthz_fails_when_the_ledger_is_unreachable(
-    metered: Settings, connections: Connections, postgres: EmbeddedPostgres
+    metered: Settings, connections: Connections, postgres: StackEndpoints
 ) -> None:
     async with running_worker(metered, connections):
         await serving(metered)
