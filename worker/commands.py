@@ -16,7 +16,6 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.bindings import BindingRegistry
-from threadwarden.console.server import open_console
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
@@ -71,6 +70,8 @@ async def dev(settings: Settings, args: argparse.Namespace) -> int:
 async def _run_dev(
     settings: Settings, registry: BindingRegistry, plugins: Plugins, namespace: str
 ) -> None:
+    from threadwarden.console.server import open_console  # its web stack: only when served
+
     async with (
         embedded_stack(settings.data_dir, record=True) as connections,
         running_worker(settings, connections, registry, sinks=plugins.sinks, host=plugins.host),
@@ -103,6 +104,8 @@ async def console(settings: Settings, args: argparse.Namespace) -> int:
     if args.address is not None:  # validated like the environment (THREADWARDEN_CONSOLE_ADDRESS)
         explicit = {name: getattr(settings, name) for name in settings.model_fields_set}
         settings = type(settings).model_validate({**explicit, "console_address": args.address})
+    from threadwarden.console.server import open_console  # its web stack: only when served
+
     connections = resolve_connections(settings)
     async with open_console(
         settings,

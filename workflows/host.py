@@ -53,6 +53,9 @@ class HostWorkflow:
         self._passes = 0
         self._last: c.PassReport | None = None
         self._shown: dict[str, Any] = {}
+        self._heads: list[c.HeadView] | None = None
+        """The lane heads the last pass that read them reported (a caught-up pass reads none:
+        nothing changed in the lanes since, so the details keep showing them)."""
         """The search attribute values as last upserted (carried over by continue-as-new)."""
         self._upserted_at: datetime | None = None
 
@@ -171,10 +174,13 @@ class HostWorkflow:
                 f"last pass: {report.outcome} · next alarm {alarm} ·"
                 f" {report.nonterminal} nonterminal"
             )
-            for head in report.heads or []:
+            if report.heads is not None:
+                self._heads = report.heads
+            heads = self._heads if report.nonterminal else []
+            for head in heads or []:
                 lines.append(_head_line(head))
-            shown = len(report.heads or [])
-            if report.heads is not None and report.nonterminal > shown:
+            shown = len(heads or [])
+            if heads is not None and report.nonterminal > shown:
                 lines.append(f"- … {report.nonterminal - shown} more nonterminal")
         workflow.set_current_details("\n".join(lines))
 

@@ -12,7 +12,9 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
+from tests.helpers.checks import quiescent
 from tests.helpers.polling import eventually
+from threadwarden.failpoints import Failpoints
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
@@ -72,22 +74,32 @@ async def test_a_running_submission_is_findable_and_every_step_is_summarised(
 
 
 async def test_the_current_details_list_the_heads_and_what_they_wait_for(
-    worker: None, client: ThreadwardenClient, connections: Connections, ids: str
+    worker: None,
+    client: ThreadwardenClient,
+    connections: Connections,
+    failpoints: Failpoints,
+    ids: str,
 ) -> None:
     temporal = await connect_temporal(connections.temporal_address, "default")
+    # A wake during the first pass brings a caught-up pass right after it, in the same run: it
+    # reads no heads (nothing changed in the lanes), and the details must keep showing them.
+    failpoints.arm("maintenance:finish:after", pause=True, times=1)
     receipt = await client.submit(
         ids, agent_id="scripted", input=[{"approval": "refund 10 EUR"}, {"say": "done"}]
     )
+    await failpoints.reached("maintenance:finish:after")
+    passes = (await client.host_status(ids)).pass_epoch
+    await client.wake(ids, reason="test")
+    failpoints.release("maintenance:finish:after")
     await eventually(
-        lambda: client.thread_status(ids),
-        lambda s: s.submissions[0].waiting_for == "approval",
-        what="waiting for approval",
+        lambda: client.host_status(ids),
+        lambda h: h.pass_epoch > passes,
+        what="a caught-up pass",
     )
-    details = await eventually(
-        lambda: _details(temporal, ids),
-        lambda text: "waits for approval" in text,
-        what="the head's wait in the current details",
-    )
+    await quiescent(client, connections, ids)
+    assert (await client.thread_status(ids)).submissions[0].waiting_for == "approval"
+    details = await _details(temporal, ids)
+    assert "last pass: caught-up" in details and "waits for approval" in details, details
     assert f"- `{ids}`: `{receipt.submission_id}` suspended (agent `scripted`," in details
     assert "refund" not in details  # payload never shows
     assert details.startswith("**idle**") or details.startswith("**waiting**"), details
