@@ -87,6 +87,17 @@ MAIN_POLLERS = 2
 run there: publication, deliveries, host waves, projection backfill)."""
 
 
+def head_heartbeat_throttle(settings: Settings) -> timedelta:
+    """How often a head attempt's heartbeats reach the server at most: every lease renewal,
+    and at least every `HEARTBEAT_THROTTLE`.
+
+    The head's heartbeat timeout is the lease (``lease_ms``). The SDK sends heartbeats no more
+    often than its throttle; were that 2 s against a 3 s lease, one late second anywhere (the
+    event loop, the RPC, a busy server) would time the attempt out. Throttled to the renewal
+    interval, the timeout allows as many late beats as the lease allows failed renewals."""
+    return min(HEARTBEAT_THROTTLE, timedelta(milliseconds=settings.lease_renew_ms))
+
+
 def default_registry() -> BindingRegistry:
     """A registry holding the built-in ``scripted`` binding."""
     registry = BindingRegistry()
@@ -354,7 +365,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             ),
             activity_task_poller_behavior=PollerBehaviorSimpleMaximum(polls),
             max_cached_workflows=0,
-            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            max_heartbeat_throttle_interval=head_heartbeat_throttle(self.settings),
         )
 
     def _assemble(self, client: Client) -> _Assembly:

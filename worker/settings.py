@@ -81,7 +81,8 @@ class Settings(BaseSettings):
     wake_scan_interval_ms: int = Field(default=1_000, ge=1, le=3_600_000)
     lease_ms: int = Field(default=30_000, ge=1_000, le=600_000)
     lease_renew_ms: int = Field(default=10_000, ge=100, le=20_000)
-    """Also the attempt's heartbeat interval; the head activity's heartbeat timeout is 30 s."""
+    """Also the attempt's heartbeat interval (and the head workers' heartbeat throttle, at most
+    2 s); the head activity's heartbeat timeout is ``lease_ms``."""
     yield_after_ms: int = Field(default=600_000, ge=1_000, le=3_600_000)
     """A head attempt yields at a committed boundary this long after its pass started."""
     pass_deadline_ms: int = Field(default=840_000, ge=2_000, le=3_600_000)

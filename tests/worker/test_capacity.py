@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,13 @@ from temporalio.worker import FixedSizeSlotSupplier, Worker
 
 from threadwarden.ledger.pool import BoundedPool, create_pool
 from threadwarden.worker import runtime
-from threadwarden.worker.plugin import HEAD_POLLERS, MAIN_POLLERS, PINNED_POLLERS
+from threadwarden.worker.plugin import (
+    HEAD_POLLERS,
+    HEARTBEAT_THROTTLE,
+    MAIN_POLLERS,
+    PINNED_POLLERS,
+    head_heartbeat_throttle,
+)
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import POOL_RESERVE, Capacity, Settings
 from threadwarden.worker.slots import SharedSlots
@@ -162,3 +169,12 @@ def test_every_setting_is_documented() -> None:
         f for f in Settings.model_fields if f"| `{f}` | `THREADWARDEN_{f.upper()}` |" not in table
     ]
     assert missing == []
+
+
+def test_head_heartbeats_reach_the_server_every_lease_renewal() -> None:
+    """The head's heartbeat timeout is the lease: with the SDK's throttle at 2 s against the
+    tests' 3 s lease, one late second anywhere timed an attempt out under load (issue 19)."""
+    short = Settings(lease_ms=3_000, lease_renew_ms=500)
+    assert head_heartbeat_throttle(short) == timedelta(milliseconds=500)
+    assert head_heartbeat_throttle(Settings()) == HEARTBEAT_THROTTLE  # renewals every 10 s
+    assert timedelta(milliseconds=Settings().lease_ms) >= HEARTBEAT_THROTTLE * 3
