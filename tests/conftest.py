@@ -45,6 +45,29 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput[WORKER_INPUT] = config.stash[SHARED].to_json()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: a test that takes tens of seconds; under xdist it is handed out first, so it"
+        " does not start last and hold the run's end",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the long tests first: the ``slow`` ones, then the end-to-end ones, then
+    the rest (quick tests fill the workers' gaps at the end instead of one long test holding
+    it). A plain run keeps the files' order."""
+    if not config.getoption("numprocesses", None):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow") is not None:
+            return 0
+        return 1 if "/tests/e2e/" in str(item.path) else 2
+
+    items.sort(key=rank)  # stable: the files' order within each rank
+
+
 @pytest.fixture(scope="session")
 async def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

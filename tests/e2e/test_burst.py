@@ -42,6 +42,7 @@ async def small_worker(settings: Settings, connections: Connections) -> AsyncIte
         yield small
 
 
+@pytest.mark.slow
 async def test_burst_of_1000_submissions_settles_every_one_without_a_failed_pass(
     small_worker: Settings,
     client: ThreadwardenClient,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.helpers.checks import assert_settled_once, converged, say
@@ -14,6 +15,7 @@ from threadwarden.workflows.contracts import host_workflow_id
 from threadwarden.workflows.host import MAX_PASSES_PER_RUN
 
 
+@pytest.mark.slow
 async def test_backlog_longer_than_a_run_continues_as_new_with_wakes_pending(
     worker: None, client: ThreadwardenClient, connections: Connections, ids: str
 ) -> None:
