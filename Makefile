@@ -29,7 +29,7 @@ dev: $(STAMP)
 
 # The suite on TEST_WORKERS pytest-xdist workers sharing one embedded stack (tests/conftest.py);
 # tests that start a `dev` or `demo` stack share one worker (xdist_group "usual-ports").
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

@@ -7,7 +7,7 @@ Each test gets its own database cloned from a migrated template and its own task
 from __future__ import annotations
 
 import asyncio
-import shutil
+import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -39,7 +39,8 @@ def pytest_configure_node(node: Any) -> None:
 
         def stop() -> None:
             stack.stop()
-            shutil.rmtree(folder, ignore_errors=True)
+            # Gigabytes of test databases: removed beside the next command, not before it.
+            subprocess.Popen(["rm", "-rf", str(folder)], start_new_session=True)
 
         config.add_cleanup(stop)
     node.workerinput[WORKER_INPUT] = config.stash[SHARED].to_json()

@@ -43,6 +43,7 @@ async def small_worker(settings: Settings, connections: Connections) -> AsyncIte
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # as long as its own deadline: under xdist it shares the 2 cores
 async def test_burst_of_1000_submissions_settles_every_one_without_a_failed_pass(
     small_worker: Settings,
     client: ThreadwardenClient,
