@@ -1,0 +1,93 @@
+"""What every framework adapter shares: the user turn, memory records, digests, approvals,
+and the unwrapping of the runtime's stops from exception groups."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+from threadwarden.bindings import AttemptContext, ThreadRecord
+from threadwarden.errors import InvalidInput
+
+MODEL_TOOL = "model-request"
+"""The ``ctx.tool`` name under which each model request is journaled (``tool-call`` /
+``tool-result`` records: the result holds the response and its token usage)."""
+
+APPROVAL_REQUIRED = "threadwarden:approval-required"
+"""Marks a recorded tool result that was a request for approval, not a value."""
+RETRY = "threadwarden:retry"
+"""Marks a recorded tool result that asked the model to try again (its message)."""
+
+
+def user_prompt(value: Any) -> str:
+    """The submission's input as the new user turn: a JSON string or ``{"prompt": string}``."""
+    if isinstance(value, str) and value:
+        return value
+    prompt = value.get("prompt") if isinstance(value, dict) and set(value) == {"prompt"} else None
+    if isinstance(prompt, str) and prompt:
+        return prompt
+    raise InvalidInput("input", 'a non-empty JSON string or {"prompt": "..."}', value)
+
+
+def transcripts(history: list[ThreadRecord], kind: str) -> Iterator[Any]:
+    """The bodies of ``kind`` records of earlier submissions that settled ``completed``, oldest
+    first: the exchanges that count as the conversation (a failed or aborted turn does not)."""
+    completed = {
+        r.submission_id
+        for r in history
+        if r.kind == "settlement"
+        and isinstance(r.body, dict)
+        and r.body.get("outcome") == "completed"
+    }
+    for record in history:
+        if record.kind == kind and record.submission_id in completed:
+            yield record.body
+
+
+def digest(framework: str, definition: dict[str, Any]) -> str:
+    """A short, stable hash of what defines an agent (model, instructions, tools, output)."""
+    text = json.dumps({"framework": framework, **definition}, sort_keys=True, default=repr)
+    return f"{framework}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def approval_reason(tool: str, args: Any) -> str:
+    """The inbox line for a tool call that needs a person: the tool and its arguments."""
+    shown = json.dumps(args, sort_keys=True, default=str)
+    if len(shown) > 400:
+        shown = shown[:397] + "..."
+    return f"tool {tool} wants to run with {shown}"
+
+
+def denial_message(tool: str, reason: str | None) -> str:
+    """What the model is told when an operator denied a tool call."""
+    return f"The operator denied the call to {tool}" + (f": {reason}" if reason else ".")
+
+
+async def approve(ctx: AttemptContext, tool: str, args: Any) -> str | None:
+    """Ask a person (an inbox wait); None when approved, else the denial the model hears."""
+    decision = await ctx.request_approval(approval_reason(tool, args), on_deny="resume")
+    return None if decision.approved else denial_message(tool, decision.reason)
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
+
+
+def reraise_stop(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+    """Re-raise what ended the attempt out of a framework's task group.
+
+    The runtime ends an attempt (an approval wait, an unknown side effect, a yield) with a
+    `BaseException` that a framework running tools in a task group may wrap in a group: the
+    runtime must see it bare. Otherwise the group's first exception is raised.
+    """
+    leaves = list(_leaves(group))
+    for leaf in leaves:
+        if not isinstance(leaf, Exception):
+            raise leaf
+    raise leaves[0] if leaves else group

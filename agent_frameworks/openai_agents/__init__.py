@@ -1,0 +1,1 @@
+"""OpenAI Agents SDK agents as threadwarden bindings (extra ``threadwarden[openai-agents]``)."""
