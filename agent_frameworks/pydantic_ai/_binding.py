@@ -83,7 +83,9 @@ class _Runner:
                 result = await agent.run(
                     prompt,
                     message_history=message_history(ctx.history),
+                    # Both ids are in the messages: fixed, a re-run rebuilds the same transcript.
                     run_id=ctx.submission_id,
+                    conversation_id=ctx.thread_id,
                     deps=None if self._deps is None else self._deps(ctx),
                     usage_limits=self._usage_limits,
                     capabilities=[HandleDeferredToolCalls(handler=decide)],

@@ -1,6 +1,6 @@
 """Agent-binding tests run real workers against the session's Postgres and Temporal dev server
-(tests/conftest.py); each ends with the ledger invariants checked over its database, as the
-end-to-end tests do (tests/e2e/conftest.py)."""
+(tests/conftest.py); each that used a database ends with the ledger invariants checked over it,
+as the end-to-end tests do (tests/e2e/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from tests.e2e.conftest import ledger_database, ledger_invariants
-from tests.e2e.conftest import pytest_configure as pytest_configure
+from tests.helpers.checks import assert_ledger_invariants
 from threadwarden.bindings import Binding
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
-
-__all__ = ["ledger_database", "ledger_invariants"]
 
 AgentsWorker = Callable[..., contextlib.AbstractAsyncContextManager[None]]
 
@@ -41,3 +38,20 @@ def agents_worker(
                 failpoints.release_all()
 
     return start
+
+
+@pytest.fixture
+def checked_database(request: pytest.FixtureRequest) -> str | None:
+    """The test's database when it uses one (a synchronous fixture: it may ask for it by name)."""
+    if "database_url" not in request.fixturenames:
+        return None
+    database_url: str = request.getfixturevalue("database_url")
+    return database_url
+
+
+@pytest.fixture(autouse=True)
+async def ledger_invariants(checked_database: str | None) -> AsyncIterator[None]:
+    """A test that used a database ends with the ledger invariants checked over it."""
+    yield
+    if checked_database is not None:
+        await assert_ledger_invariants(checked_database)

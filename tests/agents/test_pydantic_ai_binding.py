@@ -23,6 +23,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tests.agents.conftest import AgentsWorker
 from tests.helpers.agent_records import bodies, model_steps
 from threadwarden.agents.pydantic_ai import TRANSCRIPT, agent_binding
+from threadwarden.failpoints import Failpoints
 from threadwarden.worker.client import ThreadwardenClient
 
 Calls = list[list[ModelMessage]]
@@ -129,3 +130,27 @@ async def test_pydantic_ai_tools_go_through_the_journal_as_side_effects_unless_i
     assert (call["args"], call["side_effect"]) == ({"cents": 5}, True)
     (looked,) = bodies(await client.records(f"{ids}b"), "tool-call", tool="peek")
     assert looked["side_effect"] is False
+
+
+async def test_pydantic_ai_rerun_replays_recorded_steps_without_asking_the_model_again(
+    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str, failpoints: Failpoints
+) -> None:
+    seen: Calls = []
+    looked: list[str] = []
+    agent = Agent(calling("lookup", {"q": "tea"}, seen), name="memo")
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        looked.append(q)
+        return f"{q} is brewed"
+
+    # The first attempt runs every step, then fails at its settlement: the pass retries and
+    # the re-run replays the model steps, the tool and the transcript from the journal.
+    failpoints.arm("settle", raise_error=ConnectionResetError("db gone"), times=1)
+    async with agents_worker(agent_binding(agent, idempotent_tools={"lookup"})):
+        receipt = await client.submit(ids, agent_id="memo", input="q")
+        result = await client.result(receipt.submission_id, timeout=30)
+    assert (result.outcome, result.result) == ("completed", "tool said: tea is brewed")
+    assert failpoints.hits["settle"] == 1
+    assert (len(seen), looked) == (2, ["tea"])
+    assert (await client.thread_status(ids)).submissions[0].attempts == 2
