@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
+from tests.helpers.chat_server import ChatServer, chat_server
 from tests.helpers.checks import assert_ledger_invariants
+from tests.helpers.polling import eventually
 from threadwarden.bindings import Binding
 from threadwarden.failpoints import Failpoints
+from threadwarden.ledger.models import SubmissionView
+from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
@@ -55,3 +60,37 @@ async def ledger_invariants(checked_database: str | None) -> AsyncIterator[None]
     yield
     if checked_database is not None:
         await assert_ledger_invariants(checked_database)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ChatServer]:
+    """A fresh scripted OpenAI-compatible chat server on 127.0.0.1 for the test."""
+    async with chat_server() as running:
+        yield running
+
+
+@pytest.fixture
+def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ChatServer) -> Path:
+    """Where the test agents' tools count their real runs; the environment that worker
+    processes loading tests.helpers.model_agents read (server URL, that folder)."""
+    folder = tmp_path / "tools"
+    folder.mkdir()
+    monkeypatch.setenv("TW_TEST_TOOL_DIR", str(folder))
+    monkeypatch.setenv("TW_TEST_MODEL_URL", server.url)
+    return folder
+
+
+def tool_runs(folder: Path, tool: str) -> int:
+    """How often ``tool`` really ran (tests.helpers.model_agents counts them)."""
+    path = folder / tool
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+async def head_in(client: ThreadwardenClient, thread: str, state: str) -> SubmissionView:
+    """Wait until the thread's newest submission is in ``state``."""
+    status = await eventually(
+        lambda: client.thread_status(thread),
+        lambda s: s.submissions[-1].state == state,
+        what=f"{thread}'s head {state}",
+    )
+    return status.submissions[-1]
