@@ -1,10 +1,11 @@
 """Agents that talk to the scripted chat server (tests/helpers/chat_server.py) through each
 framework's real OpenAI client, for end-to-end tests.
 
-In a test's own worker: ``pydantic_ai_bindings(server.url)``. In a worker process: ``--bindings
-tests.helpers.model_agents:bindings`` with ``TW_TEST_MODEL_URL`` set. Tools append one line per
-real run to ``$TW_TEST_TOOL_DIR/<tool>``; the first run of each tool that ``TW_TEST_HOLD``
-names (comma-separated) holds: the test kills the worker meanwhile.
+In a test's own worker: ``pydantic_ai_bindings(server.url)`` or ``openai_agents_bindings``. In
+a worker process: ``--bindings tests.helpers.model_agents:bindings`` with ``TW_TEST_MODEL_URL``
+set. Tools append one line per
+real run to ``$TW_TEST_TOOL_DIR/<tool>``; the first run with each result of a tool that
+``TW_TEST_HOLD`` names (comma-separated) holds: the test kills the worker meanwhile.
 """
 
 from __future__ import annotations
@@ -14,28 +15,33 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agents import Agent as SdkAgent
+from agents import OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from threadwarden.agents import pydantic_ai
+from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import Binding
 
 PYDANTIC_AGENT = "support-pa"
+OPENAI_AGENT = "support-oa"
 CLIENT_RETRIES = 1
 """The OpenAI client's own retries: a script needs 1 + this many 503s to get past them."""
 
 
 async def run_tool(name: str, value: str) -> str:
-    """Count a real run of tool ``name``; the first run holds when the test asked for it."""
+    """Count a real run of tool ``name``; its first run with this ``value`` holds when the test
+    asked for it."""
     folder = os.environ.get("TW_TEST_TOOL_DIR")
     if folder is not None:
         runs = Path(folder) / name
         with runs.open("a") as ledger:
             ledger.write("ran\n")
-        held = os.environ.get("TW_TEST_HOLD", "").split(",")
-        if name in held and len(runs.read_text().splitlines()) == 1:
+        marker = Path(folder) / f"{name}-{value}.held"
+        if name in os.environ.get("TW_TEST_HOLD", "").split(",") and not marker.exists():
+            marker.touch()
             await asyncio.sleep(60)
     return value
 
@@ -77,7 +83,45 @@ def pydantic_ai_bindings(base_url: str) -> list[Binding]:
     return [pydantic_ai.agent_binding(pydantic_agent(base_url), idempotent_tools={"lookup"})]
 
 
+def openai_agent(base_url: str) -> SdkAgent[Any]:
+    """The same support agent written with the OpenAI Agents SDK."""
+
+    @function_tool
+    async def lookup(q: str) -> str:
+        """Look an order up."""
+        return await run_tool("lookup", f"order {q} shipped")
+
+    @function_tool
+    async def charge(cents: int) -> str:
+        """Charge the customer."""
+        return await run_tool("charge", f"charged {cents}")
+
+    @function_tool(needs_approval=True)
+    async def refund(cents: int) -> str:
+        """Refund the customer."""
+        return await run_tool("refund", f"refunded {cents}")
+
+    model = OpenAIChatCompletionsModel("scripted", openai_client=openai_client(base_url))
+    return SdkAgent(
+        name=OPENAI_AGENT,
+        model=model,
+        instructions="Help the customer.",
+        tools=[lookup, charge, refund],
+    )
+
+
+def openai_agents_bindings(base_url: str) -> list[Binding]:
+    """The Agents SDK support agent's binding (lookup is idempotent)."""
+    set_tracing_disabled(True)  # the application's choice; nothing to export to in tests
+    return [openai_agents.agent_binding(openai_agent(base_url), idempotent_tools={"lookup"})]
+
+
+def all_bindings(base_url: str) -> list[Binding]:
+    """Both support agents."""
+    return [*pydantic_ai_bindings(base_url), *openai_agents_bindings(base_url)]
+
+
 def __getattr__(name: str) -> Any:
     if name == "bindings":  # read when a worker process loads this module
-        return pydantic_ai_bindings(os.environ["TW_TEST_MODEL_URL"])
+        return all_bindings(os.environ["TW_TEST_MODEL_URL"])
     raise AttributeError(name)
