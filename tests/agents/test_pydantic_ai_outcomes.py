@@ -13,6 +13,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from tests.agents.conftest import AgentsWorker
 from tests.helpers.agent_records import model_steps
+from tests.helpers.checks import converged
 from threadwarden.agents.pydantic_ai import agent_binding
 from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
 
@@ -122,7 +123,9 @@ async def test_pydantic_ai_tokens_are_spent_from_a_delegation_budget(
     async with agents_worker(agent_binding(agent)):
         receipt = await client.submit(ids, agent_id="scripted", input=[call])
         result = await client.result(receipt.submission_id, timeout=30)
-    (child,) = result.result["children"]
+        (child,) = result.result["children"]
+        for host in (ids, child["thread"]):  # stop the worker only once both hosts went idle
+            await converged(client, host)
     assert (child["outcome"], child["result"], child["budget_consumed"]) == (
         "completed",
         "researched",
