@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any, NoReturn
+
+from opentelemetry import trace
 
 from threadwarden.bindings import AttemptContext, ThreadRecord
 from threadwarden.errors import InvalidInput
@@ -19,6 +22,22 @@ APPROVAL_REQUIRED = "threadwarden:approval-required"
 """Marks a recorded tool result that was a request for approval, not a value."""
 RETRY = "threadwarden:retry"
 """Marks a recorded tool result that asked the model to try again (its message)."""
+
+
+_tracer = trace.get_tracer("threadwarden.agents")
+
+
+def model_span(framework: str, model: str, ctx: AttemptContext) -> AbstractContextManager[Any]:
+    """The span of one model request really sent (a replayed step sends none)."""
+    return _tracer.start_as_current_span(
+        "threadwarden.agents.model_request",
+        attributes={
+            "threadwarden.agents.framework": framework,
+            "threadwarden.agents.model": model,
+            "threadwarden.submission_id": ctx.submission_id,
+            "threadwarden.thread_id": ctx.thread_id,
+        },
+    )
 
 
 def user_prompt(value: Any) -> str:

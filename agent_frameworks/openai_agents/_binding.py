@@ -107,7 +107,7 @@ class _Runner:
                     state.approve(item)
                 else:
                     state.reject(item, rejection_message=denied)
-            result = await Runner.run(result.last_agent, state, **options)
+            result = await Runner.run(agent, state, **options)
         return result
 
 

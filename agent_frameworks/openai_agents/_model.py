@@ -16,7 +16,7 @@ from agents.tool import Tool
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from threadwarden.agents._common import MODEL_TOOL
+from threadwarden.agents._common import MODEL_TOOL, model_span
 from threadwarden.bindings import AttemptContext
 from threadwarden.errors import BudgetExceeded
 
@@ -97,18 +97,19 @@ class JournaledModel(Model):
         name, model = self._model()
 
         async def ask(_: dict[str, Any]) -> Any:
-            response = await model.get_response(
-                system_instructions,
-                input,
-                model_settings,
-                tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
+            with model_span("openai-agents", name, self._ctx):
+                response = await model.get_response(
+                    system_instructions,
+                    input,
+                    model_settings,
+                    tools,
+                    output_schema,
+                    handoffs,
+                    tracing,
+                    previous_response_id=previous_response_id,
+                    conversation_id=conversation_id,
+                    prompt=prompt,
+                )
             return dump(response)
 
         agent = self._agent.name if self._agent is not None else None

@@ -23,7 +23,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import APPROVAL_REQUIRED, MODEL_TOOL, RETRY
+from threadwarden.agents._common import APPROVAL_REQUIRED, MODEL_TOOL, RETRY, model_span
 from threadwarden.bindings import AttemptContext
 from threadwarden.errors import BudgetExceeded
 
@@ -47,9 +47,10 @@ class JournaledModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         async def ask(_: dict[str, Any]) -> Any:
-            response = await self.wrapped.request(
-                messages, model_settings, model_request_parameters
-            )
+            with model_span("pydantic-ai", self.model_name, self._ctx):
+                response = await self.wrapped.request(
+                    messages, model_settings, model_request_parameters
+                )
             usage = response.usage
             return {
                 "response": ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
@@ -101,7 +102,7 @@ class JournaledToolset(WrapperToolset[Any]):
             try:
                 value = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             except ApprovalRequired as asked:  # nothing ran: the tool wants a person first
-                return {APPROVAL_REQUIRED: asked.metadata}
+                return {APPROVAL_REQUIRED: to_jsonable_python(asked.metadata, fallback=str)}
             except ModelRetry as retry:
                 return {RETRY: retry.message}
             return to_jsonable_python(value, fallback=str)
