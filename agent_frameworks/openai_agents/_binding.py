@@ -19,7 +19,7 @@ from agents import (
 from agents.run_config import ToolExecutionConfig
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import approve, digest, reraise_stop, user_prompt
+from threadwarden.agents._common import approve, attempt, digest, reraise_stop, user_prompt
 from threadwarden.agents.openai_agents._definition import read_definition
 from threadwarden.agents.openai_agents._errors import verdict
 from threadwarden.agents.openai_agents._memory import TRANSCRIPT, earlier_items, transcript
@@ -72,7 +72,8 @@ class _Runner:
             return Failed(str(refused))
         earlier = earlier_items(ctx.history)
         try:
-            result = await self._run(ctx, [*earlier, {"role": "user", "content": prompt}])
+            with attempt(ctx):
+                result = await self._run(ctx, [*earlier, {"role": "user", "content": prompt}])
         except BaseExceptionGroup as group:
             reraise_stop(group)
         except Exception as error:

@@ -12,6 +12,7 @@ from agents import Agent, FunctionTool
 from agents.tool_context import ToolContext
 from pydantic_core import to_jsonable_python
 
+from threadwarden.agents.openai_agents._delegation import is_delegation
 from threadwarden.bindings import AttemptContext
 
 
@@ -49,7 +50,9 @@ def journaled_agents(
         if id(original) in clones:  # agents that hand back to each other
             return clones[id(original)]
         tools = [
-            journaled_tool(t, ctx, idempotent) if isinstance(t, FunctionTool) else t
+            journaled_tool(t, ctx, idempotent)
+            if isinstance(t, FunctionTool) and not is_delegation(t)
+            else t
             for t in original.tools
         ]
         copy = original.clone(tools=tools, handoffs=[])

@@ -19,7 +19,7 @@ from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import approve, digest, reraise_stop, user_prompt
+from threadwarden.agents._common import approve, attempt, digest, reraise_stop, user_prompt
 from threadwarden.agents.pydantic_ai._definition import read_definition
 from threadwarden.agents.pydantic_ai._errors import verdict
 from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled
@@ -77,6 +77,7 @@ class _Runner:
         model = JournaledModel(self._base_model(), ctx)
         try:
             with (
+                attempt(ctx),
                 agent.override(model=model, toolsets=toolsets, tools=[]),
                 ToolManager.parallel_execution_mode("sequential"),  # steps in one order
             ):

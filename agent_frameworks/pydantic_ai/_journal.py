@@ -24,6 +24,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import to_jsonable_python
 
 from threadwarden.agents._common import APPROVAL_REQUIRED, MODEL_TOOL, RETRY, model_span
+from threadwarden.agents.pydantic_ai._delegation import DELEGATION
 from threadwarden.bindings import AttemptContext
 from threadwarden.errors import BudgetExceeded
 
@@ -97,6 +98,8 @@ class JournaledToolset(WrapperToolset[Any]):
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         assert self.ctx is not None
+        if DELEGATION in (tool.tool_def.metadata or {}):  # a journal step of its own
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
 
         async def run(_: dict[str, Any]) -> Any:
             try:
