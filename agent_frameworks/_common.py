@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any, NoReturn
+from typing import Any
 
 from opentelemetry import trace
 
-from threadwarden.bindings import AttemptContext, ThreadRecord
+from threadwarden.bindings import AttemptContext, Failed, ThreadRecord
 from threadwarden.errors import InvalidInput
 
 MODEL_TOOL = "model-request"
@@ -129,15 +129,22 @@ def _leaves(error: BaseException) -> Iterator[BaseException]:
         yield error
 
 
-def reraise_stop(group: BaseExceptionGroup[BaseException]) -> NoReturn:
-    """Re-raise what ended the attempt out of a framework's task group.
+def judged(raised: BaseException, verdict: Callable[[Exception], Failed | None]) -> Failed:
+    """The turn's `Failed` for an error its run raised, or raise what decides otherwise.
 
     The runtime ends an attempt (an approval wait, an unknown side effect, a yield) with a
-    `BaseException` that a framework running tools in a task group may wrap in a group: the
-    runtime must see it bare. Otherwise the group's first exception is raised.
+    `BaseException` that a framework running tools in a task group may wrap in a group: it is
+    raised bare, for the runtime to see. Of any other group, its first error is judged.
+    ``verdict`` sorts the framework's errors (`Failed`, or raises `Retryable`); what it does
+    not know is raised again (the runtime settles it as the binding's own error).
     """
-    leaves = list(_leaves(group))
+    leaves = list(_leaves(raised))
     for leaf in leaves:
         if not isinstance(leaf, Exception):
             raise leaf
-    raise leaves[0] if leaves else group
+    error = leaves[0] if leaves else raised
+    assert isinstance(error, Exception)
+    failed = verdict(error)
+    if failed is None:
+        raise error
+    return failed

@@ -19,7 +19,7 @@ from agents import (
 from agents.run_config import ToolExecutionConfig
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import approve, attempt, digest, reraise_stop, user_prompt
+from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
 from threadwarden.agents.openai_agents._definition import read_definition
 from threadwarden.agents.openai_agents._errors import verdict
 from threadwarden.agents.openai_agents._memory import TRANSCRIPT, earlier_items, transcript
@@ -74,13 +74,8 @@ class _Runner:
         try:
             with attempt(ctx):
                 result = await self._run(ctx, [*earlier, {"role": "user", "content": prompt}])
-        except BaseExceptionGroup as group:
-            reraise_stop(group)
-        except Exception as error:
-            failed = verdict(error)
-            if failed is None:
-                raise
-            return failed
+        except (Exception, BaseExceptionGroup) as raised:
+            return judged(raised, verdict)
         await ctx.append(TRANSCRIPT, transcript(result.to_input_list(), len(earlier)))
         return Completed(result=to_jsonable_python(result.final_output, fallback=str))
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from pydantic_ai import (
     Agent,
+    AgentRunResult,
     DeferredToolRequests,
     DeferredToolResults,
     RunContext,
@@ -19,13 +20,15 @@ from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import approve, attempt, digest, reraise_stop, user_prompt
+from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
 from threadwarden.agents.pydantic_ai._definition import read_definition
 from threadwarden.agents.pydantic_ai._errors import verdict
 from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled
 from threadwarden.agents.pydantic_ai._memory import TRANSCRIPT, message_history, transcript
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.errors import InvalidInput
+
+_Decide = Callable[[RunContext[Any], DeferredToolRequests], Awaitable[DeferredToolResults]]
 
 Deps = Callable[[AttemptContext], Any]
 """Builds the agent's ``deps`` for one attempt (from its context)."""
@@ -59,6 +62,26 @@ class _Runner:
             self._model = infer_model(self._agent.model)
         return self._model
 
+    async def _run(self, ctx: AttemptContext, prompt: str, decide: _Decide) -> AgentRunResult[Any]:
+        agent = self._agent
+        toolsets = [journaled(t, ctx, self._idempotent) for t in agent.toolsets]
+        model = JournaledModel(self._base_model(), ctx)
+        with (
+            attempt(ctx),
+            agent.override(model=model, toolsets=toolsets, tools=[]),
+            ToolManager.parallel_execution_mode("sequential"),  # steps in one order
+        ):
+            return await agent.run(
+                prompt,
+                message_history=message_history(ctx.history),
+                # Both ids are in the messages: fixed, a re-run rebuilds the same transcript.
+                run_id=ctx.submission_id,
+                conversation_id=ctx.thread_id,
+                deps=None if self._deps is None else self._deps(ctx),
+                usage_limits=self._usage_limits,
+                capabilities=[HandleDeferredToolCalls(handler=decide)],
+            )
+
     async def handle(self, ctx: AttemptContext) -> Outcome:
         try:
             prompt = user_prompt(ctx.input)
@@ -72,32 +95,10 @@ class _Runner:
                 approvals[call.tool_call_id] = True if denied is None else ToolDenied(denied)
             return DeferredToolResults(approvals=approvals)
 
-        agent = self._agent
-        toolsets = [journaled(t, ctx, self._idempotent) for t in agent.toolsets]
-        model = JournaledModel(self._base_model(), ctx)
         try:
-            with (
-                attempt(ctx),
-                agent.override(model=model, toolsets=toolsets, tools=[]),
-                ToolManager.parallel_execution_mode("sequential"),  # steps in one order
-            ):
-                result = await agent.run(
-                    prompt,
-                    message_history=message_history(ctx.history),
-                    # Both ids are in the messages: fixed, a re-run rebuilds the same transcript.
-                    run_id=ctx.submission_id,
-                    conversation_id=ctx.thread_id,
-                    deps=None if self._deps is None else self._deps(ctx),
-                    usage_limits=self._usage_limits,
-                    capabilities=[HandleDeferredToolCalls(handler=decide)],
-                )
-        except BaseExceptionGroup as group:
-            reraise_stop(group)
-        except Exception as error:
-            failed = verdict(error)
-            if failed is None:
-                raise
-            return failed
+            result = await self._run(ctx, prompt, decide)
+        except (Exception, BaseExceptionGroup) as raised:
+            return judged(raised, verdict)
         if isinstance(result.output, DeferredToolRequests):
             names = ", ".join(c.tool_name for c in result.output.calls) or "approvals"
             return Failed(f"output: the run deferred {names}; external tools are not supported")

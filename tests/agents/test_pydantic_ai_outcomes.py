@@ -8,6 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
@@ -135,3 +136,23 @@ async def test_pydantic_ai_tokens_are_spent_from_a_delegation_budget(
     assert [s["usage"] for s in model_steps(child_records)] == [
         {"input_tokens": 30, "output_tokens": 12}
     ]
+
+
+async def test_pydantic_ai_every_fallback_overloaded_is_retryable_not_failed(
+    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
+) -> None:
+    asked: list[str] = []
+
+    def overloaded(name: str) -> FunctionModel:
+        def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            asked.append(name)
+            if len(asked) <= 2:  # both models of the first attempt: an exception group
+                raise ModelHTTPError(503, name, body="overloaded")
+            return ModelResponse(parts=[TextPart(f"{name} is back")])
+
+        return FunctionModel(reply, model_name=name)
+
+    model = FallbackModel(overloaded("first"), overloaded("second"))
+    result = await _one_turn(agents_worker, client, ids, Agent(model, name="agent"))
+    assert (result.outcome, result.result) == ("completed", "first is back")
+    assert asked == ["first", "second", "first"]
