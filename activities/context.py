@@ -12,12 +12,12 @@ the handler catches it and returns `Failed`; once faulted, the context refuses f
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from temporalio import activity
 
 from threadwarden.activities.wake import Waker
-from threadwarden.bindings import ChildOutcome, ThreadRecord
+from threadwarden.bindings import ApprovalDecision, ChildOutcome, ThreadRecord
 from threadwarden.errors import (
     AbortRequested,
     BudgetExceeded,
@@ -232,16 +232,30 @@ class AttemptContext:
         await self._write("tool-result", {"tool": name, "result": value}, step)
         return value
 
-    async def request_approval(self, reason: str) -> None:
+    async def request_approval(
+        self, reason: str, *, on_deny: Literal["fail", "resume"] = "fail"
+    ) -> ApprovalDecision:
+        if on_deny not in ("fail", "resume"):
+            raise InvalidInput("on_deny", "'fail' or 'resume'", on_deny)
         step = self._next()
         decision = self._journal.get((step, "approval-decision"))
         if decision is not None and isinstance(decision.body, dict):
-            if decision.body.get("approved"):
-                return
-            raise Suspend(f"approval at step {step} was denied")  # deny settles the submission
+            body = decision.body
+            if body.get("approved") or on_deny == "resume":
+                return ApprovalDecision(
+                    approved=bool(body.get("approved")),
+                    reason=body.get("reason"),
+                    operator=body.get("operator"),
+                )
+            raise Suspend(f"approval at step {step} was denied")  # deny settled the submission
         if (step, "approval-requested") not in self._journal:
             self._expect_new(step, "approval-requested")
-            await self._write("approval-requested", {"reason": reason}, step, check_yield=False)
+            # The deny mutation reads ``on_deny`` from this record: "resume" moves the
+            # submission on instead of settling it.
+            asked = (
+                {"reason": reason} if on_deny == "fail" else {"reason": reason, "on_deny": on_deny}
+            )
+            await self._write("approval-requested", asked, step, check_yield=False)
         raise Suspend(reason)
 
     async def send_message(

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from threadwarden.bindings import (
+    ApprovalDecision,
     AttemptContext,
     Binding,
     BindingRegistry,
@@ -77,6 +78,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ApprovalDecision",
     "AttemptContext",
     "Binding",
     "BindingDigestMismatch",

@@ -54,6 +54,19 @@ class ChildOutcome:
 
 
 @dataclass(frozen=True)
+class ApprovalDecision:
+    """What `AttemptContext.request_approval` returns once a person decided.
+
+    ``approved`` False comes back only for a request made with ``on_deny="resume"``; ``reason``
+    is the operator's (``deny --reason``), ``operator`` who decided, when known.
+    """
+
+    approved: bool
+    reason: str | None = None
+    operator: str | None = None
+
+
+@dataclass(frozen=True)
 class ThreadRecord:
     """One canonical record of a thread's history, as a binding sees it."""
 
@@ -117,8 +130,16 @@ class AttemptContext(Protocol):
         """
         ...
 
-    async def request_approval(self, reason: str) -> None:
-        """Wait for a person: the submission is suspended until approved (returns) or denied."""
+    async def request_approval(
+        self, reason: str, *, on_deny: Literal["fail", "resume"] = "fail"
+    ) -> ApprovalDecision:
+        """Wait for a person: the submission is suspended until approved or denied.
+
+        Approved, the call returns an approved `ApprovalDecision` (on the re-run). Denied, the
+        submission settles ``failed`` (``on_deny="fail"``, the default), or, with
+        ``on_deny="resume"``, it runs again and the call returns the denial with the operator's
+        reason, so the binding can go on (an agent tells its model the tool was refused).
+        """
         ...
 
     async def send_message(

@@ -92,7 +92,8 @@ class Operator:
     async def deny(
         self, submission_id: str, reason: str | None = None, *, operator: str | None = None
     ) -> OperatorResult:
-        """Refuse the pending approval: the decision is recorded and the submission fails."""
+        """Refuse the pending approval: the decision is recorded and the submission fails, or,
+        when the request said ``on_deny: resume``, resumes (``input-applied``) to hear it."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
             steps = await journal(conn, submission_id)
@@ -101,6 +102,10 @@ class Operator:
                 return self._repeat(row, _approval(steps), False, "denied")
             body = _by({"approved": False, "reason": reason}, operator)
             epoch = await self._decide(conn, row, request, body)
+            if isinstance(request.body, dict) and request.body.get("on_deny") == "resume":
+                # The binding asked to hear a denial (an agent tells its model): it runs again.
+                await self._move(conn, row, "input-applied")
+                return self._result(row, "input-applied")
             marker = await settle_now(
                 conn,
                 thread_id=row["thread_id"],

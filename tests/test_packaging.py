@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = ("protocol", "workflows", "activities", "ledger", "worker", "console")
+ROOMS = ("protocol", "workflows", "activities", "ledger", "worker", "console", "agent_frameworks")
 SOURCES = ("pyproject.toml", "README.md", "api", *ROOMS)
 
 

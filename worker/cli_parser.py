@@ -199,7 +199,7 @@ def _decision_commands(sub: "argparse._SubParsersAction[_Parser]") -> None:
     """approve, deny, resolve, abort: idempotent operator decisions on one submission."""
     approve = _submission(sub, "approve", "grant a suspended submission's pending approval")
     _json_flag(approve)
-    deny = _submission(sub, "deny", "refuse a pending approval (the submission fails)")
+    deny = _submission(sub, "deny", "refuse a pending approval (it fails, or its agent hears why)")
     deny.add_argument("--reason", type=_text("reason"), help="why (one line, recorded)")
     _json_flag(deny)
     resolve = _submission(sub, "resolve", "decide an unknown side effect")

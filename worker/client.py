@@ -226,7 +226,8 @@ class ThreadwardenClient:
     async def deny(
         self, submission_id: str, reason: str | None = None, *, operator: str | None = None
     ) -> OperatorResult:
-        """Refuse a pending approval; the submission settles failed.
+        """Refuse a pending approval; the submission settles failed (or, when its binding asked
+        with ``on_deny="resume"``, it resumes and the binding gets the reason).
 
         ``reason`` is one line of at most `MAX_TEXT_CHARS` characters; ``operator`` as in
         `approve`.

@@ -1,0 +1,150 @@
+"""What every framework adapter shares: the user turn, memory records, digests, approvals,
+and the unwrapping of the runtime's stops from exception groups."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry import trace
+
+from threadwarden.bindings import AttemptContext, Failed, ThreadRecord
+from threadwarden.errors import InvalidInput
+
+MODEL_TOOL = "model-request"
+"""The ``ctx.tool`` name under which each model request is journaled (``tool-call`` /
+``tool-result`` records: the result holds the response and its token usage)."""
+
+APPROVAL_REQUIRED = "threadwarden:approval-required"
+"""Marks a recorded tool result that was a request for approval, not a value."""
+RETRY = "threadwarden:retry"
+"""Marks a recorded tool result that asked the model to try again (its message)."""
+
+
+_tracer = trace.get_tracer("threadwarden.agents")
+_attempt: ContextVar[AttemptContext | None] = ContextVar("threadwarden_attempt", default=None)
+
+
+@contextmanager
+def attempt(ctx: AttemptContext) -> Iterator[None]:
+    """Make ``ctx`` the attempt that delegation tools of this run call agents from."""
+    token = _attempt.set(ctx)
+    try:
+        yield
+    finally:
+        _attempt.reset(token)
+
+
+def delegation_name(agent_id: str) -> str:
+    """The tool name of a delegation to ``agent_id`` (``ask_`` and the id, made a valid name)."""
+    return "ask_" + re.sub(r"[^A-Za-z0-9_-]", "_", agent_id)
+
+
+async def delegate(agent_id: str, request: str, budget: int | None) -> Any:
+    """Run ``request`` as a child submission for ``agent_id`` (`AttemptContext.call_agent`, a
+    journal step of its own) and return what the calling model sees: the child's result, or
+    what became of it."""
+    ctx = _attempt.get()
+    if ctx is None:
+        raise RuntimeError(f"{delegation_name(agent_id)}: called outside a threadwarden attempt")
+    outcome = await ctx.call_agent(agent_id, {"prompt": request}, budget=budget)
+    if outcome.outcome == "completed":
+        return outcome.result
+    return f"{agent_id} {outcome.outcome}: {outcome.reason}"
+
+
+def model_span(framework: str, model: str, ctx: AttemptContext) -> AbstractContextManager[Any]:
+    """The span of one model request really sent (a replayed step sends none)."""
+    return _tracer.start_as_current_span(
+        "threadwarden.agents.model_request",
+        attributes={
+            "threadwarden.agents.framework": framework,
+            "threadwarden.agents.model": model,
+            "threadwarden.submission_id": ctx.submission_id,
+            "threadwarden.thread_id": ctx.thread_id,
+        },
+    )
+
+
+def user_prompt(value: Any) -> str:
+    """The submission's input as the new user turn: a JSON string or ``{"prompt": string}``."""
+    if isinstance(value, str) and value:
+        return value
+    prompt = value.get("prompt") if isinstance(value, dict) and set(value) == {"prompt"} else None
+    if isinstance(prompt, str) and prompt:
+        return prompt
+    raise InvalidInput("input", 'a non-empty JSON string or {"prompt": "..."}', value)
+
+
+def transcripts(history: list[ThreadRecord], kind: str) -> Iterator[Any]:
+    """The bodies of ``kind`` records of earlier submissions that settled ``completed``, oldest
+    first: the exchanges that count as the conversation (a failed or aborted turn does not)."""
+    completed = {
+        r.submission_id
+        for r in history
+        if r.kind == "settlement"
+        and isinstance(r.body, dict)
+        and r.body.get("outcome") == "completed"
+    }
+    for record in history:
+        if record.kind == kind and record.submission_id in completed:
+            yield record.body
+
+
+def digest(framework: str, definition: dict[str, Any]) -> str:
+    """A short, stable hash of what defines an agent (model, instructions, tools, output)."""
+    text = json.dumps({"framework": framework, **definition}, sort_keys=True, default=repr)
+    return f"{framework}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def approval_reason(tool: str, args: Any) -> str:
+    """The inbox line for a tool call that needs a person: the tool and its arguments."""
+    shown = json.dumps(args, sort_keys=True, default=str)
+    if len(shown) > 400:
+        shown = shown[:397] + "..."
+    return f"tool {tool} wants to run with {shown}"
+
+
+def denial_message(tool: str, reason: str | None) -> str:
+    """What the model is told when an operator denied a tool call."""
+    return f"The operator denied the call to {tool}" + (f": {reason}" if reason else ".")
+
+
+async def approve(ctx: AttemptContext, tool: str, args: Any) -> str | None:
+    """Ask a person (an inbox wait); None when approved, else the denial the model hears."""
+    decision = await ctx.request_approval(approval_reason(tool, args), on_deny="resume")
+    return None if decision.approved else denial_message(tool, decision.reason)
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error
+
+
+def judged(raised: BaseException, verdict: Callable[[Exception], Failed | None]) -> Failed:
+    """The turn's `Failed` for an error its run raised, or raise what decides otherwise.
+
+    The runtime ends an attempt (an approval wait, an unknown side effect, a yield) with a
+    `BaseException` that a framework running tools in a task group may wrap in a group: it is
+    raised bare, for the runtime to see. Of any other group, its first error is judged.
+    ``verdict`` sorts the framework's errors (`Failed`, or raises `Retryable`); what it does
+    not know is raised again (the runtime settles it as the binding's own error).
+    """
+    leaves = list(_leaves(raised))
+    for leaf in leaves:
+        if not isinstance(leaf, Exception):
+            raise leaf
+    error = leaves[0] if leaves else raised
+    assert isinstance(error, Exception)
+    failed = verdict(error)
+    if failed is None:
+        raise error
+    return failed

@@ -1,0 +1,143 @@
+"""`agent_binding`: an OpenAI Agents SDK `Agent` run as a threadwarden binding."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection
+from typing import Any
+
+from agents import (
+    Agent,
+    ModelProvider,
+    MultiProvider,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    RunResult,
+)
+from agents.run_config import ToolExecutionConfig
+from pydantic_core import to_jsonable_python
+
+from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
+from threadwarden.agents.openai_agents._definition import read_definition
+from threadwarden.agents.openai_agents._errors import verdict
+from threadwarden.agents.openai_agents._memory import TRANSCRIPT, earlier_items, transcript
+from threadwarden.agents.openai_agents._model import JournaledModel
+from threadwarden.agents.openai_agents._tools import journaled_agents
+from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
+from threadwarden.errors import InvalidInput
+
+Context = Callable[[AttemptContext], Any]
+"""Builds the run's ``context`` for one attempt (from its attempt context)."""
+
+HANDOFF = "handoff"
+"""The record kind of a handoff inside one run (``{"from", "to"}``)."""
+
+
+class _Handoffs(RunHooks[Any]):
+    """Records each handoff as a step of the journal."""
+
+    def __init__(self, ctx: AttemptContext) -> None:
+        self._ctx = ctx
+
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
+        await self._ctx.append(HANDOFF, {"from": from_agent.name, "to": to_agent.name})
+
+
+class _Runner:
+    """Runs the agent for one attempt: journaled model and tools, approvals as inbox waits."""
+
+    def __init__(
+        self,
+        agent: Agent[Any],
+        *,
+        idempotent: frozenset[str],
+        context: Context | None,
+        max_turns: int,
+        provider: ModelProvider | None,
+    ) -> None:
+        self._agent = agent
+        self._idempotent = idempotent
+        self._context = context
+        self._max_turns = max_turns
+        self._provider = provider
+
+    async def handle(self, ctx: AttemptContext) -> Outcome:
+        try:
+            prompt = user_prompt(ctx.input)
+        except InvalidInput as refused:
+            return Failed(str(refused))
+        earlier = earlier_items(ctx.history)
+        try:
+            with attempt(ctx):
+                result = await self._run(ctx, [*earlier, {"role": "user", "content": prompt}])
+        except (Exception, BaseExceptionGroup) as raised:
+            return judged(raised, verdict)
+        await ctx.append(TRANSCRIPT, transcript(result.to_input_list(), len(earlier)))
+        return Completed(result=to_jsonable_python(result.final_output, fallback=str))
+
+    async def _run(self, ctx: AttemptContext, items: list[Any]) -> RunResult:
+        model = JournaledModel(ctx, self._provider or MultiProvider())
+        config = RunConfig(
+            model=model,
+            call_model_input_filter=model.note_agent,
+            tool_execution=ToolExecutionConfig(max_function_tool_concurrency=1),
+        )
+        agent = journaled_agents(self._agent, ctx, self._idempotent)
+        options: dict[str, Any] = {
+            "context": None if self._context is None else self._context(ctx),
+            "max_turns": self._max_turns,
+            "hooks": _Handoffs(ctx),
+            "run_config": config,
+        }
+        result = await Runner.run(agent, items, **options)
+        while result.interruptions:  # tools that need approval: one inbox wait each
+            state = result.to_state()
+            for item in result.interruptions:
+                name = item.name or "tool"
+                denied = await approve(ctx, name, json.loads(item.arguments or "{}"))
+                if denied is None:
+                    state.approve(item)
+                else:
+                    state.reject(item, rejection_message=denied)
+            result = await Runner.run(agent, state, **options)
+        return result
+
+
+def agent_binding(
+    agent: Agent[Any],
+    *,
+    agent_id: str | None = None,
+    idempotent_tools: Collection[str] = (),
+    context: Context | None = None,
+    max_turns: int = 10,
+    model_provider: ModelProvider | None = None,
+) -> Binding:
+    """A `Binding` that runs ``agent`` (OpenAI Agents SDK) inside threadwarden's attempts.
+
+    Args:
+        agent: The agent; its model, instructions, tools, output type and handoffs make the
+            digest. Handoffs must be agents (their tools are journaled too).
+        agent_id: The binding's agent id (default: ``agent.name``).
+        idempotent_tools: Function tools safe to run twice; every other one is a side effect
+            whose interrupted call waits as ``unknown`` for an operator.
+        context: Builds the run's ``context`` from the attempt context (default: none).
+        max_turns: The run's turn limit; exceeding it fails the submission.
+        model_provider: Resolves agents' model names (default: the SDK's `MultiProvider`).
+            Tracing stays the application's choice (the SDK's own settings apply).
+    """
+    name = agent_id if agent_id is not None else agent.name
+    if not name:
+        raise InvalidInput("agent.name", "a named agent or agent_id=")
+    definition = read_definition(agent)
+    runner = _Runner(
+        agent,
+        idempotent=frozenset(idempotent_tools),
+        context=context,
+        max_turns=max_turns,
+        provider=model_provider,
+    )
+    return Binding(agent_id=name, digest=digest("openai-agents", definition), handler=runner.handle)

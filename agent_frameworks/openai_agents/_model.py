@@ -1,0 +1,143 @@
+"""The Agents SDK's model calls as journal steps: one `Model` for the whole run that answers
+each request from the journal or, for a step never answered, from the current agent's own
+model, and records the response before the run sees it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from agents import Agent, Model, ModelProvider, ModelResponse, ModelSettings, ModelTracing, Usage
+from agents.agent_output import AgentOutputSchemaBase
+from agents.handoffs import Handoff
+from agents.items import TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
+from agents.run_config import CallModelData, ModelInputData
+from agents.tool import Tool
+from openai.types.responses.response_prompt_param import ResponsePromptParam
+from pydantic import TypeAdapter
+
+from threadwarden.agents._common import MODEL_TOOL, model_span
+from threadwarden.bindings import AttemptContext
+from threadwarden.errors import BudgetExceeded
+
+_OUTPUT: TypeAdapter[list[TResponseOutputItem]] = TypeAdapter(list[TResponseOutputItem])
+
+
+class BudgetSpent(Exception):
+    """The delegation's budget cannot pay for a model step's tokens (the run fails)."""
+
+
+def model_name(model: str | Model | None) -> str:
+    """A model's name for records and digests (``default`` when the agent names none)."""
+    if model is None or isinstance(model, str):
+        return model or "default"
+    return str(getattr(model, "model", type(model).__name__))
+
+
+def dump(response: ModelResponse) -> dict[str, Any]:
+    """A response as the JSON recorded in its step."""
+    usage = response.usage
+    return {
+        "output": [item.model_dump(mode="json", exclude_none=True) for item in response.output],
+        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        "response_id": response.response_id,
+    }
+
+
+def load(recorded: dict[str, Any]) -> ModelResponse:
+    """The response a recorded step holds."""
+    usage = recorded["usage"]
+    return ModelResponse(
+        output=_OUTPUT.validate_python(recorded["output"]),
+        usage=Usage(
+            requests=1,
+            input_tokens=usage["input_tokens"],
+            output_tokens=usage["output_tokens"],
+            total_tokens=usage["input_tokens"] + usage["output_tokens"],
+        ),
+        response_id=recorded.get("response_id"),
+    )
+
+
+class JournaledModel(Model):
+    """Every request of one attempt's run: replayed from the journal, or asked of the model of
+    the agent the run is at (`note_agent` is the run's ``call_model_input_filter``)."""
+
+    def __init__(self, ctx: AttemptContext, provider: ModelProvider) -> None:
+        self._ctx = ctx
+        self._provider = provider
+        self._agent: Agent[Any] | None = None
+
+    def note_agent(self, data: CallModelData[Any]) -> ModelInputData:
+        """Remember which agent asks next; the input passes unchanged."""
+        self._agent = data.agent
+        return data.model_data
+
+    def _model(self) -> tuple[str, Model]:
+        assert self._agent is not None, "call_model_input_filter runs before each request"
+        chosen = self._agent.model
+        if isinstance(chosen, Model):
+            return model_name(chosen), chosen
+        return model_name(chosen), self._provider.get_model(chosen)
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> ModelResponse:
+        name, model = self._model()
+
+        async def ask(_: dict[str, Any]) -> Any:
+            with model_span("openai-agents", name, self._ctx):
+                response = await model.get_response(
+                    system_instructions,
+                    input,
+                    model_settings,
+                    tools,
+                    output_schema,
+                    handoffs,
+                    tracing,
+                    previous_response_id=previous_response_id,
+                    conversation_id=conversation_id,
+                    prompt=prompt,
+                )
+            return dump(response)
+
+        agent = self._agent.name if self._agent is not None else None
+        recorded = await self._ctx.tool(MODEL_TOOL, {"model": name, "agent": agent}, ask)
+        await self._spend(name, recorded["usage"])
+        return load(recorded)
+
+    async def _spend(self, name: str, usage: dict[str, int]) -> None:
+        if self._ctx.budget_left is None:
+            return
+        tokens = int(usage["input_tokens"]) + int(usage["output_tokens"])
+        try:
+            await self._ctx.spend(tokens, note=f"{MODEL_TOOL} {name}")
+        except BudgetExceeded as error:
+            raise BudgetSpent(str(error)) from error
+
+    def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: ResponsePromptParam | None,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("threadwarden journals whole responses: use Runner.run")

@@ -1,0 +1,134 @@
+"""`agent_binding`: a pydantic-ai `Agent` run as a threadwarden binding."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+from pydantic_ai import (
+    Agent,
+    AgentRunResult,
+    DeferredToolRequests,
+    DeferredToolResults,
+    RunContext,
+    ToolApproved,
+    ToolDenied,
+)
+from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.models import Model, infer_model
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.usage import UsageLimits
+from pydantic_core import to_jsonable_python
+
+from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
+from threadwarden.agents.pydantic_ai._definition import read_definition
+from threadwarden.agents.pydantic_ai._errors import verdict
+from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled
+from threadwarden.agents.pydantic_ai._memory import TRANSCRIPT, message_history, transcript
+from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
+from threadwarden.errors import InvalidInput
+
+_Decide = Callable[[RunContext[Any], DeferredToolRequests], Awaitable[DeferredToolResults]]
+
+Deps = Callable[[AttemptContext], Any]
+"""Builds the agent's ``deps`` for one attempt (from its context)."""
+
+
+def _output(value: Any) -> Any:
+    """Text stays text; a structured output is its JSON."""
+    return to_jsonable_python(value, fallback=str)
+
+
+class _Runner:
+    """Runs the agent for one attempt with the journaled model, toolsets and approvals."""
+
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        *,
+        idempotent: frozenset[str],
+        deps: Deps | None,
+        usage_limits: UsageLimits | None,
+    ) -> None:
+        self._agent = agent
+        self._idempotent = idempotent
+        self._deps = deps
+        self._usage_limits = usage_limits
+        self._model: Model | None = None
+
+    def _base_model(self) -> Model:
+        if self._model is None:
+            assert self._agent.model is not None
+            self._model = infer_model(self._agent.model)
+        return self._model
+
+    async def _run(self, ctx: AttemptContext, prompt: str, decide: _Decide) -> AgentRunResult[Any]:
+        agent = self._agent
+        toolsets = [journaled(t, ctx, self._idempotent) for t in agent.toolsets]
+        model = JournaledModel(self._base_model(), ctx)
+        with (
+            attempt(ctx),
+            agent.override(model=model, toolsets=toolsets, tools=[]),
+            ToolManager.parallel_execution_mode("sequential"),  # steps in one order
+        ):
+            return await agent.run(
+                prompt,
+                message_history=message_history(ctx.history),
+                # Both ids are in the messages: fixed, a re-run rebuilds the same transcript.
+                run_id=ctx.submission_id,
+                conversation_id=ctx.thread_id,
+                deps=None if self._deps is None else self._deps(ctx),
+                usage_limits=self._usage_limits,
+                capabilities=[HandleDeferredToolCalls(handler=decide)],
+            )
+
+    async def handle(self, ctx: AttemptContext) -> Outcome:
+        try:
+            prompt = user_prompt(ctx.input)
+        except InvalidInput as refused:
+            return Failed(str(refused))
+
+        async def decide(_: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
+            approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
+            for call in requests.approvals:  # one inbox wait each, in the model's order
+                denied = await approve(ctx, call.tool_name, call.args_as_dict())
+                approvals[call.tool_call_id] = True if denied is None else ToolDenied(denied)
+            return DeferredToolResults(approvals=approvals)
+
+        try:
+            result = await self._run(ctx, prompt, decide)
+        except (Exception, BaseExceptionGroup) as raised:
+            return judged(raised, verdict)
+        if isinstance(result.output, DeferredToolRequests):
+            names = ", ".join(c.tool_name for c in result.output.calls) or "approvals"
+            return Failed(f"output: the run deferred {names}; external tools are not supported")
+        await ctx.append(TRANSCRIPT, transcript(result.new_messages()))
+        return Completed(result=_output(result.output))
+
+
+def agent_binding(
+    agent: Agent[Any, Any],
+    *,
+    agent_id: str | None = None,
+    idempotent_tools: Collection[str] = (),
+    deps: Deps | None = None,
+    usage_limits: UsageLimits | None = None,
+) -> Binding:
+    """A `Binding` that runs ``agent`` (pydantic-ai) inside threadwarden's attempts.
+
+    Args:
+        agent: The agent; its model, instructions, tools and output type make the digest.
+        agent_id: The binding's agent id (default: ``agent.name``, which must then be set).
+        idempotent_tools: Tools safe to run twice; every other tool is a side effect whose
+            interrupted call waits as ``unknown`` for an operator.
+        deps: Builds the run's ``deps`` from the attempt context (default: none).
+        usage_limits: pydantic-ai usage limits for each run; exceeding one fails the turn.
+    """
+    name = agent_id if agent_id is not None else agent.name
+    if not name:
+        raise InvalidInput("agent.name", "a named agent (Agent(..., name=...)) or agent_id=")
+    definition = read_definition(agent)
+    runner = _Runner(
+        agent, idempotent=frozenset(idempotent_tools), deps=deps, usage_limits=usage_limits
+    )
+    return Binding(agent_id=name, digest=digest("pydantic-ai", definition), handler=runner.handle)

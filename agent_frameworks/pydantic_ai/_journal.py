@@ -1,0 +1,126 @@
+"""The pydantic-ai model and toolsets wrapped so that each request and each tool call is one
+journal step of the attempt (`AttemptContext.tool`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai import (
+    ApprovalRequired,
+    ModelMessagesTypeAdapter,
+    ModelRetry,
+    RunContext,
+    UserError,
+    WrapperToolset,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
+from pydantic_core import to_jsonable_python
+
+from threadwarden.agents._common import APPROVAL_REQUIRED, MODEL_TOOL, RETRY, model_span
+from threadwarden.agents.pydantic_ai._delegation import DELEGATION
+from threadwarden.bindings import AttemptContext
+from threadwarden.errors import BudgetExceeded
+
+
+class BudgetSpent(Exception):
+    """The delegation's budget cannot pay for a model step's tokens (the run fails)."""
+
+
+class JournaledModel(WrapperModel):
+    """A model whose every response is recorded (before it is used) as one journal step, and
+    replayed from the journal on a re-run: a step once answered is never asked again."""
+
+    def __init__(self, wrapped: Model, ctx: AttemptContext) -> None:
+        super().__init__(wrapped)
+        self._ctx = ctx
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        async def ask(_: dict[str, Any]) -> Any:
+            with model_span("pydantic-ai", self.model_name, self._ctx):
+                response = await self.wrapped.request(
+                    messages, model_settings, model_request_parameters
+                )
+            usage = response.usage
+            return {
+                "response": ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
+                "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+            }
+
+        args = {"model": self.model_name, "messages": len(messages)}
+        recorded = await self._ctx.tool(MODEL_TOOL, args, ask)
+        (response,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
+        assert isinstance(response, ModelResponse)
+        await self._spend(recorded["usage"])
+        return response
+
+    async def _spend(self, usage: dict[str, int]) -> None:
+        if self._ctx.budget_left is None:  # no delegation budget: usage is in the record
+            return
+        tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+        try:
+            await self._ctx.spend(tokens, note=f"{MODEL_TOOL} {self.model_name}")
+        except BudgetExceeded as error:
+            raise BudgetSpent(str(error)) from error
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        raise UserError("threadwarden agent bindings journal whole responses: no streaming")
+        yield  # pragma: no cover
+
+
+@dataclass
+class JournaledToolset(WrapperToolset[Any]):
+    """A toolset whose calls run through ``ctx.tool``: recorded, replayed on a re-run, and
+    (unless idempotent) a side effect that becomes ``unknown`` when interrupted mid-call."""
+
+    ctx: AttemptContext | None = None
+    idempotent: Collection[str] = field(default_factory=frozenset)
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        assert self.ctx is not None
+        if DELEGATION in (tool.tool_def.metadata or {}):  # a journal step of its own
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
+
+        async def run(_: dict[str, Any]) -> Any:
+            try:
+                value = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+            except ApprovalRequired as asked:  # nothing ran: the tool wants a person first
+                return {APPROVAL_REQUIRED: to_jsonable_python(asked.metadata, fallback=str)}
+            except ModelRetry as retry:
+                return {RETRY: retry.message}
+            return to_jsonable_python(value, fallback=str)
+
+        args = to_jsonable_python(tool_args, fallback=str)
+        result = await self.ctx.tool(name, args, run, side_effect=name not in self.idempotent)
+        if isinstance(result, dict) and APPROVAL_REQUIRED in result:
+            raise ApprovalRequired(result[APPROVAL_REQUIRED])
+        if isinstance(result, dict) and RETRY in result:
+            raise ModelRetry(str(result[RETRY]))
+        return result
+
+
+def journaled(
+    toolset: AbstractToolset[Any], ctx: AttemptContext, idempotent: Collection[str]
+) -> JournaledToolset:
+    """Wrap one of the agent's toolsets for this attempt."""
+    return JournaledToolset(wrapped=toolset, ctx=ctx, idempotent=idempotent)

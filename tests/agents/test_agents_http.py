@@ -1,0 +1,144 @@
+"""Each framework's real OpenAI client over HTTP to the scripted chat server (issue 20 item 3):
+pydantic-ai's `OpenAIChatModel` with `OpenAIProvider`, the Agents SDK's
+`OpenAIChatCompletionsModel` with `AsyncOpenAI(base_url=...)`. Approval, denial, memory, 503s
+past the client's retries, a 400 (workers SIGKILLed inside a tool: test_killed_workers.py). The
+server's request log shows no model step asked twice."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.agents.conftest import AgentsWorker, head_in, tool_runs
+from tests.helpers.chat_server import ChatServer
+from tests.helpers.model_agents import (
+    CLIENT_RETRIES,
+    OPENAI_AGENT,
+    PYDANTIC_AGENT,
+    openai_agents_bindings,
+    pydantic_ai_bindings,
+)
+from threadwarden.bindings import Binding
+from threadwarden.worker.client import ThreadwardenClient
+
+REFUND = 'call refund {"cents": 500}'
+
+
+@dataclass(frozen=True)
+class Framework:
+    agent_id: str
+    bindings: Callable[[str], list[Binding]]
+
+
+@pytest.fixture(
+    params=[
+        Framework(PYDANTIC_AGENT, pydantic_ai_bindings),
+        Framework(OPENAI_AGENT, openai_agents_bindings),
+    ],
+    ids=["pydantic-ai", "openai-agents"],
+)
+def framework(request: pytest.FixtureRequest) -> Framework:
+    """The support agent written with each framework."""
+    chosen: Framework = request.param
+    return chosen
+
+
+async def test_agents_http_approval_runs_the_refund_once(
+    framework: Framework,
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    server: ChatServer,
+    tools: Path,
+    ids: str,
+) -> None:
+    async with agents_worker(*framework.bindings(server.url)):
+        receipt = await client.submit(ids, agent_id=framework.agent_id, input=REFUND)
+        head = await head_in(client, ids, "suspended")
+        assert head.waiting_for == "approval"
+        await client.approve(receipt.submission_id)
+        result = await client.result(receipt.submission_id, timeout=30)
+    assert (result.outcome, result.result) == ("completed", "final: refunded 500")
+    assert tool_runs(tools, "refund") == 1
+    assert len(server.requests) == 2  # the first step was replayed after the approval
+
+
+async def test_agents_http_denial_reaches_the_model_and_completes(
+    framework: Framework,
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    server: ChatServer,
+    tools: Path,
+    ids: str,
+) -> None:
+    async with agents_worker(*framework.bindings(server.url)):
+        receipt = await client.submit(ids, agent_id=framework.agent_id, input=REFUND)
+        await head_in(client, ids, "suspended")
+        await client.deny(receipt.submission_id, "refunds need a manager")
+        result = await client.result(receipt.submission_id, timeout=30)
+    denial = "The operator denied the call to refund: refunds need a manager"
+    assert (result.outcome, result.result) == ("completed", f"final: {denial}")
+    assert tool_runs(tools, "refund") == 0
+    assert len(server.requests) == 2
+
+
+async def test_agents_http_second_turn_request_carries_the_first(
+    framework: Framework,
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    server: ChatServer,
+    tools: Path,
+    ids: str,
+) -> None:
+    async with agents_worker(*framework.bindings(server.url)):
+        first = await client.submit(
+            ids, agent_id=framework.agent_id, input='call lookup {"q": "7"}'
+        )
+        assert (await client.result(first.submission_id, timeout=30)).result == (
+            "final: order 7 shipped"
+        )
+        second = await client.submit(ids, agent_id=framework.agent_id, input={"prompt": "thanks"})
+        result = await client.result(second.submission_id, timeout=30)
+    assert result.result == "echo: thanks"
+    assert len(server.requests) == 3
+    sent = [(m["role"], m.get("content")) for m in server.requests[2]["messages"]]
+    assert ("user", 'call lookup {"q": "7"}') in sent
+    assert ("tool", "order 7 shipped") in sent
+    assert ("assistant", "final: order 7 shipped") in sent
+    assert sent[-1] == ("user", "thanks")
+
+
+async def test_agents_http_503_past_client_retries_then_completes(
+    framework: Framework,
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    server: ChatServer,
+    ids: str,
+) -> None:
+    server.fail_next(503, "overloaded", times=1 + CLIENT_RETRIES)
+    async with agents_worker(*framework.bindings(server.url)):
+        receipt = await client.submit(ids, agent_id=framework.agent_id, input="hello")
+        result = await client.result(receipt.submission_id, timeout=30)
+    assert (result.outcome, result.result) == ("completed", "echo: hello")
+    assert server.statuses == [503] * (1 + CLIENT_RETRIES) + [200]
+    assert (await client.thread_status(ids)).submissions[0].attempts == 2
+
+
+async def test_agents_http_400_settles_failed_with_the_reason(
+    framework: Framework,
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    server: ChatServer,
+    ids: str,
+) -> None:
+    server.fail_next(400, "context too long")
+    async with agents_worker(*framework.bindings(server.url)):
+        receipt = await client.submit(ids, agent_id=framework.agent_id, input="hello")
+        result = await client.result(receipt.submission_id, timeout=30)
+    assert result.outcome == "failed"
+    assert result.reason is not None
+    assert "rejected the request: HTTP 400" in result.reason
+    assert "context too long" in result.reason
+    assert server.statuses == [400]

@@ -1,0 +1,101 @@
+"""Agent bindings when the worker running them is SIGKILLed inside a tool (issue 20 item 3).
+
+One worker process runs a turn per case, each held inside its tool; it is killed once, and a new
+worker takes over. An idempotent tool simply runs again, a side effect waits as ``unknown``
+until ``resolve --outcome ran --result X`` and the model then sees X; either way the scripted
+server answers each model step once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.agents.conftest import AgentsWorker, head_in, tool_runs
+from tests.helpers.chat_server import ChatServer
+from tests.helpers.cli import run_cli
+from tests.helpers.model_agents import OPENAI_AGENT, PYDANTIC_AGENT, all_bindings
+from tests.helpers.polling import eventually
+from tests.helpers.processes import worker_process
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
+
+SPEC = "tests.helpers.model_agents:bindings"
+
+
+AGENTS = {"pa": PYDANTIC_AGENT, "oa": OPENAI_AGENT}
+CENTS = {"pa": 11, "oa": 22}
+
+
+def _asked(server: ChatServer, prompt: str) -> int:
+    """How many model requests the turn that began with ``prompt`` sent."""
+    return sum(
+        1
+        for body in server.requests
+        if any(m["role"] == "user" and m.get("content") == prompt for m in body["messages"])
+    )
+
+
+def _prompt(tool: str, agent: str) -> str:
+    """A turn that calls ``tool``, with arguments of its own (the log tells the turns apart)."""
+    if tool == "lookup":
+        return f'call lookup {{"q": "{agent}"}}'
+    return f'call charge {{"cents": {CENTS[agent]}}}'
+
+
+async def test_agents_worker_killed_inside_tools_replays_idempotent_and_waits_on_side_effects(
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    server: ChatServer,
+    tools: Path,
+    settings: Settings,
+    connections: Connections,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    cli_env: None,
+    ids: str,
+) -> None:
+    monkeypatch.setenv("TW_TEST_HOLD", "lookup,charge")
+    async with worker_process(settings, connections, tmp_path / "w1", bindings=SPEC) as first:
+        receipts = {
+            (short, tool): await client.submit(
+                f"{ids}-{short}-{tool}", agent_id=agent, input=_prompt(tool, short)
+            )
+            for short, agent in AGENTS.items()
+            for tool in ("lookup", "charge")
+        }
+        await eventually(
+            lambda: asyncio.sleep(0, [tool_runs(tools, t) for t in ("lookup", "charge")]),
+            lambda runs: runs == [2, 2],
+            what="every turn inside its tool in the first worker",
+        )
+        first.kill()  # SIGKILL: no cleanup, the claims lapse
+        await first.wait()
+    async with agents_worker(*all_bindings(server.url)):
+        for short in AGENTS:
+            replayed = await client.result(receipts[short, "lookup"].submission_id, timeout=60)
+            assert (replayed.outcome, replayed.result) == (
+                "completed",
+                f"final: order {short} shipped",
+            )
+            head = await head_in(client, f"{ids}-{short}-charge", "unknown")
+            assert head.waiting_for == "unknown-resolution"
+            by_hand = ["--outcome", "ran", "--result", json.dumps(f"charged {short} by hand")]
+            effect = receipts[short, "charge"].submission_id
+            assert await run_cli("resolve", effect, *by_hand, "--json") == 0
+            resolved = await client.result(effect, timeout=30)
+            assert (resolved.outcome, resolved.result) == (
+                "completed",
+                f"final: charged {short} by hand",
+            )
+    assert tool_runs(tools, "lookup") == 4  # idempotent: simply run again
+    assert tool_runs(tools, "charge") == 2  # a side effect is never run again by itself
+    for short in AGENTS:  # each model step asked once: one before the tool, one after
+        assert (
+            _asked(server, _prompt("lookup", short)),
+            _asked(server, _prompt("charge", short)),
+        ) == (2, 2)
