@@ -19,6 +19,7 @@ from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
+from threadwarden.workflows.host import NONTERMINAL, PASS_OUTCOME
 
 
 async def signals_received(temporal: Client, workflow_id: str) -> int:
@@ -97,8 +98,12 @@ async def test_idle_host_completes_its_workflow_and_shows_search_attributes(
         lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
         what="idle host workflow completed",
     )
+    # The last pass settled the head (actionable) or, when a wake came after it, was caught up.
+    outcome = described.typed_search_attributes.get(PASS_OUTCOME)
+    assert outcome in ("actionable", "caught-up")
+    assert described.typed_search_attributes.get(NONTERMINAL) == 0
     query = (
-        f"WorkflowId = '{host_workflow_id(thread)}' AND ThreadwardenPassOutcome = 'actionable'"
+        f"WorkflowId = '{host_workflow_id(thread)}' AND ThreadwardenPassOutcome = '{outcome}'"
         " AND ThreadwardenNonterminal = 0"
     )
 
