@@ -30,12 +30,14 @@ dev: $(STAMP)
 # The suite on TEST_WORKERS pytest-xdist workers sharing one embedded stack (tests/conftest.py);
 # tests that start a `dev` or `demo` stack share one worker (xdist_group "usual-ports").
 TEST_WORKERS ?= 6
+# More pytest arguments, e.g. `make test PYTEST_ARGS=--durations=20`.
+PYTEST_ARGS ?=
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Everything but the end-to-end tests (tests/e2e): the quick loop while editing.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/e2e
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --ignore=tests/e2e $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
