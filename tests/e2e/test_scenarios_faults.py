@@ -313,8 +313,14 @@ async def test_scenario_24_missing_binding_releases_the_claim_and_other_threads_
 ) -> None:
     blocked, other = f"{ids}-a-blocked", f"{ids}-b-served"  # the blocked lane sorts first
     admitted = datetime.now(UTC)
+    # The first binding retry is what is checked: once it is recorded, the next one (due 5 s
+    # later, which a slow machine can reach before the checks) is held before it persists.
+    failpoints.arm("maintenance:binding-retry:after", pause=True, times=1)
     ghost = await client.submit(blocked, agent_id="ghost", input={"n": 1}, host_id=ids)
     await client.submit(other, agent_id="scripted", input=say("still served"), host_id=ids)
+    await failpoints.reached("maintenance:binding-retry:after")
+    failpoints.arm("maintenance:binding-retry:before", pause=True)
+    failpoints.release("maintenance:binding-retry:after")
 
     await assert_settled_once(client, other, 1)
     host = await eventually(
@@ -322,7 +328,6 @@ async def test_scenario_24_missing_binding_releases_the_claim_and_other_threads_
         lambda h: h.nonterminal == 1 and len(h.binding_retries) == 1 and h.retry is not None,
         what="the blocked head recorded and the host backing off",
     )
-    failpoints.arm("claim", pause=True)  # hold the next attempt (due 5 s later) off
     assert host.last_outcome == "actionable" and host.last_error is None
     entry = host.binding_retries[0]
     assert (entry.thread_id, entry.submission_id, entry.attempts) == (
@@ -340,7 +345,7 @@ async def test_scenario_24_missing_binding_releases_the_claim_and_other_threads_
     assert row["ownership_token"] is None and row["lease_expires_at"] is None
     [report] = binding_errors(caplog)
     assert ghost.submission_id in report.getMessage()
-    failpoints.release("claim")
+    failpoints.release("maintenance:binding-retry:before")
 
 
 async def test_scenario_29_fault_at_binding_retry_before_persists_nothing(
