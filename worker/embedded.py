@@ -14,10 +14,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import asyncpg
 from temporalio.client import Client
@@ -78,6 +79,9 @@ def port_from(preferred: int, *, tries: int = 20) -> int:
     bookmarked UI reach it without flags."""
     for port in range(preferred, preferred + tries):
         with socket.socket() as sock:
+            # As the server's own listener does: connections of a stack stopped a moment ago,
+            # still in TIME_WAIT on the port, do not make it taken.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
@@ -171,6 +175,7 @@ class TemporalDevServer:
         self.port = port_from(7233) if usual_ports else free_port()
         self.ui_port = port_from(8233) if usual_ports else free_port()
         self._process: subprocess.Popen[bytes] | None = None
+        self._errors: IO[bytes] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -202,14 +207,25 @@ class TemporalDevServer:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
             args += ["--db-filename", str(self.db_file)]
         args += ["--ui-port", str(self.ui_port)] if self.ui else ["--headless"]
+        # Its errors go to a file, not a pipe: a server that outlives this process (`dev`
+        # killed) would die of SIGPIPE at its next error line. Beside its database when it
+        # has one (`temporal.log`), else a nameless temporary file.
+        if self._errors is not None:
+            self._errors.close()
+        # Open as long as the server runs (closed by the next start): no `with`.
+        if self.db_file is None:
+            self._errors = tempfile.TemporaryFile()  # noqa: SIM115
+        else:
+            self._errors = (self.db_file.parent / "temporal.log").open("a+b")  # noqa: SIM115
         self._process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            args, stdout=subprocess.DEVNULL, stderr=self._errors, start_new_session=True
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
             if self._process.poll() is not None:
-                err = self._process.stderr.read().decode() if self._process.stderr else ""
+                self._errors.seek(0)  # a+b: reads from the start, writes append
+                err = self._errors.read().decode(errors="replace")
                 raise RuntimeError(f"temporal dev server exited at start: {err.strip()[-500:]}")
             try:
                 return await Client.connect(self.address)

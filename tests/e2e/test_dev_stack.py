@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.polling import eventually
+from threadwarden.worker.embedded import port_from
 
 CLI = [sys.executable, "-m", "threadwarden.worker.cli"]
 pytestmark = pytest.mark.xdist_group("usual-ports")
@@ -182,12 +182,7 @@ async def test_a_second_dev_on_a_live_stack_is_refused_naming_its_processes(
 
 
 def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+    return port_from(port, tries=1) == port
 
 
 @pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")

@@ -1,0 +1,30 @@
+"""`dev` keeps Temporal's usual ports: a port is taken only while something listens on it."""
+
+from __future__ import annotations
+
+import socket
+
+from threadwarden.worker.embedded import port_from
+
+
+def test_port_from_takes_a_port_whose_last_connections_wait_in_time_wait() -> None:
+    """A stack stopped a moment ago leaves its server's connections in TIME_WAIT; the next
+    `dev` still gets the same port (the server's own listener reuses it too)."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = int(server.getsockname()[1])
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server's side closes first: its end waits in TIME_WAIT
+        client.close()
+    assert port_from(port, tries=1) == port
+
+
+def test_port_from_skips_a_port_something_listens_on() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = int(server.getsockname()[1])
+        assert port_from(port, tries=1) != port
