@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,17 @@ def _port_free(port: int) -> bool:
     return port_from(port, tries=1) == port
 
 
+def _sockets_on(port: int) -> str:
+    """What holds ``port`` on this machine (for the message of a failed check)."""
+    try:
+        shown = subprocess.run(
+            ["ss", "-tanp", f"sport = :{port}"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"sockets on {port}: unknown ({error})"
+    return f"sockets on {port}:\n{shown.stdout}"
+
+
 @pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")
 async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flags(
     tmp_path: Path,
@@ -195,7 +207,7 @@ async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flag
     dev = await _start_dev(data_dir)
     try:
         recorded = await _recorded(data_dir, dev)
-        assert recorded["temporal_address"] == "127.0.0.1:7233"
+        assert recorded["temporal_address"] == "127.0.0.1:7233", _sockets_on(7233)
         assert recorded["ui_url"] == "http://127.0.0.1:8233"
         code, out = await _cli(
             data_dir, "submit", "usual-ports", "--agent", "scripted", "--input", '[{"say": "hi"}]'
