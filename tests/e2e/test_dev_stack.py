@@ -201,8 +201,17 @@ def _sockets_on(port: int) -> str:
 async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flags(
     tmp_path: Path,
 ) -> None:
-    if not (_port_free(7233) and _port_free(8233)):
-        pytest.skip("ports 7233/8233 are taken on this machine: the usual-port test cannot run")
+    # The stacks of the tests before this one (run on this worker, one after the other) may
+    # take a moment to let go of the ports: wait for them, then fail naming what holds them.
+    try:
+        await eventually(
+            lambda: asyncio.sleep(0, _port_free(7233) and _port_free(8233)),
+            bool,
+            timeout_s=60,
+            what="ports 7233 and 8233 free",
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{_sockets_on(7233)}\n{_sockets_on(8233)}") from None
     data_dir = tmp_path / "tw"
     dev = await _start_dev(data_dir)
     try:

@@ -23,19 +23,23 @@ def say(text: str) -> list[dict[str, Any]]:
     return [{"say": text}]
 
 
-async def settled(client: ThreadwardenClient, thread: str, count: int) -> ThreadStatus:
+async def settled(
+    client: ThreadwardenClient, thread: str, count: int, *, timeout_s: float = 60
+) -> ThreadStatus:
     """Wait until ``thread`` holds ``count`` submissions, all settled."""
     return await eventually(
         lambda: client.thread_status(thread),
         lambda s: len(s.submissions) == count and all(x.state == "settled" for x in s.submissions),
-        timeout_s=60,
+        timeout_s=timeout_s,
         what=f"{count} submission(s) of {thread} settled",
     )
 
 
-async def assert_settled_once(client: ThreadwardenClient, thread: str, count: int) -> ThreadStatus:
+async def assert_settled_once(
+    client: ThreadwardenClient, thread: str, count: int, *, timeout_s: float = 60
+) -> ThreadStatus:
     """The preamble invariants for one thread: one settlement each, FIFO, no stale writes."""
-    status = await settled(client, thread, count)
+    status = await settled(client, thread, count, timeout_s=timeout_s)
     records = await client.records(thread)
     settlements = [r for r in records if r["kind"] == "settlement"]
     # Exactly one settlement per submission, recorded in admitted (queue) order.
