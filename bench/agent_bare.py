@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from bench.agent_support import support_agent, unit_prompt
+from bench.agent_support import WARM_UP, support_agent, unit_prompt
 
 
 async def _conversation(agent: Any, thread: int, turns: int) -> None:
@@ -25,7 +25,7 @@ async def _conversation(agent: Any, thread: int, turns: int) -> None:
 
 async def main(url: str, threads: int, turns: int) -> dict[str, float]:
     agent = support_agent(url)
-    await _conversation(agent, -1, 1)  # warm-up: imports, connections
+    await agent.run(WARM_UP)  # warm-up: imports, connections
     cpu, start = time.process_time(), time.perf_counter()
     await asyncio.gather(*(_conversation(agent, t, turns) for t in range(threads)))
     return {

@@ -40,6 +40,28 @@ def unit_prompt(thread: int, turn: int) -> str:
     return f'call lookup {{"q": "{thread}-{turn}"}}'
 
 
+WARM_UP = unit_prompt(-1, 0)
+"""The user turn of each side's warm-up (not measured)."""
+
+
+def _text(content: Any) -> str:
+    """A chat message's content as text (a string, or a list of content parts)."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return "" if content is None else str(content)
+
+
+def measured_requests(requests: list[dict[str, Any]]) -> int:
+    """How many of the chat server's ``requests`` belong to measured turns (a warm-up turn's
+    requests carry its user message)."""
+
+    def warm(body: dict[str, Any]) -> bool:
+        users = [m.get("content") for m in body.get("messages", []) if m.get("role") == "user"]
+        return any(_text(content) == WARM_UP for content in users)
+
+    return sum(not warm(body) for body in requests)
+
+
 def __getattr__(name: str) -> Any:
     if name == "bindings":
         agent = support_agent(os.environ["BENCH_MODEL_URL"])

@@ -1,5 +1,7 @@
 """``python -m bench``: threadwarden against a bare-Temporal baseline, each worker in its own
-process, on one embedded stack; repeated, alternating which side goes first; medians reported."""
+process, on one embedded stack; repeated, alternating which side goes first; medians reported.
+``--shape agent``: a pydantic-ai agent's turns under threadwarden against the same agent run
+bare (bench/agent_sides.py)."""
 
 from __future__ import annotations
 
@@ -12,15 +14,18 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 
-from bench import report
+from bench import agent_report, report
 from bench.baseline import BaselineSide
 from bench.measure import SideRun
 from bench.side import Shape, Side, run_side
 from bench.stack import BenchStack, bench_stack
 from bench.threadwarden_run import ThreadwardenSide
+
+SHAPES = ("scripted", "agent")
 
 
 def _positive_int(text: str) -> int:
@@ -50,8 +55,20 @@ def _positive_float(text: str) -> float:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     add = parser.add_argument
-    add("--hosts", type=_positive_int, default=4, help="hosts (default 4)")
-    add("--submissions", type=_positive_int, default=25, help="units per host (default 25)")
+    add(
+        "--shape",
+        choices=SHAPES,
+        default="scripted",
+        help="scripted: the scripted agent against bare Temporal (default);"
+        " agent: a pydantic-ai agent's turns against the same agent run bare",
+    )
+    add("--hosts", type=_positive_int, default=4, help="hosts, or agent threads (default 4)")
+    add(
+        "--submissions",
+        type=_positive_int,
+        default=25,
+        help="units per host, or turns per agent thread (default 25)",
+    )
     add("--workers", type=_positive_int, default=1, help="worker processes per side (default 1)")
     add("--repeat", type=_positive_int, default=3, help="repetitions, medians reported (default 3)")
     add("--timeout", type=_positive_float, default=300.0, help="deadline per side run, s (300)")
@@ -102,13 +119,33 @@ def _log_dir(chosen: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _agent_shape(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], str, bool]:
+    """The agent shape's figures, table and completeness (pydantic-ai imported only here)."""
+    from bench.agent_sides import bench_agents
+
+    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
+    runs = asyncio.run(bench_agents(shape, args.repeat, logs))
+    data = agent_report.result(
+        runs, threads=args.hosts, turns=args.submissions, workers=args.workers, top=args.top
+    )
+    return data, agent_report.table(data), agent_report.complete(data)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with _log_dir(args.logs) as logs:
-        runs = asyncio.run(bench(args, logs))
-    data = report.result(
-        runs, hosts=args.hosts, submissions=args.submissions, workers=args.workers, top=args.top
-    )
-    print(json.dumps(data) if args.json else report.table(data))
-    return 0 if report.complete(data) else 1
+        if args.shape == "agent":
+            data, text, complete = _agent_shape(args, logs)
+        else:
+            runs = asyncio.run(bench(args, logs))
+            data = report.result(
+                runs,
+                hosts=args.hosts,
+                submissions=args.submissions,
+                workers=args.workers,
+                top=args.top,
+            )
+            text, complete = report.table(data), report.complete(data)
+    print(json.dumps(data) if args.json else text)
+    return 0 if complete else 1

@@ -57,6 +57,10 @@ class WorkerGroup:
     def stderr_files(self) -> list[Path]:
         return [p.stderr for p in self._processes]
 
+    @property
+    def pids(self) -> list[int]:
+        return [p.proc.pid for p in self._processes]
+
     def check(self) -> None:
         for p in self._processes:
             if p.proc.returncode is not None:

@@ -24,6 +24,7 @@ def result(
     base = sides["baseline"]["units_per_s"]
     ratio = round(sides["threadwarden"]["units_per_s"] / base, 3) if base else None
     return {
+        "shape": "scripted",
         "hosts": hosts,
         "submissions": submissions,
         "workers": workers,

@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from threadwarden.bindings import AttemptContext, Binding, Completed, Outcome
+from threadwarden.bindings import AttemptContext, Binding, BindingRegistry, Completed, Outcome
 from threadwarden.errors import NotFound
 from threadwarden.ledger.messages import Message
 from threadwarden.ledger.models import SubmissionView, ThreadStatus
@@ -86,6 +86,11 @@ SCRIPTS: dict[str, list[list[dict[str, Any]]]] = {
 prefix: the run id is only known at start (`_for_run` adds it). ``inbox`` and ``changelog`` get
 no work of their own: ``inbox`` exists once research's message is delivered there,
 ``changelog`` once planner delegates to it (a child submission, on a thread of its own)."""
+AGENT_PROMPT = "Order 42 arrived broken. Please refund it."
+"""The user turn of the demo's agent thread (`demo_agent`: a lookup, then a refund that a
+person approves)."""
+MODEL_REQUEST = "model-request"
+"""The tool name under which an agent binding journals each model request."""
 TRANSLATOR = "translator"
 """An agent no worker has at first: its work waits (durably) until one is deployed."""
 SHARED_HOST_THREADS = ("triage", "digest")
@@ -149,6 +154,17 @@ class Delegation:
 
 
 @dataclass
+class AgentTurn:
+    """The demo's agent submission (a pydantic-ai agent on an offline model), and whether
+    its outcome was shown."""
+
+    thread_id: str
+    submission_id: str
+    agent_id: str
+    shown: bool = False
+
+
+@dataclass
 class Progress:
     """One look at the demo's threads and the messages they sent."""
 
@@ -172,21 +188,45 @@ class Progress:
         return self.done() and all(m.state == "delivered" for m in self.messages)
 
 
+Details = Callable[[dict[str, Any]], Awaitable[str]]
+"""What a feed line adds to a record's kind (the tool a journal step names), looked up by
+the record's thread and sequence: a notification carries no body."""
+
+
 @dataclass
 class RecordFeed:
     """Prints each record published for this run's threads, as LISTEN/NOTIFY brings it: the
-    same feed an application would follow, one short line per record."""
+    same feed an application would follow, one short line per record. Lines are printed in the
+    order the notifications came, by `show` (a task), so a line may add details read from the
+    ledger (``tool-call model-request``: a model request an agent journaled)."""
 
     prefix: str
+    details: Details
     seen: set[tuple[str, int]] = field(default_factory=set)
+    queued: set[tuple[str, int]] = field(default_factory=set)
+    pending: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
 
     def on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         record = json.loads(str(payload))
         key = (record["thread_id"], record["sequence"])
-        if not record["thread_id"].startswith(self.prefix) or key in self.seen:
+        if not record["thread_id"].startswith(self.prefix) or key in self.queued:
             return  # another run's record, or an at-least-once repeat
-        self.seen.add(key)
-        _line(f"  feed  {record['thread_id']:<21} #{record['sequence']:<3} {record['kind']}")
+        self.queued.add(key)
+        self.pending.put_nowait(record)
+
+    async def show(self) -> None:
+        """Print the notified records one by one, for ever (cancelled on exit)."""
+        while True:
+            record = await self.pending.get()
+            try:
+                detail = await self.details(record)
+            except Exception:  # a line without its details rather than no more lines
+                detail = ""
+            _line(
+                f"  feed  {record['thread_id']:<21} #{record['sequence']:<3} {record['kind']}"
+                + (f" {detail}" if detail else "")
+            )
+            self.seen.add((record["thread_id"], record["sequence"]))
 
     async def catch_up(self, client: ThreadwardenClient, threads: list[str]) -> int:
         """Wait (briefly) until every record of the threads was shown; return how many are
@@ -202,16 +242,41 @@ class RecordFeed:
         return len(expected - self.seen)
 
 
+def _tool_names(client: ThreadwardenClient) -> Details:
+    """Details naming the tool of a ``tool-call`` or ``tool-result`` record (none for other
+    kinds). A thread's records are read again only for a record not read yet."""
+    tools: dict[tuple[str, int], str] = {}
+
+    async def details(record: dict[str, Any]) -> str:
+        if record["kind"] not in ("tool-call", "tool-result"):
+            return ""
+        key = (record["thread_id"], record["sequence"])
+        if key not in tools:
+            for read in await client.records(record["thread_id"]):
+                body = read["body"]
+                if isinstance(body, dict) and isinstance(body.get("tool"), str):
+                    tools[(record["thread_id"], read["sequence"])] = body["tool"]
+        return tools.get(key, "")
+
+    return details
+
+
 @contextlib.asynccontextmanager
-async def _record_feed(database_url: str, prefix: str) -> AsyncIterator[RecordFeed]:
+async def _record_feed(
+    database_url: str, prefix: str, details: Details
+) -> AsyncIterator[RecordFeed]:
     """Listen on a connection of its own (a pooled one would drop the LISTEN when released);
     closed on exit, before the stack stops."""
-    feed = RecordFeed(prefix)
+    feed = RecordFeed(prefix, details)
     listener = await asyncpg.connect(database_url)
+    shown = asyncio.create_task(feed.show())
     try:
         await listener.add_listener(NOTIFY_CHANNEL, feed.on_notify)
         yield feed
     finally:
+        shown.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await shown
         await listener.close()
 
 
@@ -229,11 +294,13 @@ async def run(settings: Settings) -> int:
     if binding_log.getEffectiveLevel() > logging.INFO:
         binding_log.setLevel(logging.ERROR)
     _line(f"Starting the embedded stack in {demo_settings.data_dir} …")
+    # pydantic-ai takes a second or two to import: in a thread, while the servers start.
+    agent = asyncio.ensure_future(asyncio.to_thread(_load_agent))
     with stopped_by_signals():  # SIGHUP/SIGTERM stop the stack too (see `dev`)
         try:
             async with embedded_stack(demo_settings.data_dir, record=False) as connections:
                 _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
-                progress = await _run_scripts(demo_settings, connections, run_id)
+                progress = await _run_scripts(demo_settings, connections, run_id, agent)
                 _summary(progress, connections.ui_url)
                 if not progress.succeeded():
                     print(
@@ -252,34 +319,69 @@ async def run(settings: Settings) -> int:
     return 0
 
 
-async def _run_scripts(settings: Settings, connections: Connections, run_id: str) -> Progress:
+async def _run_scripts(
+    settings: Settings,
+    connections: Connections,
+    run_id: str,
+    loading: Awaitable[Binding | ImportError],
+) -> Progress:
     """Submit, follow the feed and the progress until everything settled. The feed closes
     first (it is entered last), so no feed line lands inside the summary."""
     async with (
         contextlib.AsyncExitStack() as workers,
         ThreadwardenClient.connect(settings, connections) as client,
-        _record_feed(connections.database_url, _thread_id(run_id, "")) as feed,
+        _record_feed(connections.database_url, _thread_id(run_id, ""), _tool_names(client)) as feed,
     ):
         _line(f"Following the live record feed (LISTEN {NOTIFY_CHANNEL}) …")
-        await workers.enter_async_context(running_worker(settings, connections))
-        threads, delegations = await _submit_all(client, run_id)
+        agent = _agent_or_note(await loading)
+        await workers.enter_async_context(running_worker(settings, connections, _registry(agent)))
+        threads, delegations, turn = await _submit_all(client, run_id, agent)
 
         async def deploy_translator() -> None:
             await workers.aclose()  # a rolling deploy: the old worker goes away first
-            registry = default_registry()
+            registry = _registry(agent)
             registry.register(translator_binding())
             await workers.enter_async_context(running_worker(settings, connections, registry))
 
-        progress = await _watch(client, threads, delegations, deploy_translator)
+        progress = await _watch(client, threads, delegations, turn, deploy_translator)
         missing = await feed.catch_up(client, [s.thread_id for s in progress.statuses])
         late = f" ({missing} not published yet)" if missing else ""
         _line(f"  feed showed {len(feed.seen)} records{late}")
         return progress
 
 
+def _load_agent() -> Binding | ImportError:
+    """The demo's pydantic-ai agent (`demo_agent`), or why it cannot be imported."""
+    try:
+        from threadwarden.worker.demo_agent import concierge_binding
+    except ImportError as missing:
+        return missing
+    return concierge_binding()
+
+
+def _agent_or_note(loaded: Binding | ImportError) -> Binding | None:
+    """The agent, or None with a note when the ``pydantic-ai`` extra is not installed: the
+    demo then runs without its agent thread."""
+    if isinstance(loaded, ImportError):
+        _line(
+            f"  no agent thread: {loaded.name or loaded} is not installed"
+            " (pip install 'threadwarden[pydantic-ai]')"
+        )
+        return None
+    return loaded
+
+
+def _registry(agent: Binding | None) -> BindingRegistry:
+    """The built-in ``scripted`` binding, and the demo's agent when there is one."""
+    registry = default_registry()
+    if agent is not None:
+        registry.register(agent)
+    return registry
+
+
 async def _submit_all(
-    client: ThreadwardenClient, run_id: str
-) -> tuple[list[str], list[Delegation]]:
+    client: ThreadwardenClient, run_id: str, agent: Binding | None
+) -> tuple[list[str], list[Delegation], AgentTurn | None]:
     threads, delegations = [], []
     shared_host = _thread_id(run_id, "shared")
     for name, scripts in SCRIPTS.items():
@@ -300,9 +402,17 @@ async def _submit_all(
     i18n = _thread_id(run_id, "i18n")
     await client.submit(i18n, agent_id=TRANSLATOR, input={"text": "hello"}, idempotency_key=i18n)
     threads.append(i18n)
-    total = sum(len(s) for s in SCRIPTS.values()) + 1
+    turn = None
+    if agent is not None:
+        thread = _thread_id(run_id, agent.agent_id)
+        receipt = await client.submit(
+            thread, agent_id=agent.agent_id, input=AGENT_PROMPT, idempotency_key=thread
+        )
+        turn = AgentTurn(thread, receipt.submission_id, agent.agent_id)
+        threads.append(thread)
+    total = sum(len(s) for s in SCRIPTS.values()) + 1 + (turn is not None)
     _line(f"Submitted {total} submissions on {len(threads)} threads (run {run_id}).")
-    return threads, delegations
+    return threads, delegations, turn
 
 
 async def _look(
@@ -378,10 +488,36 @@ async def _show_delegations(
             delegation.outcome_shown = True
 
 
+async def _show_agent_turn(
+    client: ThreadwardenClient, progress: Progress, turn: AgentTurn | None
+) -> None:
+    """One line once the agent's turn settled: its outcome, what it journaled (model requests
+    and tools, from its ``tool-result`` records) and its answer."""
+    views = {s.submission_id: s for s in progress.submissions}
+    view = views.get(turn.submission_id) if turn is not None else None
+    if turn is None or turn.shown or view is None or view.state != "settled":
+        return
+    settled = await client.result(turn.submission_id, timeout=5)
+    tools = [
+        r["body"].get("tool")
+        for r in await client.records(turn.thread_id)
+        if r["kind"] == "tool-result" and r["submission_id"] == turn.submission_id
+    ]
+    others = ", ".join(str(t) for t in tools if t != MODEL_REQUEST)
+    answer = json.dumps(settled.result) if settled.outcome == "completed" else settled.reason
+    _line(
+        f"  {turn.submission_id} on {turn.thread_id}: pydantic-ai agent {turn.agent_id!r}"
+        f" {settled.outcome} after {tools.count(MODEL_REQUEST)} model requests and the tools"
+        f" {others or 'none'}: {answer}"
+    )
+    turn.shown = True
+
+
 async def _watch(
     client: ThreadwardenClient,
     threads: list[str],
     delegations: list[Delegation],
+    turn: AgentTurn | None,
     deploy_translator: Callable[[], Awaitable[None]],
 ) -> Progress:
     """Show progress; approve what waits for a person; deploy the missing binding once only
@@ -392,6 +528,7 @@ async def _watch(
         progress = await _look(client, threads, delegations)
         _announce(progress.messages, announced)
         await _show_delegations(client, progress, delegations)
+        await _show_agent_turn(client, progress, turn)
         subs = progress.submissions
         done = sum(s.state == "settled" for s in subs)
         running = sum(s.state == "running" for s in subs)
@@ -426,9 +563,11 @@ def _summary(progress: Progress, ui_url: str | None) -> None:
     for status in progress.statuses:
         outcomes = [s.outcome for s in status.submissions]
         failed = [s.reason for s in status.submissions if s.outcome == "failed"]
+        agents = sorted({s.agent_id for s in status.submissions})
         rows.append(
             [
                 status.thread_id,
+                ", ".join(agents),
                 status.host_id,
                 len(outcomes),
                 outcomes.count("completed"),
@@ -437,6 +576,10 @@ def _summary(progress: Progress, ui_url: str | None) -> None:
             ]
         )
     _line("")
-    _line(format_table(["thread", "host", "subs", "completed", "failed", "failure reasons"], rows))
+    _line(
+        format_table(
+            ["thread", "agent", "host", "subs", "completed", "failed", "failure reasons"], rows
+        )
+    )
     _line("")
     _line(f"Temporal UI (while the stack runs): {ui_url}  — workflows threadwarden-host/…")

@@ -69,6 +69,7 @@ def test_json_shape_medians_and_ratio() -> None:
     data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
     json.dumps(data)  # serialisable
     assert {"hosts", "submissions", "workers", "repeat", "ratio"} <= data.keys()
+    assert data["shape"] == "scripted"
     assert data["repeat"] == 3
     for side in report.SIDES:
         assert data[side].keys() >= SIDE_KEYS

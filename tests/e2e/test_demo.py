@@ -1,4 +1,5 @@
-"""`make demo` stays true: the demo runs on its own embedded stack and exits 0."""
+"""`make demo` stays true: the demo runs on its own embedded stack and exits 0, and its
+pydantic-ai agent thread (an offline model, a tool that needs approval) completes in the feed."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ start one run one after the other on one worker (`make test` runs with `--dist l
 @pytest.mark.no_ledger_check(
     reason="the demo runs its own throwaway stack; it exits 1 unless all settled"
 )
-async def test_demo_settles_everything_and_shows_the_message_delegation_and_feed(
+async def test_demo_settles_everything_and_shows_the_message_delegation_agent_and_feed(
     tmp_path: Path,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("THREADWARDEN_")}
@@ -40,7 +41,7 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_and_feed
     assert demo.returncode == 0, text[-3000:]
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
-    assert "settled 20/20" in text  # 18 submitted, the message and the delegated child
+    assert "settled 21/21" in text  # 19 submitted, the message and the delegated child
     # the delegation: the parent waits for its subagent, then completes with the child's result
     waits = re.search(
         r"  (sub_\S+) on (demo-\S+-planner) delegated to a subagent \((sub_\S+) on"
@@ -55,3 +56,29 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_and_feed
     )
     assert text.index(waits[0]) < completed
     assert f"  feed  {child_thread}" in text  # the child's own thread, in the feed too
+    _assert_agent_thread(text)
+
+
+def _assert_agent_thread(text: str) -> None:
+    """The pydantic-ai agent's turn: approved, journaled step by step in the live feed (model
+    requests and tools by name), completed with the model's answer, and in the summary."""
+    done = re.search(
+        r"  (sub_\S+) on (demo-\S+-concierge): pydantic-ai agent 'concierge' completed after"
+        r" 3 model requests and the tools lookup_order, refund:"
+        r' "Refunded 500 cents on order 42\. Sorry about the damage!"',
+        text,
+    )
+    assert done is not None, text[-3000:]
+    submission, thread = done[1], done[2]
+    approving = text.index(f"  {submission} waits for an approval: approving it")
+    assert approving < done.start()
+    feed = re.findall(rf"^  feed  {thread}\s+#\d+\s+(.+)$", text, re.MULTILINE)
+    steps = [line for line in feed if line.startswith(("tool-call", "tool-result"))]
+    assert steps == [
+        f"{kind} {tool}"
+        for tool in ("model-request", "lookup_order", "model-request", "refund", "model-request")
+        for kind in ("tool-call", "tool-result")
+    ], feed
+    assert "approval-requested" in feed and "settlement" in feed, feed
+    row = re.search(rf"^{thread}\s+concierge\s+\S+\s+1\s+1\s+0$", text, re.MULTILINE)
+    assert row is not None, text[-3000:]  # the summary: one submission, completed

@@ -1,0 +1,111 @@
+"""The agent shape of the bench (``python -m bench --shape agent``): its flag, figures and output
+shape, and which model requests count (no services needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from bench import agent_report
+from bench.agent_report import AgentRun
+from bench.agent_sides import cpu_s
+from bench.agent_support import WARM_UP, measured_requests, unit_prompt
+from bench.cli import parse_args
+
+SIDE_KEYS = {
+    "units_per_s",
+    "seconds",
+    "cpu_ms_per_unit",
+    "model_requests_per_unit",
+    "sql_statements_per_unit",
+    "history_events_per_unit",
+    "completed",
+    "units",
+    "errors",
+    "repetitions",
+}
+
+
+def test_the_shape_flag_defaults_to_scripted_and_takes_agent() -> None:
+    assert parse_args([]).shape == "scripted"
+    args = parse_args(["--shape", "agent", "--hosts", "2", "--submissions", "3"])
+    assert (args.shape, args.hosts, args.submissions) == ("agent", 2, 3)
+
+
+def test_an_unknown_shape_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--shape", "chat"])
+    assert stop.value.code == 2
+    assert "invalid choice: 'chat'" in capsys.readouterr().err
+
+
+def _tw(seconds: float, cpu_s: float, *, requests: int = 20) -> AgentRun:
+    run = AgentRun("threadwarden", 10, completed=10, seconds=seconds, cpu_s=cpu_s)
+    run.model_requests, run.statements, run.history_events = requests, 180, 90
+    return run
+
+
+def _bare(seconds: float, cpu_s: float) -> AgentRun:
+    return AgentRun("bare", 10, completed=10, seconds=seconds, cpu_s=cpu_s, model_requests=20)
+
+
+def test_json_shape_medians_and_ratios() -> None:
+    runs = {
+        "threadwarden": [_tw(s, 0.5) for s in (1.0, 2.0, 4.0)],
+        "bare": [_bare(s, 0.2) for s in (0.5, 0.25, 1.0)],
+    }
+    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    json.dumps(data)  # serialisable
+    assert (data["shape"], data["hosts"], data["submissions"], data["repeat"]) == ("agent", 2, 5, 3)
+    for side in agent_report.SIDES:
+        assert data[side].keys() >= SIDE_KEYS
+    tw, bare = data["threadwarden"], data["bare"]
+    assert (tw["units_per_s"], bare["units_per_s"]) == (5.0, 20.0)  # medians of 3
+    assert data["ratio"] == 0.25
+    assert (tw["cpu_ms_per_unit"], bare["cpu_ms_per_unit"]) == (50.0, 20.0)
+    assert data["cpu_ratio"] == 2.5
+    assert (tw["sql_statements_per_unit"], tw["history_events_per_unit"]) == (18.0, 9.0)
+    assert tw["model_requests_per_unit"] == bare["model_requests_per_unit"] == 2.0
+    # the bare agent has no ledger and no Temporal history
+    assert bare["sql_statements_per_unit"] is None and bare["history_events_per_unit"] is None
+    assert data["same_model_requests"] and agent_report.complete(data)
+    text = agent_report.table(data)
+    assert "ratio threadwarden/bare (median turns/s): 0.25" in text
+    assert "error" not in text
+
+
+def test_a_model_request_asked_twice_is_incomplete() -> None:
+    runs = {"threadwarden": [_tw(1.0, 0.5, requests=21)], "bare": [_bare(1.0, 0.2)]}
+    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    assert not data["same_model_requests"]
+    assert not agent_report.complete(data)
+    assert "sent different model requests" in agent_report.table(data)
+
+
+def test_a_failed_side_is_reported_incomplete() -> None:
+    late = AgentRun("threadwarden", 10, completed=4, seconds=120.0, error="timeout: 4/10")
+    late.model_requests = 20
+    runs = {"threadwarden": [late], "bare": [_bare(1.0, 0.2)]}
+    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    assert data["threadwarden"]["completed"] == 4
+    assert not agent_report.complete(data)
+    assert "threadwarden: error: timeout: 4/10" in agent_report.table(data)
+
+
+def test_warm_up_requests_are_not_counted() -> None:
+    def request(*users: object) -> dict[str, object]:
+        return {"messages": [{"role": "user", "content": u} for u in users]}
+
+    requests = [
+        request(WARM_UP),
+        request([{"type": "text", "text": WARM_UP}]),  # content parts
+        request(unit_prompt(0, 0)),
+        request(unit_prompt(0, 0), unit_prompt(0, 1)),  # a later turn carries the first
+    ]
+    assert measured_requests(requests) == 2
+
+
+def test_cpu_of_this_process() -> None:
+    assert cpu_s([os.getpid()]) > 0
