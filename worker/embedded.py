@@ -164,6 +164,16 @@ class EmbeddedPostgres:
             self._server = None
 
 
+BIND_TRIES = 5
+"""Starts of a usual-port dev server, each on the next free ports after the last was taken."""
+BANNER = "Temporal Server:"
+"""What the dev server prints once it listens."""
+
+
+class PortTaken(RuntimeError):
+    """The dev server's port was taken between the check and its bind."""
+
+
 class TemporalDevServer:
     """``temporal server start-dev`` with a file-backed store, the web UI and our attributes."""
 
@@ -172,6 +182,7 @@ class TemporalDevServer:
         next free ones; otherwise random free ports (tests)."""
         self.db_file = db_file
         self.ui = ui
+        self.usual_ports = usual_ports
         self.port = port_from(7233) if usual_ports else free_port()
         self.ui_port = port_from(8233) if usual_ports else free_port()
         self._process: subprocess.Popen[bytes] | None = None
@@ -190,7 +201,22 @@ class TemporalDevServer:
         return f"http://127.0.0.1:{self.ui_port}"
 
     async def start(self, *, timeout_s: float = 60) -> Client:
-        """Start the server and return a client once it answers."""
+        """Start the server and return a client once it answers.
+
+        A port found free can be taken before the server binds it (another stack starting at
+        the same moment): the server then exits at once, and with ``usual_ports`` it starts
+        again on the next free ports, a few times."""
+        for _ in range(BIND_TRIES - 1):
+            try:
+                return await self._start(timeout_s)
+            except PortTaken:
+                if not self.usual_ports:
+                    raise
+                self.port = port_from(self.port + 1)
+                self.ui_port = port_from(self.ui_port + 1)
+        return await self._start(timeout_s)
+
+    async def _start(self, timeout_s: float) -> Client:
         args = [
             _binary("temporal"),
             "server",
@@ -217,23 +243,33 @@ class TemporalDevServer:
             self._errors = tempfile.TemporaryFile()  # noqa: SIM115
         else:
             self._errors = (self.db_file.parent / "temporal.log").open("a+b")  # noqa: SIM115
+        logged = self._errors.seek(0, os.SEEK_END)  # this start's lines begin here
+        # Its banner (stdout) too: it prints it once it holds its port, so a client connects
+        # only then, and never to another server that took the port first.
         self._process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=self._errors, start_new_session=True
+            args, stdout=self._errors, stderr=self._errors, start_new_session=True
         )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
+            self._errors.seek(logged)  # a+b: reads from there, writes append
+            printed = self._errors.read().decode(errors="replace")
             if self._process.poll() is not None:
-                self._errors.seek(0)  # a+b: reads from the start, writes append
-                err = self._errors.read().decode(errors="replace")
-                raise RuntimeError(f"temporal dev server exited at start: {err.strip()[-500:]}")
-            try:
-                return await Client.connect(self.address)
-            except RuntimeError:
-                if loop.time() > deadline:
-                    self.stop()
-                    raise
-                await asyncio.sleep(0.2)
+                if "address already in use" in printed:
+                    raise PortTaken(f"temporal dev server: {printed.strip()[-300:]}")
+                raise RuntimeError(f"temporal dev server exited at start: {printed.strip()[-500:]}")
+            if BANNER in printed:
+                try:
+                    return await Client.connect(self.address)
+                except RuntimeError:
+                    pass
+            if loop.time() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    f"temporal dev server did not answer within {timeout_s:g} s:"
+                    f" {printed.strip()[-500:]}"
+                )
+            await asyncio.sleep(0.1)
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
-from threadwarden.worker.embedded import port_from
+from threadwarden.worker.embedded import TemporalDevServer, port_from
 
 
 def test_port_from_takes_a_port_whose_last_connections_wait_in_time_wait() -> None:
@@ -28,3 +29,21 @@ def test_port_from_skips_a_port_something_listens_on() -> None:
         server.listen()
         port = int(server.getsockname()[1])
         assert port_from(port, tries=1) != port
+
+
+async def test_a_usual_port_taken_before_the_server_binds_it_moves_to_the_next(
+    tmp_path: Path,
+) -> None:
+    """Another stack can take the port between the check and the server's bind: the server
+    exits at once, and the dev server starts again on the next free port."""
+    server = TemporalDevServer(tmp_path / "temporal.sqlite", ui=False, usual_ports=True)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server.port = int(taken.getsockname()[1])  # as if taken right after the check
+        try:
+            await server.start()
+            assert server.port != int(taken.getsockname()[1])
+            assert "address already in use" in (tmp_path / "temporal.log").read_text()
+        finally:
+            server.stop()
