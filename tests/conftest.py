@@ -52,6 +52,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "slow: a test that takes tens of seconds; under xdist it is handed out first, so it"
         " does not start last and hold the run's end",
     )
+    config.addinivalue_line(
+        "markers",
+        "first: handed out before the rest under xdist, ahead of the other tests of its group",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -62,9 +66,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
 
     def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("slow") is not None:
+        if item.get_closest_marker("first") is not None:
             return 0
-        return 1 if "/tests/e2e/" in str(item.path) else 2
+        if item.get_closest_marker("slow") is not None:
+            return 1
+        return 2 if "/tests/e2e/" in str(item.path) else 3
 
     items.sort(key=rank)  # stable: the files' order within each rank
 

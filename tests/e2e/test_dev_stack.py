@@ -197,6 +197,9 @@ def _sockets_on(port: int) -> str:
     return f"sockets on {port}:\n{shown.stdout}"
 
 
+# First of the usual-port group: no stack of the tests before it may still hold 7233 while it
+# shuts down (a flake seen about one full run in three, holder not identified).
+@pytest.mark.first
 @pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")
 async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flags(
     tmp_path: Path,
