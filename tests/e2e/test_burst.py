@@ -34,6 +34,11 @@ async def small_worker(settings: Settings, connections: Connections) -> AsyncIte
             "sweep_interval_ms": 2_000,
             "sweep_idle_interval_ms": 2_000,
             "sweep_grace_ms": 2_000,
+            # The product's lease and heartbeat timeout (30 s, renewed every 10 s), not the
+            # tests' 3 s: this test is about overload, not lease expiry, and with the suite on
+            # six workers a 3 s heartbeat timeout was missed now and then (issue 19).
+            "lease_ms": Settings().lease_ms,
+            "lease_renew_ms": Settings().lease_renew_ms,
         }
     )
     capacity = small.capacity
