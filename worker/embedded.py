@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -165,13 +166,21 @@ class EmbeddedPostgres:
 
 
 BIND_TRIES = 5
-"""Starts of a usual-port dev server, each on the next free ports after the last was taken."""
+"""Starts of a dev server whose ports were taken between the check and its bind."""
 BANNER = "Temporal Server:"
 """What the dev server prints once it listens."""
+_TAKEN = re.compile(r"listen tcp [^\s]*:(\d+): bind: address already in use")
 
 
 class PortTaken(RuntimeError):
-    """The dev server's port was taken between the check and its bind."""
+    """A port of the dev server was taken between the check and its bind: its frontend's or
+    UI's, or one the server picked for itself (HTTP API, metrics, internal services)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = _TAKEN.search(message)
+        self.port = int(found.group(1)) if found else None
+        """The port taken, when the server named it."""
 
 
 class TemporalDevServer:
@@ -203,18 +212,28 @@ class TemporalDevServer:
     async def start(self, *, timeout_s: float = 60) -> Client:
         """Start the server and return a client once it answers.
 
-        A port found free can be taken before the server binds it (another stack starting at
-        the same moment): the server then exits at once, and with ``usual_ports`` it starts
-        again on the next free ports, a few times."""
+        A port found free can be taken before the server binds it (another stack or any
+        connection starting at the same moment): the server then exits at once and starts
+        again, a few times. When the port taken was its frontend's or UI's, on the next free
+        ones (``usual_ports``) or on new random ones; when it was one the server picked for
+        itself, on the same ones (it picks its own again): a usual-port stack leaves 7233 only
+        when 7233 itself is taken."""
         for _ in range(BIND_TRIES - 1):
             try:
                 return await self._start(timeout_s)
-            except PortTaken:
-                if not self.usual_ports:
-                    raise
-                self.port = port_from(self.port + 1)
-                self.ui_port = port_from(self.ui_port + 1)
+            except PortTaken as taken:
+                self.move_off(taken)
         return await self._start(timeout_s)
+
+    def move_off(self, taken: PortTaken) -> None:
+        """The ports of the next start after ``taken``."""
+        if taken.port not in (self.port, self.ui_port, None):
+            return  # one the server picked for itself: it picks another
+        if self.usual_ports:
+            self.port = port_from(self.port + 1)
+            self.ui_port = port_from(self.ui_port + 1)
+        else:
+            self.port, self.ui_port = free_port(), free_port()
 
     async def _start(self, timeout_s: float) -> Client:
         args = [

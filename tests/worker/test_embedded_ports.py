@@ -5,7 +5,9 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from threadwarden.worker.embedded import TemporalDevServer, port_from
+from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
+
+from threadwarden.worker.embedded import PortTaken, TemporalDevServer, port_from
 
 
 def test_port_from_takes_a_port_whose_last_connections_wait_in_time_wait() -> None:
@@ -47,3 +49,38 @@ async def test_a_usual_port_taken_before_the_server_binds_it_moves_to_the_next(
             assert "address already in use" in (tmp_path / "temporal.log").read_text()
         finally:
             server.stop()
+
+
+async def test_a_random_port_taken_before_the_server_binds_it_moves_to_new_ones(
+    tmp_path: Path,
+) -> None:
+    """The tests' servers take random free ports: one taken by any connection before the
+    server binds it makes the server start again on new ones, not fail."""
+    server = TemporalDevServer(tmp_path / "temporal.sqlite", ui=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = server.port = int(taken.getsockname()[1])
+        try:
+            client = await server.start()
+            assert server.port != port
+            await client.workflow_service.get_system_info(GetSystemInfoRequest())
+        finally:
+            server.stop()
+    assert PortTaken((tmp_path / "temporal.log").read_text()).port == port
+
+
+def test_a_port_the_server_picked_for_itself_taken_keeps_the_usual_ports() -> None:
+    """The server also binds ports it picks itself (HTTP API, metrics, internal services);
+    when one of those was taken, the next start keeps 7233: only 7233 taken moves it."""
+    server = TemporalDevServer(None, ui=False, usual_ports=True)
+    port, ui_port = server.port, server.ui_port
+    server.move_off(PortTaken("Error: listen tcp 127.0.0.1:45821: bind: address already in use"))
+    assert (server.port, server.ui_port) == (port, ui_port)
+    server.move_off(
+        PortTaken(
+            f"Error: can't set frontend port {port}: listen tcp 127.0.0.1:{port}:"
+            " bind: address already in use"
+        )
+    )
+    assert server.port > port and server.ui_port > ui_port
