@@ -6,6 +6,7 @@ import logging
 from datetime import UTC, datetime
 
 from threadwarden.activities.auxiliary import host_deadline
+from threadwarden.activities.pollers import HeadPollers
 from threadwarden.activities.wake import Waker
 from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
@@ -28,8 +29,10 @@ class PassSteps:
         host: HostMaintenance | None,
         head_start_ms: int = 60_000,
         waker: Waker | None = None,
+        pollers: HeadPollers | None = None,
     ) -> None:
         self._waker = waker
+        self._pollers = pollers
         self._head_start_ms = head_start_ms
         self._maintenance = maintenance
         self._failpoints = failpoints
@@ -38,7 +41,8 @@ class PassSteps:
     async def prepare_native(
         self, host_id: str, epoch: int, now: datetime, view: HostView | None = None
     ) -> c.NativePlan:
-        """Recovery (only when some head is stalled), then round-robin selection.
+        """Recovery (only when some head is stalled), then round-robin selection, and whether
+        any worker polls the selected head's task queue.
 
         ``view`` is what begin read; recovery changes the heads, so after it they are re-read.
         """
@@ -54,7 +58,10 @@ class PassSteps:
             host_id, epoch, now, view, head_wait_ms=self._head_start_ms
         )
         await self._failpoints.hit("maintenance:select:after")
-        return c.NativePlan(repaired=repaired, **selection.model_dump())
+        unpolled = False
+        if self._pollers is not None and selection.agent_id is not None:
+            unpolled = await self._pollers.unpolled(selection.agent_id, selection.agent_digest)
+        return c.NativePlan(repaired=repaired, unpolled=unpolled, **selection.model_dump())
 
     async def record_binding_result(
         self,

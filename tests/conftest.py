@@ -155,8 +155,9 @@ def settings(tmp_path: Path) -> Settings:
         sweep_grace_ms=1_000,
         lease_ms=3_000,
         lease_renew_ms=500,
-        # A head for an agent no worker has waits this long on its agent queue before it counts
-        # as binding-unavailable (the default 60 s would dominate the binding-retry tests).
+        # A head whose agent queue some worker polls (or polled a moment ago) but that none
+        # starts waits this long before it counts as binding-unavailable (the default 60 s would
+        # dominate the tests of a busy or just-killed worker). No poller at all: at once.
         head_start_timeout_ms=3_000,
     )
 

@@ -37,6 +37,7 @@ from threadwarden.activities.attempt import AttemptActivities
 from threadwarden.activities.auxiliary import AuxiliaryActivities
 from threadwarden.activities.maintenance import MaintenanceActivities, PassLimits
 from threadwarden.activities.pass_steps import PassSteps
+from threadwarden.activities.pollers import HeadPollers
 from threadwarden.activities.sweep import SweepActivities
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import Binding, BindingRegistry
@@ -412,6 +413,11 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             host=self._host,
             head_start_ms=settings.head_start_timeout_ms,
             waker=waker,
+            pollers=HeadPollers(
+                client,
+                task_queue=settings.task_queue,
+                local=head_queues(settings.task_queue, self.registry),
+            ),
         )
         steps = MaintenanceActivities(
             maintenance,

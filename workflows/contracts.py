@@ -157,6 +157,9 @@ class NativePlan(BaseModel):
     """The digest the head is pinned to (None: any digest of the agent)."""
     binding_retry_pending: bool = False
     """The head has a binding-retry record (a success must remove it)."""
+    unpolled: bool = False
+    """Temporal says no worker polls the head's task queue: no worker has its binding (at that
+    digest), so the head is binding-unavailable at once, without waiting to be started."""
     other_lanes_at: datetime | None = None
     """When the earliest eligible lane besides the selected one may run; None when no other
     lane is eligible (the finish's binding delay is taken over the pre-attempt set)."""

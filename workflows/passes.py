@@ -180,7 +180,9 @@ class MaintenancePass:
             folded = scope.idle
             if self._on_head is not None:
                 self._on_head(native)
-            head = await self._run_head(step, begin, started, native, fold=folded)
+            head = None
+            if not native.unpolled:  # else no worker polls its queue: binding-unavailable now
+                head = await self._run_head(step, begin, started, native, fold=folded)
             if head is None:  # no worker with the binding started it: binding-unavailable
                 head = await self._head_unstarted(step, begin, started, native, fold=folded)
             if head.failure is not None:
@@ -288,9 +290,14 @@ class MaintenancePass:
         """Record the unstarted head as binding-unavailable (a binding retry), then (folded)
         finish: the same record an attempt on a worker without the binding would make."""
         pinned = f" at digest {native.agent_digest}" if native.agent_digest else ""
+        waited = (
+            "polls its task queue"
+            if native.unpolled
+            else f"started the head within {begin.head_start_ms} ms"
+        )
         error = (
-            f"agent {native.agent_id}: no worker with its binding{pinned} started the head"
-            f" within {begin.head_start_ms} ms (submission {native.submission_id} stays pending)"
+            f"agent {native.agent_id}: no worker with its binding{pinned} {waited}"
+            f" (submission {native.submission_id} stays pending)"
         )
         return await _step(
             c.HEAD_UNSTARTED,

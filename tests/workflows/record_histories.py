@@ -41,7 +41,7 @@ async def record() -> None:
             settings = Settings(
                 task_queue=f"rec-{uuid.uuid4().hex[:6]}",
                 data_dir=Path(tmp),
-                head_start_timeout_ms=1_000,  # the stalled head: no worker has its binding
+                head_start_timeout_ms=1_000,
             )
             failpoints = Failpoints()
             async with (  # no host plug-in: the head activity finishes each pass itself
@@ -83,6 +83,9 @@ async def _record_settled(
 
 
 async def _record_stalled(client: ThreadwardenClient, connections: Connections) -> None:
+    """A head for an agent no worker has: no worker polls its queue, so it is binding-unavailable
+    without a ``run_head`` (a busy worker's head that is not started in time takes the same
+    ``head_unstarted`` step after its ``run_head`` times out)."""
     await client.submit("replay-stalled", agent_id="missing", input={})
     await eventually(
         lambda: client.host_status("replay-stalled"),
