@@ -5,16 +5,9 @@ asks for the lookup tool, a tool's result is summed up, anything else is answere
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Model, ModelResponse, ModelSettings, ModelTracing, Usage
-from agents.agent_output import AgentOutputSchemaBase
-from agents.handoffs import Handoff
-from agents.items import TResponseInputItem, TResponseStreamEvent
 from agents.testing import assistant_message, function_call
-from agents.tool import Tool
-from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic_ai.messages import (
     ModelMessage,
     TextPart,
@@ -25,7 +18,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.messages import (
     ModelResponse as PaiResponse,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import FunctionModel as PaiFunctionModel
+
+from threadwarden.agents.openai_agents.testing import FunctionModel
 
 
 def decide(prompt: str, lookup: str) -> tuple[str, dict[str, Any]] | str:
@@ -38,7 +34,7 @@ def decide(prompt: str, lookup: str) -> tuple[str, dict[str, Any]] | str:
     return f"Happy to help: {prompt}"
 
 
-def pydantic_ai_model() -> FunctionModel:
+def pydantic_ai_model() -> PaiFunctionModel:
     """For the pydantic-ai agent (tools: lookup_order, refund)."""
 
     def reply(messages: list[ModelMessage], info: AgentInfo) -> PaiResponse:
@@ -52,54 +48,19 @@ def pydantic_ai_model() -> FunctionModel:
             return PaiResponse(parts=[TextPart(decided)])
         return PaiResponse(parts=[ToolCallPart(decided[0], decided[1])])
 
-    return FunctionModel(reply, model_name="offline")
+    return PaiFunctionModel(reply, model_name="offline")
 
 
-class OfflineModel(Model):
+def agents_sdk_model() -> FunctionModel:
     """For the Agents SDK agent (tools: lookup_invoice, refund)."""
 
-    model = "offline"
-
-    async def get_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
-    ) -> ModelResponse:
-        items: list[Any] = [{"role": "user", "content": input}] if isinstance(input, str) else input
-        last = dict(items[-1])
-        usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+    def reply(items: list[dict[str, Any]]) -> list[Any]:
+        last = items[-1]
         if last.get("type") == "function_call_output":
-            output = [assistant_message(f"Done: {last['output']}")]
-        else:
-            decided = decide(str(last.get("content")), "lookup_invoice")
-            if isinstance(decided, str):
-                output = [assistant_message(decided)]
-            else:
-                call_id = f"call_{len(items)}"
-                output = [function_call(decided[0], decided[1], call_id=call_id)]
-        return ModelResponse(output=output, usage=usage, response_id=None)
+            return [assistant_message(f"Done: {last['output']}")]
+        decided = decide(str(last.get("content")), "lookup_invoice")
+        if isinstance(decided, str):
+            return [assistant_message(decided)]
+        return [function_call(decided[0], decided[1], call_id=f"call_{len(items)}")]
 
-    def stream_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
-    ) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError("the offline model answers whole responses")
+    return FunctionModel(reply, model="offline", tokens=(10, 5))

@@ -15,7 +15,7 @@ import os
 
 from agents import Agent as SdkAgent
 from agents import Model, OpenAIChatCompletionsModel, function_tool
-from offline import OfflineModel, pydantic_ai_model
+from offline import agents_sdk_model, pydantic_ai_model
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
 from pydantic_ai.models import Model as PaiModel
@@ -41,7 +41,7 @@ def _pydantic_ai_model() -> PaiModel:
 def _sdk_model() -> Model:
     if REAL:
         return OpenAIChatCompletionsModel(MODEL, openai_client=_client())
-    return OfflineModel()
+    return agents_sdk_model()
 
 
 support = Agent(
