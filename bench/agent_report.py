@@ -4,9 +4,11 @@ medians over repetitions, the JSON object and the readable table with the same f
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench.report import Row, cell, figures, top_statements
 
 SIDES = ("threadwarden", "bare")
 
@@ -120,7 +122,7 @@ def complete(data: dict[str, Any]) -> bool:
     )
 
 
-_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], Any]], ...] = (
+_ROWS: tuple[Row, ...] = (
     ("turns/s", lambda s: s["units_per_s"]),
     ("seconds", lambda s: s["seconds"]),
     ("CPU ms/turn (agent processes)", lambda s: s["cpu_ms_per_unit"]),
@@ -137,30 +139,13 @@ def table(data: dict[str, Any]) -> str:
         f"shape=agent threads={data['hosts']} turns/thread={data['submissions']}"
         f" turns={data['hosts'] * data['submissions']} workers={data['workers']}"
         f" repeat={data['repeat']} (medians over repetitions)",
-        f"{'':<32}{'threadwarden':>14}{'bare':>14}",
+        *figures(data, _ROWS, SIDES, unit="turns"),
+        f"ratio threadwarden/bare (median turns/s): {cell(data['ratio'])}",
+        f"ratio threadwarden/bare (median CPU ms/turn): {cell(data['cpu_ratio'])}",
     ]
-    for label, pick in _ROWS:
-        lines.append(f"{label:<32}{_cell(pick(data['threadwarden'])):>14}")
-        lines[-1] += f"{_cell(pick(data['bare'])):>14}"
-    for name in SIDES:
-        rates = ", ".join(_cell(r["units_per_s"]) for r in data[name]["repetitions"])
-        lines.append(f"{name} turns/s per repetition: {rates}")
-    lines.append(f"ratio threadwarden/bare (median turns/s): {_cell(data['ratio'])}")
-    lines.append(f"ratio threadwarden/bare (median CPU ms/turn): {_cell(data['cpu_ratio'])}")
     if not data["same_model_requests"]:
         lines.append("error: threadwarden and the bare agent sent different model requests")
     for name in SIDES:
         lines += [f"{name}: error: {e}" for e in data[name]["errors"]]
-    statements = data["threadwarden"].get("top_statements", [])
-    if statements:
-        lines.append("threadwarden: most called statements (last repetition): calls, ms, query")
-        lines += [f"  {s['calls']:>7} {s['total_ms']:>9} {s['query']}" for s in statements]
+    lines += top_statements("threadwarden", data["threadwarden"].get("top_statements", []))
     return "\n".join(lines)
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.2f}" if value < 100 else f"{value:.1f}"
-    return str(value)

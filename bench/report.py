@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.measure import SideRun, summarize
 
 SIDES = ("threadwarden", "baseline")
+Row = tuple[str, Callable[[dict[str, Any]], Any]]
+"""A table row: its label, and how to pick its figure from one side's medians."""
 
 
 def result(
@@ -42,7 +44,7 @@ def complete(data: dict[str, Any]) -> bool:
     )
 
 
-_ROWS = (
+_ROWS: tuple[Row, ...] = (
     ("units/s", lambda s: s["units_per_s"]),
     ("seconds", lambda s: s["seconds"]),
     ("latency p50 ms", lambda s: s["latency_ms"]["p50"]),
@@ -67,22 +69,32 @@ def table(data: dict[str, Any]) -> str:
         f"hosts={data['hosts']} submissions/host={data['submissions']}"
         f" units={data['hosts'] * data['submissions']} workers={data['workers']}"
         f" repeat={data['repeat']} (medians over repetitions)",
-        f"{'':<32}{'threadwarden':>14}{'baseline':>14}",
+        *figures(data, _ROWS, SIDES, unit="units"),
+        f"ratio threadwarden/baseline (median units/s): {cell(data['ratio'])}",
     ]
-    for label, pick in _ROWS:
-        lines.append(f"{label:<32}{_cell(pick(data['threadwarden'])):>14}")
-        lines[-1] += f"{_cell(pick(data['baseline'])):>14}"
-    for name in SIDES:
-        rates = ", ".join(_cell(r["units_per_s"]) for r in data[name]["repetitions"])
-        lines.append(f"{name} units/s per repetition: {rates}")
-    lines.append(f"ratio threadwarden/baseline (median units/s): {_cell(data['ratio'])}")
     for name in SIDES:
         lines += [f"{name}: error: {e}" for e in data[name]["errors"]]
-        lines += _top(name, data[name].get("top_statements", []))
+        lines += top_statements(name, data[name].get("top_statements", []))
     return "\n".join(lines)
 
 
-def _top(name: str, statements: Sequence[dict[str, Any]]) -> list[str]:
+def figures(
+    data: dict[str, Any], rows: Sequence[Row], sides: tuple[str, str], *, unit: str
+) -> list[str]:
+    """The two sides' medians side by side, one row each, then each side's rate per
+    repetition (``unit``/s)."""
+    left, right = sides
+    lines = [f"{'':<32}{left:>14}{right:>14}"]
+    for label, pick in rows:
+        lines.append(f"{label:<32}{cell(pick(data[left])):>14}{cell(pick(data[right])):>14}")
+    for name in sides:
+        rates = ", ".join(cell(r["units_per_s"]) for r in data[name]["repetitions"])
+        lines.append(f"{name} {unit}/s per repetition: {rates}")
+    return lines
+
+
+def top_statements(name: str, statements: Sequence[dict[str, Any]]) -> list[str]:
+    """The most called statements of a side's last repetition."""
     if not statements:
         return []
     lines = [f"{name}: most called statements (last repetition): calls, total ms, query"]
@@ -90,7 +102,8 @@ def _top(name: str, statements: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
+    """One figure as the table shows it."""
     if value is None:
         return "-"
     if isinstance(value, float):
