@@ -7,6 +7,7 @@ Each test gets its own database cloned from a migrated template and its own task
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import tempfile
 import uuid
@@ -25,6 +26,7 @@ from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 SHARED = pytest.StashKey[StackEndpoints]()
+OWN_BASETEMP = pytest.StashKey[Path]()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -46,7 +48,9 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput[WORKER_INPUT] = config.stash[SHARED].to_json()
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path factory reads the option
 def pytest_configure(config: pytest.Config) -> None:
+    _own_basetemp(config)
     config.addinivalue_line(
         "markers",
         "slow: a test that takes tens of seconds; under xdist it is handed out first, so it"
@@ -56,6 +60,29 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "first: handed out before the rest under xdist, ahead of the other tests of its group",
     )
+
+
+def _own_basetemp(config: pytest.Config) -> None:
+    """As root, the run's temporary folders live in a folder of its own, not in pytest's
+    /tmp/pytest-of-root: every pytest session makes that one private again (0700) when it
+    starts, and the embedded Postgres servers that tests start under ``tmp_path`` run as user
+    embedded_postgres, so another session starting beside this one (or a child pytest) took
+    their data directories away. Removed after a green run; kept (and named) after a red one."""
+    if os.geteuid() != 0 or config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    base = Path(tempfile.mkdtemp(prefix="threadwarden-pytest-"))
+    config.option.basetemp = str(base)
+    config.stash[OWN_BASETEMP] = base
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    base = session.config.stash.get(OWN_BASETEMP, None)
+    if base is None:
+        return
+    if exitstatus == 0:
+        subprocess.Popen(["rm", "-rf", str(base)], start_new_session=True)
+    else:
+        print(f"\nthe failed run's temporary folders: {base}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
