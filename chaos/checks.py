@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from chaos.workload import OPTIONAL_KINDS, Ids, Linked, Planned, Record, all_planned
+from chaos.workload import OPTIONAL_KINDS, Ids, Linked, Planned, Record, agent_view, all_planned
 
 VIOLATIONS = (
     "lost",
@@ -92,6 +92,9 @@ class Counts:
     """Children the submissions' calls delegate to (not among ``submissions``)."""
     children_settled: int = 0
     children_failed_on_purpose: int = 0
+    agent_turns: int = 0
+    """Submissions that are a framework agent's turn (among ``submissions``)."""
+    agent_turns_settled: int = 0
     lost: int = 0
     """Submissions and children that never settled."""
     duplicate_admissions: int = 0
@@ -122,8 +125,12 @@ class Counts:
 
 
 def workload_key(row: SubmissionRow) -> str | None:
-    """The workload key in a submission's input (its first step's ``say``), or None."""
+    """The workload key in a submission's input (its first step's ``say``, or a framework
+    agent's ``prompt``), or None."""
     steps = row.input
+    if isinstance(steps, dict):
+        key = steps.get("prompt")
+        return key if isinstance(key, str) else None
     if isinstance(steps, list) and steps and isinstance(steps[0], dict):
         key = steps[0].get("say")
         return key if isinstance(key, str) else None
@@ -211,7 +218,11 @@ def check(
     """Count every way the ledger departs from what ``planned`` (submissions, their children
     inside) dictates."""
     ledger = _Ledger(planned, submissions, records)
-    counts = Counts(submissions=len(planned), children=sum(len(plan.children) for plan in planned))
+    counts = Counts(
+        submissions=len(planned),
+        children=sum(len(plan.children) for plan in planned),
+        agent_turns=sum(plan.framework for plan in planned),
+    )
     counts.unexpected_submissions = sum(
         len(rows) for key, rows in ledger.by_key.items() if key not in ledger.wanted
     )
@@ -224,6 +235,7 @@ def check(
             counts.lost += 1
             unsettled[rows[0].state if rows else "missing"] += 1
             continue
+        counts.agent_turns_settled += plan.framework
         if plan.parent is None:
             counts.settled += 1
             counts.failed_on_purpose += plan.outcome == "failed"
@@ -234,7 +246,10 @@ def check(
             own = ledger.of_submission.get(row.submission_id, [])
             ids = ledger.ids(plan, row)
             counts.wrong_outcomes += _wrong_outcome(plan, row, own, ids)
-            counts.wrong_histories += not matches(_history(own), plan.records(ids))
+            history = _history(own)
+            if plan.framework:
+                history = [agent_view(record) for record in history]
+            counts.wrong_histories += not matches(history, plan.records(ids))
             _check_children(ledger, plan, row, counts)
     counts.unsettled_states = dict(sorted(unsettled.items()))
     counts.duplicate_settlements = sum(

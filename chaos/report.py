@@ -41,6 +41,8 @@ def report(
         "children": counts.children,
         "children_settled": counts.children_settled,
         "children_failed_on_purpose": counts.children_failed_on_purpose,
+        "agent_turns": counts.agent_turns,
+        "agent_turns_settled": counts.agent_turns_settled,
         "unsettled_states": counts.unsettled_states,
         "faults": {
             "worker_kill": outcome.faults["worker_kill"],

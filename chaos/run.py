@@ -34,7 +34,7 @@ from chaos.faults import DEFAULT_FAILPOINTS, Fault, failpoints_fired, inject, pl
 from chaos.report import report
 from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
-from chaos.workload import AGENT, Planned, plan_workload
+from chaos.workload import Planned, plan_workload
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
@@ -58,7 +58,10 @@ WORKER_ENV = {
     "THREADWARDEN_MAX_CONCURRENT_ACTIVITIES": "4",
     "THREADWARDEN_MAX_CONCURRENT_LOCAL_ACTIVITIES": "4",
 }
-MAX_WORKERS = 5
+MAX_WORKERS = 3
+"""Each worker's pool is 26 connections (4 + 4 + 4, plus one per activity poll: 2 of the main
+queue and 4 of each agent's two queues, for scripted and the two framework agents): 3 fit
+Postgres' 100 beside the run's own."""
 REFUSALS = (InvalidInput, IdempotencyConflict, HostMismatch)
 """Submit errors no fault explains: retrying would not help, the run reports them."""
 
@@ -207,8 +210,8 @@ async def _admit_lane(
                 async with asyncio.timeout(SUBMIT_TIMEOUT_S):
                     await client.submit(
                         plan.thread or "",
-                        agent_id=AGENT,
-                        input=plan.steps,
+                        agent_id=plan.agent,
+                        input=plan.input,
                         idempotency_key=plan.key,
                         host_id=plan.host,
                     )
@@ -284,6 +287,8 @@ def _command(stack: ChaosStack, options: Options) -> Callable[[int, int], Worker
         if options.failpoints:
             seed = options.seed * 10_000 + slot * 1_000 + incarnation
             env["THREADWARDEN_FAILPOINTS"] = f"{options.failpoints}:seed={seed}"
-        return WorkerCommand(base.argv, env, base.ready)
+        # Beside the built-in scripted agent, the framework agents of the workload.
+        argv = [*base.argv, "--bindings", "chaos.agents:BINDINGS"]
+        return WorkerCommand(argv, env, base.ready)
 
     return command

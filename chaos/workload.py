@@ -42,6 +42,16 @@ CHILD_FAIL_RATIO = 0.2
 OPTIONAL_KINDS = frozenset({"children-awaited"})
 """Record kinds a script may or may not leave: a parent whose children all settled before it
 suspended goes on without waiting (and without the record)."""
+PYDANTIC_AI = "chaos-pydantic-ai"
+OPENAI_AGENTS = "chaos-openai-agents"
+"""The framework agents of `chaos.agents` (imported only by the workers)."""
+AGENT_EVERY = 5
+"""Every fifth thread's turns go to a framework agent (`chaos.agents`)."""
+FRAMEWORKS = (PYDANTIC_AI, OPENAI_AGENTS)
+CONVERSATION_KINDS = {PYDANTIC_AI: "pydantic-ai-messages", OPENAI_AGENTS: "openai-agents-items"}
+"""The record a framework agent's completed turn appends before its settlement."""
+MODEL_STEP = "model-request"
+AGENT_TOOL = "lookup"
 UNKNOWN = "?"
 """Stands for an id the ledger does not hold (so the expectation cannot match)."""
 
@@ -97,6 +107,18 @@ class Planned:
     call_step: int | None = None
     group: int = 0
     """Which of its parent's delegating steps (0 first) delegates to it."""
+    agent: str = AGENT
+    """``scripted`` (the script is ``steps``), or a framework agent of `chaos.agents` (its
+    turn is ``{"prompt": key}``, ``steps`` empty)."""
+
+    @property
+    def framework(self) -> bool:
+        return self.agent != AGENT
+
+    @property
+    def input(self) -> Any:
+        """What is submitted."""
+        return {"prompt": self.key} if self.framework else self.steps
 
     @property
     def outcome(self) -> str:
@@ -115,6 +137,8 @@ class Planned:
     def settlement(self, ids: Ids | None = None) -> dict[str, Any]:
         """The body of the one settlement record the script must end with (a delegating
         parent's result lists its children, named by ``ids``)."""
+        if self.framework:
+            return {"outcome": "completed", "result": answer(self.key), "reason": None}
         said: list[str] = []
         for step in self.steps:
             if "fail" in step:
@@ -138,7 +162,10 @@ class Planned:
 
     def records(self, ids: Ids | None = None) -> list[Record]:
         """The canonical records the script writes before its settlement, in order (those of
-        `OPTIONAL_KINDS` may be missing); a child's first is its ``lineage``."""
+        `OPTIONAL_KINDS` may be missing); a child's first is its ``lineage``. A framework
+        agent's are `agent_view`s."""
+        if self.framework:
+            return _agent_turn(self.key, self.agent)
         ids = ids or Ids()
         written: list[Record] = []
         if self.parent is not None:
@@ -206,6 +233,41 @@ def _joined(child: Planned, link: Linked) -> dict[str, Any]:
     }
 
 
+def looked_up(key: str) -> str:
+    """What a framework agent's ``lookup`` tool returns for ``key``."""
+    return f"found {key}"
+
+
+def answer(key: str) -> str:
+    """A framework agent's final text for turn ``key`` (its settlement's ``result``)."""
+    return f"answer for {key}: {looked_up(key)}"
+
+
+def agent_view(record: Record) -> Record:
+    """What the check compares of a framework agent's record: its kind, the tool of a
+    journal step and, for ``lookup``, its arguments and result (a model step's request and
+    response bodies are the framework's own JSON)."""
+    kind, body = record
+    if kind in ("tool-call", "tool-result") and isinstance(body, dict):
+        tool = body.get("tool")
+        if tool == AGENT_TOOL:
+            shown = {k: body.get(k) for k in ("args", "side_effect", "result") if k in body}
+            return kind, {"tool": tool, **shown}
+        return kind, {"tool": tool}
+    return kind, None
+
+
+def _agent_turn(key: str, agent: str) -> list[Record]:
+    model = [("tool-call", {"tool": MODEL_STEP}), ("tool-result", {"tool": MODEL_STEP})]
+    return [
+        *model,
+        ("tool-call", {"tool": AGENT_TOOL, "args": {"key": key}, "side_effect": False}),
+        ("tool-result", {"tool": AGENT_TOOL, "result": looked_up(key)}),
+        *model,
+        (CONVERSATION_KINDS[agent], None),
+    ]
+
+
 def thread_name(index: int) -> str:
     return f"chaos-t{index:03d}"
 
@@ -218,13 +280,18 @@ def host_name(index: int) -> str:
 
 def plan_workload(submissions: int, threads: int, seed: int) -> list[Planned]:
     """``submissions`` spread round-robin over ``threads``, each with its seeded script (and
-    its children, inside it)."""
+    its children, inside it); every `AGENT_EVERY`th thread's turns go to a framework agent
+    instead (the two frameworks by turns)."""
     planned = []
     for number in range(submissions):
         index, n = number % threads, number // threads
         thread = thread_name(index)
         key = f"{thread}.{n}"
         host = host_name(index)
+        if index % AGENT_EVERY == AGENT_EVERY - 1:
+            agent = FRAMEWORKS[(index // AGENT_EVERY) % len(FRAMEWORKS)]
+            planned.append(Planned(key, thread, host, n, [], agent=agent))
+            continue
         steps = _script(key, random.Random(f"{seed}/{key}"))
         delegating = random.Random(f"{seed}/{key}/calls")
         steps, children = _delegate(key, host, steps, delegating, threads)

@@ -24,7 +24,17 @@ from chaos.checks import (
 )
 from chaos.cli import parse_args
 from chaos.faults import DEFAULT_FAILPOINTS, failpoints_fired, plan_faults
-from chaos.workload import Ids, Linked, Planned, all_planned, plan_workload
+from chaos.workload import (
+    OPENAI_AGENTS,
+    PYDANTIC_AI,
+    Ids,
+    Linked,
+    Planned,
+    agent_view,
+    all_planned,
+    answer,
+    plan_workload,
+)
 
 Ledger = tuple[list[SubmissionRow], list[RecordRow], list[MarkerRow]]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -62,7 +72,7 @@ def faithful_ledger(planned: list[Planned], *, waited: bool = True) -> Ledger:
     for plan in sorted(planned, key=lambda p: (p.thread or "", p.n)):
         assert plan.thread is not None and plan.host is not None
         submission_id = f"s-{plan.key}"
-        row = SubmissionRow(submission_id, plan.thread, plan.n + 1, plan.steps, "settled",
+        row = SubmissionRow(submission_id, plan.thread, plan.n + 1, plan.input, "settled",
                             plan.outcome, plan.n + 1)  # fmt: skip
         submissions.append(row)
         linked: dict[int, Linked] = {}
@@ -359,7 +369,7 @@ def test_workload_delegates_in_a_seeded_share_with_children_planned_inside() -> 
     planned = plan_workload(1000, 50, seed=1)
     parents = [p for p in planned if p.children]
     children = [c for p in parents for c in p.children]
-    assert len(planned) == 1000 and 100 < len(parents) < 180
+    assert len(planned) == 1000 and 60 < len(parents) < 150  # of the 800 scripted turns
     assert len(all_planned(planned)) == 1000 + len(children)
     assert len({c.key for c in children}) == len(children)
     assert all(c.key.startswith(f"{c.parent}.c") for c in children)
@@ -387,6 +397,50 @@ def test_workload_is_seeded_round_robin_and_fails_only_where_scripted() -> None:
     assert 50 < len(failing) < 150
     assert all(p.settlement()["outcome"] == p.outcome for p in planned)
     assert all("never" not in str(p.records()) for p in failing)
+
+
+def test_workload_sends_every_fifth_threads_turns_to_a_framework_agent() -> None:
+    planned = plan_workload(100, 10, seed=1)
+    agents = {p.thread: p.agent for p in planned if p.framework}
+    assert agents == {"chaos-t004": PYDANTIC_AI, "chaos-t009": OPENAI_AGENTS}
+    turn = next(p for p in planned if p.framework)
+    assert turn.input == {"prompt": turn.key} and turn.children == ()
+    assert turn.settlement() == {"outcome": "completed", "result": answer(turn.key), "reason": None}
+
+
+def test_check_counts_nothing_on_a_faithful_ledger_with_framework_agents() -> None:
+    planned = plan_workload(20, 10, seed=3)
+    assert sum(p.framework for p in planned) == 4
+    counts = check(planned, *faithful_ledger(planned))
+    assert violations(counts) == {}
+    assert (counts.settled, counts.agent_turns, counts.agent_turns_settled) == (20, 4, 4)
+
+
+def test_check_counts_a_framework_agents_model_step_recorded_twice() -> None:
+    """A model request answered twice (a re-run that asked the model again for a step it had
+    recorded) shows as a wrong history, as does a tool run with other arguments."""
+    planned = plan_workload(10, 10, seed=3)
+    submissions, records, markers = faithful_ledger(planned)
+    turn = next(r for r in submissions if isinstance(r.input, dict))
+    own = [r for r in records if r.submission_id == turn.submission_id]
+    again = [dataclasses.replace(r, sequence=r.sequence + 100) for r in own[:2]]
+    counts = check(planned, submissions, [*records, *again], markers)
+    assert violations(counts) == {"wrong_histories": 1}
+    lookup = next(r for r in own if r.kind == "tool-call" and r.body["tool"] == "lookup")
+    other = dataclasses.replace(lookup, body={**lookup.body, "args": {"key": "other"}})
+    changed = [other if r is lookup else r for r in records]
+    assert violations(check(planned, submissions, changed, markers)) == {"wrong_histories": 1}
+
+
+def test_agent_view_keeps_the_tool_and_lookup_but_not_the_frameworks_json() -> None:
+    step = {"tool": "model-request", "args": {"model": "chaos"}, "side_effect": False}
+    assert agent_view(("tool-call", step)) == ("tool-call", {"tool": "model-request"})
+    result = {"tool": "lookup", "result": "found k", "extra": 1}
+    assert agent_view(("tool-result", result)) == (
+        "tool-result",
+        {"tool": "lookup", "result": "found k"},
+    )
+    assert agent_view(("pydantic-ai-messages", {"messages": []})) == ("pydantic-ai-messages", None)
 
 
 def test_faults_keep_their_counts_in_a_seeded_order() -> None:

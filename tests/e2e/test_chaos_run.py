@@ -2,6 +2,8 @@
 each kind (a worker SIGKILLed, PostgreSQL stopped hard, Temporal SIGKILLed, failpoints inside
 attempts), run as ``python -m chaos`` in a subprocess with its own stack. Some submissions
 delegate to subagent children (``call`` and ``calls`` steps), which settle before their parents.
+Every fifth thread's turns go to framework agents (a pydantic-ai and an OpenAI Agents SDK agent
+on offline models, `chaos.agents`): two model requests and one idempotent tool each.
 
 It must exit 0 with every violation count at 0: nothing lost, admitted twice, settled twice, out
 of FIFO order, settled with another outcome than its script dictates, or written under a stale
@@ -61,4 +63,6 @@ def test_chaos_run_reduced_converges_with_no_violation(tmp_path: Path) -> None:
     assert result["failed_on_purpose"] > 0  # the scripts that fail on purpose did
     assert result["children"] == result["children_settled"] > 0, logs  # delegations ran
     assert result["children_failed_on_purpose"] > 0  # and failed children did not fail parents
+    # Every fifth thread's turns went to a pydantic-ai or an Agents SDK agent.
+    assert result["agent_turns"] == result["agent_turns_settled"] == SUBMISSIONS // 5, logs
     assert (result["error"], result["ok"], done.returncode) == (None, True, 0), logs
