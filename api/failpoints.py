@@ -50,6 +50,7 @@ class _Armed:
     pause: bool
     times: int | None
     probability: float = 1.0
+    stalled: bool = False
     released: asyncio.Event = field(default_factory=asyncio.Event)
     hits: int = 0
     reached: asyncio.Event = field(default_factory=asyncio.Event)
@@ -74,12 +75,15 @@ class Failpoints:
         times: int | None = None,
         observe: bool = False,
         probability: float = 1.0,
+        stalled: bool = False,
     ) -> None:
         """Arm ``location``: raise (``FailpointError`` unless ``raise_error``), or pause, or
         (``observe``) only count its hits in `hits`.
 
         ``times`` limits how often it fires (None: until disarmed); ``probability`` makes each
-        hit fire with that chance (drawn from the instance's seeded generator).
+        hit fire with that chance (drawn from the instance's seeded generator). A ``stalled``
+        pause does not end when its task is cancelled: it stands for a worker that has not
+        heard of the cancellation yet (a zombie), and goes on once released.
         """
         if location not in LOCATIONS:
             raise InvalidInput("location", f"one of {sorted(LOCATIONS)}", location)
@@ -88,7 +92,7 @@ class Failpoints:
         fails = raise_error is None and not pause and not observe
         error = FailpointError(location) if fails else raise_error
         self._armed[location] = _Armed(
-            error=error, pause=pause, times=times, probability=probability
+            error=error, pause=pause, times=times, probability=probability, stalled=stalled
         )
 
     @classmethod
@@ -159,6 +163,17 @@ class Failpoints:
         armed.reached.set()
         if armed.pause:
             self._paused[location] = armed
-            await armed.released.wait()
+            await (_stalled(armed.released) if armed.stalled else armed.released.wait())
         if armed.error is not None:
             raise armed.error
+
+
+async def _stalled(released: asyncio.Event) -> None:
+    """Wait for ``released``, ignoring cancellation meanwhile (the cancellation is consumed)."""
+    while not released.is_set():
+        try:
+            await asyncio.shield(released.wait())
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()

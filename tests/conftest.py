@@ -88,8 +88,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under xdist, the long tests first: the ``slow`` ones, then the end-to-end ones, then
     the rest (quick tests fill the workers' gaps at the end instead of one long test holding
-    it). A plain run keeps the files' order."""
-    if not config.getoption("numprocesses", None):
+    it). A plain run keeps the files' order.
+
+    It runs in xdist's workers (whose collection the controller schedules), where
+    ``numprocesses`` is unset: ``workerinput`` tells a worker."""
+    if not (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
         return
 
     def rank(item: pytest.Item) -> int:

@@ -92,3 +92,26 @@ async def test_failpoints_from_a_spec_fire_with_their_probability_reproducibly()
 def test_failpoints_refuse_a_malformed_spec_naming_the_setting(spec: str) -> None:
     with pytest.raises(InvalidInput, match="^failpoints: expected"):
         Failpoints.from_spec(spec)
+
+
+async def test_a_stalled_pause_outlives_its_tasks_cancellation_and_goes_on_once_released() -> None:
+    """A zombie: cancelled while paused, it has not heard of it, and runs on when released
+    (a plain pause ends with the cancellation)."""
+    for stalled, outcome in ((True, "went on"), (False, "cancelled")):
+        failpoints = Failpoints()
+        failpoints.arm("maintenance:finish:before", pause=True, stalled=stalled)
+
+        async def finish(failpoints: Failpoints = failpoints) -> str:
+            try:
+                await failpoints.hit("maintenance:finish:before")
+            except asyncio.CancelledError:
+                return "cancelled"
+            await asyncio.sleep(0)  # it can still await after the swallowed cancellation
+            return "went on"
+
+        task = asyncio.create_task(finish())
+        await failpoints.reached("maintenance:finish:before")
+        task.cancel()
+        await asyncio.sleep(0)  # the cancellation is delivered while paused
+        failpoints.release("maintenance:finish:before")
+        assert await task == outcome

@@ -69,7 +69,10 @@ async def test_terminated_host_run_leaves_a_zombie_finish_that_writes_nothing(
     ids: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    failpoints.arm("maintenance:finish:before", pause=True)
+    # Stalled: the zombie has not heard of its run's end. (Its heartbeat would soon tell it:
+    # Temporal answers NotFound and the SDK cancels the activity; under load that came first
+    # and the zombie never reached its finish.)
+    failpoints.arm("maintenance:finish:before", pause=True, stalled=True)
     await client.submit(ids, agent_id="scripted", input=say("outlives its run"))
     await failpoints.reached("maintenance:finish:before")
     zombie_epoch = (await client.host_status(ids)).pass_epoch
