@@ -34,7 +34,7 @@ from threadwarden.ledger.attempts import Attempts, Claim
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.models import ChildOutcome as Joined
 from threadwarden.ledger.records import HistoryRecord
-from threadwarden.validation import validate_id, validate_input
+from threadwarden.validation import check_schema, validate_id, validate_input
 
 T = TypeVar("T")
 
@@ -46,6 +46,8 @@ RESERVED_KINDS = frozenset(
         "tool-resolution",
         "approval-requested",
         "approval-decision",
+        "input-requested",
+        "input-answer",
         "message-sent",
         "call-started",
         "call-joined",
@@ -54,7 +56,7 @@ RESERVED_KINDS = frozenset(
         "budget-spent",
     }
 )
-"""Record kinds only threadwarden writes (through ``tool`` and ``request_approval``)."""
+"""Record kinds only threadwarden writes (through ``tool``, ``request_approval``, ``ask``)."""
 
 
 class AttemptStop(BaseException):
@@ -63,7 +65,7 @@ class AttemptStop(BaseException):
 
 
 class Suspend(AttemptStop):
-    """The submission waits for a person's approval (a stable wait)."""
+    """The submission waits for a person's approval or answer (a stable wait)."""
 
 
 class UnknownEffect(AttemptStop):
@@ -257,6 +259,22 @@ class AttemptContext:
             )
             await self._write("approval-requested", asked, step, check_yield=False)
         raise Suspend(reason)
+
+    async def ask(self, payload: Any, *, schema: dict[str, Any] | None = None) -> Any:
+        validate_input("payload", payload)
+        if schema is not None:
+            check_schema(schema)
+        step = self._next()
+        answered = self._journal.get((step, "input-answer"))
+        if answered is not None and isinstance(answered.body, dict):
+            return answered.body.get("value")
+        if (step, "input-requested") not in self._journal:
+            self._expect_new(step, "input-requested")
+            asked = (
+                {"payload": payload} if schema is None else {"payload": payload, "schema": schema}
+            )
+            await self._write("input-requested", asked, step, check_yield=False)
+        raise Suspend(f"a question at step {step}")
 
     async def send_message(
         self, thread_id: str, input: Any, *, agent_id: str, host_id: str | None = None

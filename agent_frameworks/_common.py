@@ -23,6 +23,9 @@ MODEL_TOOL = "model-request"
 APPROVAL_REQUIRED = "threadwarden:approval-required"
 """Marks a recorded tool result that was a request for approval, not a value."""
 RETRY = "threadwarden:retry"
+CALL_DEFERRED = "threadwarden:call-deferred"
+"""The recorded result of a tool call that deferred itself (pydantic-ai `CallDeferred`): its
+metadata and kind; the binding asks a person (``ctx.ask``) for the call's result."""
 """Marks a recorded tool result that asked the model to try again (its message)."""
 
 

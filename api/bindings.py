@@ -142,6 +142,15 @@ class AttemptContext(Protocol):
         """
         ...
 
+    async def ask(self, payload: Any, *, schema: dict[str, Any] | None = None) -> Any:
+        """Ask a person and wait for the answer: the submission is suspended (``waiting_for``
+        ``input``, holding no claim), the inbox lists ``payload`` (any JSON: a question, a
+        form), and the call returns the value an operator gives (`threadwarden answer`, the
+        client's ``answer()``), journaled once, on the re-run. ``schema`` (a JSON Schema) is
+        checked here and the answer is validated against it before anything is written.
+        """
+        ...
+
     async def send_message(
         self, thread_id: str, input: Any, *, agent_id: str, host_id: str | None = None
     ) -> str:

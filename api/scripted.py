@@ -2,7 +2,8 @@
 every path deterministically.
 
 Steps: ``{"say": text}``, ``{"tool": name, "args": {...}, "side_effect": bool}``,
-``{"approval": reason}``, ``{"fail": message}``, ``{"sleep_ms": n}``,
+``{"approval": reason}``, ``{"ask": payload, "schema": {...}}`` (ask a person, wait for the
+answer; ``schema`` optional), ``{"fail": message}``, ``{"sleep_ms": n}``,
 ``{"send": {"thread": id, "input": value, "agent": id, "host": id}}`` (a message to another
 thread; ``agent`` defaults to ``scripted``, ``host`` to the destination's own),
 ``{"call": {"thread": id, "agent": id, "input": value, "host": id, "budget": n}}`` (delegate to
@@ -11,14 +12,15 @@ a subagent and wait for its outcome; ``agent`` defaults to ``scripted``, ``threa
 (several delegations awaited together) and ``{"spend": n}`` (spend n units of the budget a
 delegation gave this submission). A scripted child's input is validated as scripted steps too.
 
-The outcome is ``Completed({"said": [...]})``; a script that made calls also gets
+The outcome is ``Completed({"said": [...]})``; a script that asked also gets ``"answers":
+[...]`` (in order), and one that made calls
 ``"children": [{"thread", "submission_id", "outcome", "result"}, ...]``, one per call in script
 order (a failed or aborted child is listed with that outcome, the script goes on; a call with a
 budget also lists ``budget_consumed``).
 """
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from threadwarden.bindings import (
@@ -30,11 +32,11 @@ from threadwarden.bindings import (
     Outcome,
 )
 from threadwarden.errors import InvalidInput
-from threadwarden.validation import validate_id
+from threadwarden.validation import check_schema, validate_id, validate_input
 
 SCRIPTED_AGENT_ID = "scripted"
 SCRIPTED_DIGEST = "scripted-v1"
-STEP_KINDS = "say, tool, approval, fail, sleep_ms, send, call, calls, spend"
+STEP_KINDS = "say, tool, approval, ask, fail, sleep_ms, send, call, calls, spend"
 _HEARTBEAT_SLICE_S = 1.0
 
 
@@ -48,29 +50,38 @@ def parse_steps(value: Any) -> list[dict[str, Any]]:
 
 
 def _validate_step(field: str, step: Any) -> None:
-    if not isinstance(step, dict) or len(step.keys() - {"args", "side_effect"}) != 1:
+    if not isinstance(step, dict) or len(step.keys() - {"args", "side_effect", "schema"}) != 1:
         raise InvalidInput(field, f"an object with one of {STEP_KINDS}", step)
+    if "schema" in step and "ask" not in step:
+        raise InvalidInput(f"{field}.schema", "a schema only beside ask", step)
+    nested = next((key for key in _NESTED if key in step), None)
     if "say" in step or "approval" in step or "fail" in step:
         text = step.get("say", step.get("approval", step.get("fail")))
         if not isinstance(text, str):
             raise InvalidInput(field, "a string value", text)
+    elif "ask" in step:
+        _validate_ask(field, step)
     elif "tool" in step:
         if not isinstance(step["tool"], str) or not isinstance(step.get("args", {}), dict):
             raise InvalidInput(field, "a tool name and an args object", step)
-    elif "send" in step:
-        _validate_send(f"{field}.send", step["send"])
-    elif "call" in step:
-        _validate_call(f"{field}.call", step["call"])
-    elif "calls" in step:
-        _validate_calls(f"{field}.calls", step["calls"])
-    elif "spend" in step:
-        _validate_units(f"{field}.spend", step["spend"])
-    elif "sleep_ms" in step:
-        delay = step["sleep_ms"]
-        if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 600_000:
-            raise InvalidInput(f"{field}.sleep_ms", "an integer between 0 and 600000", delay)
+    elif nested is not None:
+        _NESTED[nested](f"{field}.{nested}", step[nested])
     else:
         raise InvalidInput(field, f"one of {STEP_KINDS}", step)
+
+
+def _validate_sleep(field: str, delay: Any) -> None:
+    if not isinstance(delay, int) or isinstance(delay, bool) or not 0 <= delay <= 600_000:
+        raise InvalidInput(field, "an integer between 0 and 600000", delay)
+
+
+def _validate_ask(field: str, step: dict[str, Any]) -> None:
+    validate_input(f"{field}.ask", step["ask"])
+    if step.get("schema") is not None:
+        try:
+            check_schema(step["schema"])
+        except InvalidInput as error:
+            raise InvalidInput(f"{field}.schema", error.expected) from error
 
 
 def _validate_send(field: str, send: Any) -> None:
@@ -116,6 +127,16 @@ def _validate_units(field: str, units: Any) -> None:
         raise InvalidInput(field, "a non-negative integer", units)
 
 
+_NESTED: dict[str, Callable[[str, Any], None]] = {
+    "send": _validate_send,
+    "call": _validate_call,
+    "calls": _validate_calls,
+    "spend": _validate_units,
+    "sleep_ms": _validate_sleep,
+}
+"""Step kinds whose value is checked by a validator of its own (named ``input[i].<kind>``)."""
+
+
 async def _echo_tool(args: dict[str, Any]) -> Any:
     return {"ok": True, "echo": args}
 
@@ -123,40 +144,54 @@ async def _echo_tool(args: dict[str, Any]) -> Any:
 async def run_scripted(context: AttemptContext) -> Outcome:
     """Run the steps in order; the first ``fail`` or ``approval`` ends the submission."""
     said: list[str] = []
+    answers: list[Any] = []
     children: list[dict[str, Any]] = []
     for step in parse_steps(context.input):
+        if "fail" in step:
+            return Failed(step["fail"])
         if "say" in step:
             await context.append("message", {"text": step["say"]})
             said.append(step["say"])
-        elif "tool" in step:
-            await context.tool(
-                step["tool"],
-                step.get("args", {}),
-                _echo_tool,
-                side_effect=bool(step.get("side_effect", False)),
-            )
-        elif "approval" in step:
-            await context.request_approval(step["approval"])
-        elif "fail" in step:
-            return Failed(step["fail"])
-        elif "send" in step:
-            send = step["send"]
-            await context.send_message(
-                send["thread"],
-                send["input"],
-                agent_id=send.get("agent", SCRIPTED_AGENT_ID),
-                host_id=send.get("host"),
-            )
+        elif "ask" in step:
+            answers.append(await context.ask(step["ask"], schema=step.get("schema")))
         elif "call" in step:
             children.append(_child(await _call(context, step["call"])))
         elif "calls" in step:
             outcomes = await asyncio.gather(*(_call(context, call) for call in step["calls"]))
             children.extend(_child(outcome) for outcome in outcomes)
-        elif "spend" in step:
-            await context.spend(step["spend"])
-        elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
-            await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
-    return Completed({"said": said, "children": children} if children else {"said": said})
+        else:
+            await _act(context, step)
+    result: dict[str, Any] = {"said": said}
+    if answers:
+        result["answers"] = answers
+    if children:
+        result["children"] = children
+    return Completed(result)
+
+
+async def _act(context: AttemptContext, step: dict[str, Any]) -> None:
+    """A step whose outcome the result does not list: tool, approval, send, spend, sleep."""
+    if "tool" in step:
+        await context.tool(
+            step["tool"],
+            step.get("args", {}),
+            _echo_tool,
+            side_effect=bool(step.get("side_effect", False)),
+        )
+    elif "approval" in step:
+        await context.request_approval(step["approval"])
+    elif "send" in step:
+        send = step["send"]
+        await context.send_message(
+            send["thread"],
+            send["input"],
+            agent_id=send.get("agent", SCRIPTED_AGENT_ID),
+            host_id=send.get("host"),
+        )
+    elif "spend" in step:
+        await context.spend(step["spend"])
+    elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
+        await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
 
 
 def _call(context: AttemptContext, call: dict[str, Any]) -> Awaitable[ChildOutcome]:

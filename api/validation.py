@@ -119,3 +119,36 @@ def parse_json_input(field: str, text: str, *, max_bytes: int = MAX_INPUT_BYTES)
     except ValueError as error:  # an integer of more than 4,300 digits
         raise InvalidInput(field, f"valid JSON ({_DIGITS})") from error
     return validate_input(field, value, max_bytes=max_bytes)
+
+
+def check_schema(schema: Any) -> dict[str, Any]:
+    """Check that ``schema`` is a JSON Schema (an object valid for its draft)."""
+    import jsonschema  # only where a question carries a schema
+
+    if not isinstance(schema, dict):
+        raise InvalidInput("schema", "a JSON Schema object", schema)
+    validate_input("schema", schema)
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as error:
+        raise InvalidInput("schema", f"a valid JSON Schema ({error.message})") from error
+    return schema
+
+
+def validate_answer(value: Any, schema: dict[str, Any] | None) -> Any:
+    """Check an answer: storable JSON, and valid under the question's ``schema`` if any."""
+    import jsonschema
+
+    validate_input("value", value)
+    if schema is not None:
+        errors = sorted(
+            jsonschema.validators.validator_for(schema)(schema).iter_errors(value),
+            key=lambda e: list(e.path),
+        )
+        if errors:
+            where = "/".join(str(p) for p in errors[0].path)
+            at = f" at {where}" if where else ""
+            raise InvalidInput(
+                "value", f"an answer valid under the question's schema ({errors[0].message}{at})"
+            )
+    return value

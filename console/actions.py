@@ -111,6 +111,17 @@ async def deny(request: Request) -> Response:
     return await _decide(request, "deny", decide)
 
 
+async def answer(request: Request) -> Response:
+    """``POST /submissions/{id}/answer``: answer a pending question with ``value`` (JSON)."""
+
+    async def decide(submission_id: str, fields: dict[str, str]) -> OperatorResult:
+        value = _json_field(fields, "value")
+        who = operator_of(request)
+        return await console_of(request).client.answer(submission_id, value, operator=who)
+
+    return await _decide(request, "answer", decide)
+
+
 async def resolve(request: Request) -> Response:
     """``POST /submissions/{id}/resolve``: ``outcome`` ran (with ``result`` JSON), not-run, fail."""
 

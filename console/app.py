@@ -41,6 +41,7 @@ def create_app(
         Route("/submit", actions.submit, methods=["POST"]),
         Route("/submissions/{submission_id}/approve", actions.approve, methods=["POST"]),
         Route("/submissions/{submission_id}/deny", actions.deny, methods=["POST"]),
+        Route("/submissions/{submission_id}/answer", actions.answer, methods=["POST"]),
         Route("/submissions/{submission_id}/resolve", actions.resolve, methods=["POST"]),
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.sign_in, methods=["POST"]),

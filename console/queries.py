@@ -31,7 +31,8 @@ _THREAD_ROW = (
     "                     WHEN 'suspended' THEN ("
     "                       SELECT r.kind FROM threadwarden.records r"
     '                        WHERE r.submission_id = s.submission_id COLLATE "default"'
-    "                          AND r.kind IN ('approval-requested', 'children-awaited')"
+    "                          AND r.kind IN ('approval-requested', 'input-requested',"
+    "                                         'children-awaited')"
     "                        ORDER BY r.sequence DESC LIMIT 1"
     "                     ) IS DISTINCT FROM 'children-awaited'"
     "                     ELSE false END) AS w"

@@ -52,7 +52,8 @@ WITH ins AS (
   RETURNING child_submission_id
 ), wait AS (
   SELECT kind, body FROM threadwarden.records
-   WHERE submission_id = $1 AND kind IN ('approval-requested', 'children-awaited')
+   WHERE submission_id = $1
+     AND kind IN ('approval-requested', 'input-requested', 'children-awaited')
    ORDER BY sequence DESC LIMIT 1
 )
 SELECT EXISTS (SELECT 1 FROM ins) AS inserted,

@@ -1,9 +1,10 @@
 """The operator inbox: every submission waiting for a person, across threads, oldest first.
 
-A pending approval (``suspended``) or an unknown side effect (``unknown``): only an operator's
-decision moves either on. The listing reads the ``submissions_waiting`` partial index (migration
-8) in order and stops after its limit; each row's request (the ``approval-requested`` or the
-unresolved ``tool-call`` record) comes from ``records_by_submission``.
+A pending approval or question (``suspended``) or an unknown side effect (``unknown``): only an
+operator's decision (or answer) moves it on. The listing reads the ``submissions_waiting``
+partial index (migration 8) in order and stops after its limit; each row's request (the
+``approval-requested``, ``input-requested`` or unresolved ``tool-call`` record) comes from
+``records_by_submission``.
 
 A parent suspended for its subagent children is ``suspended`` too, but waits for no person: its
 latest wait record is ``children-awaited`` (not ``approval-requested``), and the listing leaves
@@ -18,9 +19,12 @@ from typing import Any, Literal
 import asyncpg
 from pydantic import BaseModel
 
+from threadwarden.validation import canonical_json
+
 WAITING = (
     "SELECT s.submission_id, s.thread_id, t.host_id, s.agent_id, s.state, s.created_at,"
-    "       w.body AS request, COALESCE(w.created_at, s.created_at) AS waiting_since,"
+    "       w.kind AS request_kind, w.body AS request,"
+    "       COALESCE(w.created_at, s.created_at) AS waiting_since,"
     "       clock_timestamp() AS read_at"
     "  FROM threadwarden.submissions s"
     "  JOIN threadwarden.threads t USING (thread_id)"
@@ -32,7 +36,8 @@ WAITING = (
     # A suspended row's latest wait record says whether it waits for a person (an approval)
     # or for its children (left out below).
     "       AND r.kind = ANY (CASE s.state"
-    "                         WHEN 'suspended' THEN '{approval-requested,children-awaited}'::text[]"
+    "                         WHEN 'suspended'"
+    "                         THEN '{approval-requested,input-requested,children-awaited}'::text[]"
     "                         ELSE '{tool-call}'::text[] END)"
     "     ORDER BY r.sequence DESC LIMIT 1"
     "  ) w ON true"
@@ -52,12 +57,15 @@ class InboxEntry(BaseModel):
     thread_id: str
     host_id: str
     agent_id: str
-    waiting_for: Literal["approval", "unknown-resolution"]
-    """``approval`` (decide with approve/deny) or ``unknown-resolution`` (decide with resolve)."""
+    waiting_for: Literal["approval", "input", "unknown-resolution"]
+    """``approval`` (decide with approve/deny), ``input`` (a question: answer it) or
+    ``unknown-resolution`` (decide with resolve)."""
     what: str
-    """One line: the approval's reason, or ``tool NAME`` for the side effect in doubt."""
+    """One line: the approval's reason, the question (its payload, as JSON), or ``tool NAME``
+    for the side effect in doubt."""
     request: Any
-    """The request record's body: ``{"reason"}``, or ``{"tool", "args", "side_effect", ...}``."""
+    """The request record's body: ``{"reason"}``, ``{"payload"[, "schema"]}``, or
+    ``{"tool", "args", "side_effect", ...}``."""
     created_at: datetime
     """When the submission was admitted (the listing's order)."""
     waiting_since: datetime
@@ -88,8 +96,12 @@ class InboxReader:
 def _entry(row: asyncpg.Record) -> InboxEntry:
     request = row["request"]
     body = request if isinstance(request, dict) else {}
-    if row["state"] == "suspended":
-        waiting_for: Literal["approval", "unknown-resolution"] = "approval"
+    waiting_for: Literal["approval", "input", "unknown-resolution"]
+    if row["state"] == "suspended" and row["request_kind"] == "input-requested":
+        waiting_for = "input"
+        what = canonical_json(body.get("payload"))[:300]
+    elif row["state"] == "suspended":
+        waiting_for = "approval"
         what = str(body.get("reason") or "approval")
     else:
         waiting_for = "unknown-resolution"

@@ -46,7 +46,7 @@ class Receipt(BaseModel):
     of the receipt's serialised form."""
 
 
-WaitingFor = Literal["approval", "unknown-resolution", "binding", "child"]
+WaitingFor = Literal["approval", "input", "unknown-resolution", "binding", "child"]
 
 
 class SubmissionView(BaseModel):

@@ -1,4 +1,4 @@
-"""Operator mutations: approve, deny, resolve an unknown side effect, abort.
+"""Operator mutations: approve, deny, answer a question, resolve an unknown side effect, abort.
 
 Each is one transaction through the mutation gate: it records the decision canonically, moves
 the submission on (or settles it), bumps ``dirty`` and ensures the alarm. The caller wakes the
@@ -32,6 +32,7 @@ from threadwarden.ledger.records import (
     settle_now,
     unresolved_side_effect,
 )
+from threadwarden.validation import canonical_json, validate_answer
 
 Resolution = Literal["ran", "not-run", "fail"]
 
@@ -117,6 +118,27 @@ class Operator:
             )
             await self._dirty(conn, row)
             return self._result(row, "settled", "failed", marker=marker)
+
+    async def answer(
+        self, submission_id: str, value: Any, *, operator: str | None = None
+    ) -> OperatorResult:
+        """Answer the pending question (`AttemptContext.ask`): the answer is recorded once and
+        the submission resumes (``input-applied``) to receive it. A value the question's schema
+        refuses raises `InvalidInput` before anything is written."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await self._lock(conn, submission_id)
+            steps = await journal(conn, submission_id)
+            question = self._pending(row, steps, "suspended", "input-requested", "input-answer")
+            if question is None:
+                return self._repeat(row, _answer(steps), value, "answered")
+            body = question.body if isinstance(question.body, dict) else {}
+            validate_answer(value, body.get("schema"))
+            epoch = await fence_thread(conn, row["thread_id"])
+            await self._record(
+                conn, row, "input-answer", _by({"value": value}, operator), epoch, question.step
+            )
+            await self._move(conn, row, "input-applied")
+            return self._result(row, "input-applied")
 
     async def resolve(
         self,
@@ -243,12 +265,16 @@ class Operator:
 
     @staticmethod
     def _pending(
-        row: asyncpg.Record, steps: list[HistoryRecord], state: str, opened: str
+        row: asyncpg.Record,
+        steps: list[HistoryRecord],
+        state: str,
+        opened: str,
+        closer: str = "approval-decision",
     ) -> HistoryRecord | None:
         """The open request a decision answers, or None when the submission waits for none."""
         if row["state"] != state:
             return None
-        return pending_step(steps, opened, ("approval-decision",))
+        return pending_step(steps, opened, (closer,))
 
     @classmethod
     def _repeat(cls, row: asyncpg.Record, latest: Any, wanted: Any, verb: str) -> OperatorResult:
@@ -338,6 +364,12 @@ def _approval(steps: list[HistoryRecord]) -> Any:
     return bool(decisions[-1].body.get("approved")) if decisions else _NONE
 
 
+def _answer(steps: list[HistoryRecord]) -> Any:
+    """The latest answer given to a question, or `_NONE`."""
+    answers = [r for r in steps if r.kind == "input-answer" and isinstance(r.body, dict)]
+    return answers[-1].body.get("value") if answers else _NONE
+
+
 def _resolution(steps: list[HistoryRecord]) -> Any:
     """The latest operator resolution of an unknown side effect: ``(outcome, result)`` (a result
     only for ``ran``), or `_NONE`."""
@@ -351,6 +383,8 @@ def _resolution(steps: list[HistoryRecord]) -> Any:
 
 
 def _describe(latest: Any, verb: str) -> str:
+    if verb == "answered":
+        return f"answered {canonical_json(latest)}"[:160]
     if isinstance(latest, bool):
         return "approved" if latest else "denied"
     outcome, result = latest

@@ -30,13 +30,14 @@ _RECORDS_AFTER = (
 def latest_wait(alias: str) -> str:
     """SQL: what the suspended submission ``alias`` waits for, from its latest wait record.
 
-    A ``suspended`` submission waits either for a person's approval (``approval-requested``)
-    or for its subagent children (``children-awaited``); the later of the two records says
-    which. The value is null unless suspended, else ``{"kind", "children"}``: ``children``
-    lists the children of a ``children-awaited`` wait without a settled marker yet, in the
-    wait's order. It reads ``records_by_submission`` backwards (the records side compares with
-    the default collation: see `SETTLEMENT_OF`) and ``child_settlements_pkey`` per child, and
-    only for suspended rows (a ``CASE`` evaluates the subquery only when its branch is taken).
+    A ``suspended`` submission waits for a person's approval (``approval-requested``), a
+    person's answer (``input-requested``) or its subagent children (``children-awaited``); the
+    latest of those records says which. The value is null unless suspended, else ``{"kind",
+    "children"}``: ``children`` lists the children of a ``children-awaited`` wait without a
+    settled marker yet, in the wait's order. It reads ``records_by_submission`` backwards (the
+    records side compares with the default collation: see `SETTLEMENT_OF`) and
+    ``child_settlements_pkey`` per child, and only for suspended rows (a ``CASE`` evaluates the
+    subquery only when its branch is taken).
     """
     s = alias
     return f"""
@@ -52,7 +53,7 @@ CASE WHEN {s}.state = 'suspended' THEN (
                    AND m.child_submission_id = c.id)) END)
     FROM threadwarden.records w
    WHERE w.submission_id = {s}.submission_id COLLATE "default"
-     AND w.kind IN ('approval-requested', 'children-awaited')
+     AND w.kind IN ('approval-requested', 'input-requested', 'children-awaited')
    ORDER BY w.sequence DESC LIMIT 1)
 END"""
 
@@ -188,7 +189,9 @@ def waiting_for(state: str, wait: dict[str, Any] | None, blocked: bool) -> Waiti
     ``blocked`` whether it has a binding-retry entry (no compatible binding yet)."""
     if state == "suspended":
         kind = wait["kind"] if wait else None
-        return "child" if kind == "children-awaited" else "approval"
+        if kind == "children-awaited":
+            return "child"
+        return "input" if kind == "input-requested" else "approval"
     if state == "unknown":
         return "unknown-resolution"
     if state != "settled" and blocked:

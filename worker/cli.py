@@ -84,6 +84,9 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
         if args.agent == SCRIPTED_AGENT_ID:
             parse_steps(value)
         return commands.submit(settings, args, value)
+    if args.command == "answer":
+        value = parse_json_input("value", args.value, max_bytes=settings.max_input_bytes)
+        return commands.answer(settings, args, value)
     if args.command == "resolve":
         if (args.outcome == "ran") != (args.result is not None):
             raise InvalidInput("result", "a JSON value with --outcome ran, and only then")

@@ -196,12 +196,15 @@ def _submit_command(sub: "argparse._SubParsersAction[_Parser]") -> None:
 
 
 def _decision_commands(sub: "argparse._SubParsersAction[_Parser]") -> None:
-    """approve, deny, resolve, abort: idempotent operator decisions on one submission."""
+    """approve, deny, answer, resolve, abort: idempotent operator decisions on one submission."""
     approve = _submission(sub, "approve", "grant a suspended submission's pending approval")
     _json_flag(approve)
     deny = _submission(sub, "deny", "refuse a pending approval (it fails, or its agent hears why)")
     deny.add_argument("--reason", type=_text("reason"), help="why (one line, recorded)")
     _json_flag(deny)
+    answer = _submission(sub, "answer", "answer a submission's pending question")
+    answer.add_argument("--value", required=True, help="the answer, as JSON (e.g. '\"L\"')")
+    _json_flag(answer)
     resolve = _submission(sub, "resolve", "decide an unknown side effect")
     resolve.add_argument(
         "--outcome",

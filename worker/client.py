@@ -239,6 +239,20 @@ class ThreadwardenClient:
             validate_id("operator", operator)
         return await self._operate(self._operator.deny(submission_id, reason, operator=operator))
 
+    async def answer(
+        self, submission_id: str, value: Any, *, operator: str | None = None
+    ) -> OperatorResult:
+        """Answer a submission's pending question (its binding's ``ctx.ask``); it resumes with
+        ``value``. The same answer again changes nothing (``changed`` false); another value
+        raises `DecisionConflict`; a submission that asks nothing raises `NotWaiting`; a value
+        the question's schema refuses raises `InvalidInput`, before anything is written.
+        ``operator`` as in `approve`."""
+        validate_id("submission", submission_id)
+        if operator is not None:
+            validate_id("operator", operator)
+        validate_input("value", value, max_bytes=self._settings.max_input_bytes)
+        return await self._operate(self._operator.answer(submission_id, value, operator=operator))
+
     async def resolve(
         self,
         submission_id: str,

@@ -241,6 +241,11 @@ async def deny(settings: Settings, args: argparse.Namespace) -> int:
         return await _report(args, await client.deny(args.submission, args.reason), "denied")
 
 
+async def answer(settings: Settings, args: argparse.Namespace, value: Any) -> int:
+    async with _ledger_client(settings) as client:
+        return await _report(args, await client.answer(args.submission, value), "answered")
+
+
 async def resolve(settings: Settings, args: argparse.Namespace, result: Any) -> int:
     async with _ledger_client(settings) as client:
         resolved = await client.resolve(args.submission, args.outcome, result)

@@ -15,6 +15,7 @@ from pydantic_ai import (
     ToolDenied,
 )
 from pydantic_ai.capabilities import HandleDeferredToolCalls
+from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.usage import UsageLimits
@@ -93,17 +94,34 @@ class _Runner:
             for call in requests.approvals:  # one inbox wait each, in the model's order
                 denied = await approve(ctx, call.tool_name, call.args_as_dict())
                 approvals[call.tool_call_id] = True if denied is None else ToolDenied(denied)
-            return DeferredToolResults(approvals=approvals)
+            answers: dict[str, Any] = {}
+            for call in requests.calls:  # CallDeferred: a person gives the call's result
+                answers[call.tool_call_id] = await ctx.ask(deferred_question(requests, call))
+            return DeferredToolResults(approvals=approvals, calls=answers)
 
         try:
             result = await self._run(ctx, prompt, decide)
         except (Exception, BaseExceptionGroup) as raised:
             return judged(raised, verdict)
-        if isinstance(result.output, DeferredToolRequests):
+        if isinstance(result.output, DeferredToolRequests):  # not reached: decide answers all
             names = ", ".join(c.tool_name for c in result.output.calls) or "approvals"
-            return Failed(f"output: the run deferred {names}; external tools are not supported")
+            return Failed(f"output: the run deferred {names} and none was answered")
         await ctx.append(TRANSCRIPT, transcript(result.new_messages()))
         return Completed(result=_output(result.output))
+
+
+def deferred_question(requests: DeferredToolRequests, call: ToolCallPart) -> dict[str, Any]:
+    """What the inbox shows for a deferred call: the tool, its arguments, whether it asks a
+    question or stands for work done outside the agent, and the tool's metadata."""
+    question: dict[str, Any] = {
+        "tool": call.tool_name,
+        "args": to_jsonable_python(call.args_as_dict(), fallback=str),
+        "kind": requests.kind(call.tool_call_id),
+    }
+    metadata = requests.metadata.get(call.tool_call_id)
+    if metadata:
+        question["metadata"] = to_jsonable_python(metadata, fallback=str)
+    return question
 
 
 def agent_binding(

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic_ai import (
     ApprovalRequired,
+    CallDeferred,
     ModelMessagesTypeAdapter,
     ModelRetry,
     RunContext,
@@ -23,7 +24,13 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import APPROVAL_REQUIRED, MODEL_TOOL, RETRY, model_span
+from threadwarden.agents._common import (
+    APPROVAL_REQUIRED,
+    CALL_DEFERRED,
+    MODEL_TOOL,
+    RETRY,
+    model_span,
+)
 from threadwarden.agents.pydantic_ai._delegation import DELEGATION
 from threadwarden.bindings import AttemptContext
 from threadwarden.errors import BudgetExceeded
@@ -106,6 +113,9 @@ class JournaledToolset(WrapperToolset[Any]):
                 value = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             except ApprovalRequired as asked:  # nothing ran: the tool wants a person first
                 return {APPROVAL_REQUIRED: to_jsonable_python(asked.metadata, fallback=str)}
+            except CallDeferred as deferred:  # its result comes from a person (ctx.ask)
+                metadata = to_jsonable_python(deferred.metadata, fallback=str)
+                return {CALL_DEFERRED: {"metadata": metadata, "kind": deferred.kind}}
             except ModelRetry as retry:
                 return {RETRY: retry.message}
             return to_jsonable_python(value, fallback=str)
@@ -114,6 +124,9 @@ class JournaledToolset(WrapperToolset[Any]):
         result = await self.ctx.tool(name, args, run, side_effect=name not in self.idempotent)
         if isinstance(result, dict) and APPROVAL_REQUIRED in result:
             raise ApprovalRequired(result[APPROVAL_REQUIRED])
+        if isinstance(result, dict) and isinstance(result.get(CALL_DEFERRED), dict):
+            deferred = result[CALL_DEFERRED]
+            raise CallDeferred(deferred.get("metadata"), kind=deferred.get("kind", "external"))
         if isinstance(result, dict) and RETRY in result:
             raise ModelRetry(str(result[RETRY]))
         return result

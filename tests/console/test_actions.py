@@ -60,6 +60,37 @@ async def test_console_deny_with_a_reason_fails_the_submission(
     assert status.submissions[0].reason == "approval denied: too much"
 
 
+async def test_console_answer_form_lists_the_question_validates_and_resumes(
+    worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
+) -> None:
+    sizes = {"type": "string", "enum": ["S", "M", "L"]}
+    asks = await client.submit(
+        ids, agent_id="scripted", input=[{"ask": {"question": "size?"}, "schema": sizes}]
+    )
+    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    inbox = await http.get("/inbox")
+    assert "Question: {&#34;question&#34;:&#34;size?&#34;}" in inbox.text
+    assert f"/submissions/{asks.submission_id}/answer" in inbox.text
+    token = await csrf_of(http)
+    url = f"/submissions/{asks.submission_id}/answer"
+
+    no_token = await http.post(url, data={"value": '"L"'})
+    assert no_token.status_code == 403
+    not_json = await http.post(url, data={"csrf_token": token, "value": "L"})
+    assert not_json.status_code == 400 and "value: expected JSON" in not_json.text
+    refused = await http.post(
+        url, params={"format": "json"}, headers={"x-csrf-token": token}, data={"value": '"XL"'}
+    )
+    assert refused.status_code == 400
+    assert (refused.json()["code"], refused.json()["field"]) == ("invalid_input", "value")
+
+    answered = await http.post(url, data={"csrf_token": token, "value": '"L"'})
+    assert answered.status_code == 303 and answered.headers["location"] == "/inbox"
+    await wait_for_state(client, ids, asks.submission_id, "completed")
+    [answer] = [r for r in await client.records(ids) if r["kind"] == "input-answer"]
+    assert answer["body"] == {"value": "L", "operator": "local"}
+
+
 async def test_console_resolve_decides_an_unknown_side_effect_and_refuses_bad_json(
     pool: asyncpg.Pool[Any], client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:

@@ -67,6 +67,36 @@ async def test_console_approve_in_the_inbox_settles_the_thread_page_without_relo
     await _not_reloaded(thread)
 
 
+async def test_console_answer_form_in_the_inbox_refuses_in_place_then_resumes(
+    worker: None,
+    client: ThreadwardenClient,
+    console_url: str,
+    browser: Browser,
+    ids: str,
+) -> None:
+    sizes = {"type": "string", "enum": ["S", "M", "L"]}
+    asks = await client.submit(
+        ids, agent_id="scripted", input=[{"ask": {"question": "Which size?"}, "schema": sizes}]
+    )
+    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    inbox = await _open(browser, f"{console_url}/inbox")
+    entry = inbox.locator(f"#wait-{asks.submission_id}")
+    await expect(entry).to_contain_text("Question")
+    await expect(entry).to_contain_text("Which size?")
+    await entry.locator("textarea[name=value]").fill('"XL"')
+    await entry.get_by_role("button", name="Answer").click()
+    await expect(inbox.locator(".error")).to_contain_text("value: expected an answer valid")
+    await expect(entry).to_have_count(1)  # refused: still waiting, nothing written
+
+    entry = inbox.locator(f"#wait-{asks.submission_id}")
+    await entry.locator("textarea[name=value]").fill('"L"')
+    await entry.get_by_role("button", name="Answer").click()
+    await expect(entry).to_have_count(0, timeout=30_000)
+    await _not_reloaded(inbox)
+    outcome = await client.result(asks.submission_id, timeout=30)
+    assert outcome.result == {"said": [], "answers": ["L"]}
+
+
 async def test_console_thread_page_shows_a_cli_submission_live(
     worker: None,
     cli_env: None,
