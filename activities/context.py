@@ -360,7 +360,8 @@ class AttemptContext:
             return _child_outcome(joined.body)
         started = self._journal.get((step, "call-started"))
         if started is None:
-            self._expect_new(step, "call-started")
+            if not self._uncommitted_call(step):
+                self._expect_new(step, "call-started")
             self._establishing += 1
             try:
                 started = await self._establish(step, agent_id, input, thread_id, host_id, budget)
@@ -489,6 +490,16 @@ class AttemptContext:
             ) from self.fault
         self._step += 1
         return self._step
+
+    def _uncommitted_call(self, step: int) -> bool:
+        """Whether ``step`` is a call that never committed while later calls did: calls awaited
+        together are established concurrently, so a fault in one (its database write cut off)
+        can leave its step empty behind committed ones. The re-run establishes it then; any
+        other gap in the journal is nondeterminism."""
+        if step > self._last_committed or any(s == step for s, _ in self._journal):
+            return False
+        later = {kind for s, kind in self._journal if s is not None and s > step}
+        return later <= {"call-started", "call-joined"}
 
     def _expect_new(self, step: int, kind: str) -> None:
         if step <= self._last_committed:

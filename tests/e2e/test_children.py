@@ -24,7 +24,7 @@ from tests.helpers.checks import assert_settled_once, converged
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden.bindings import BindingRegistry
-from threadwarden.failpoints import Failpoints
+from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.ledger.children import child_thread_id_for
 from threadwarden.ledger.models import ThreadStatus
 from threadwarden.ledger.operator import Operator, OperatorResult
@@ -474,6 +474,37 @@ async def test_children_a_fault_in_one_of_two_calls_awaited_together_leaves_one_
     # Any wait is the re-run's, listing both calls.
     for awaited in await records_of(client, ids, "children-awaited"):
         assert awaited["body"]["children"] == [c["submission_id"] for c in children]
+
+
+@pytest.mark.usefixtures("family_worker")
+async def test_children_a_call_whose_write_fails_after_its_sibling_committed_is_made_on_the_rerun(
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], failpoints: Failpoints, ids: str
+) -> None:
+    """Calls awaited together are established concurrently, so the first call's write can fail
+    after the second committed (a database stopped mid-write; here a paused failpoint that then
+    raises). The re-run establishes the first and finds the second; the parent completes with
+    both. (It once settled failed, NonDeterministic at the first call's empty step: a fault
+    deciding an outcome, seen in `make chaos`.)"""
+    failure = FailpointError("attempt:call")
+    failpoints.arm("attempt:call", pause=True, raise_error=failure, times=1)
+    receipt = await client.submit(
+        ids, agent_id="planner", input={"calls": [call(1), call(2)], "together": True}
+    )
+    await failpoints.reached("attempt:call")
+    await eventually(
+        lambda: records_of(client, ids, "call-started"),
+        lambda started: len(started) == 1,
+        what="the second call committed while the first waits",
+    )
+    failpoints.release("attempt:call")
+    outcome = await client.result(receipt.submission_id, timeout=60)
+    assert outcome.outcome == "completed", outcome
+    assert [c["result"] for c in outcome.result["children"]] == [{"answer": 1}, {"answer": 2}]
+    children = await child_rows(pool, receipt.submission_id)
+    assert [(c["parent_call_step"], c["outcome"]) for c in children] == [
+        (1, "completed"),
+        (2, "completed"),
+    ]
 
 
 @pytest.mark.usefixtures("family_worker")
