@@ -142,13 +142,17 @@ class AttemptActivities:
             activity.heartbeat()
 
     async def _attempt(self, step: c.RunHeadInput) -> c.RunHeadResult:
-        digests = {
-            agent: self._registry.bindings[agent].digest for agent in self._registry.bindings
+        bindings = self._registry.bindings
+        digests = {agent: binding.digest for agent, binding in bindings.items()}
+        kinds = {
+            agent: binding.history_kinds
+            for agent, binding in bindings.items()
+            if binding.history_kinds is not None
         }
         await self._failpoints.hit("claim")
         try:
             claim = await self._attempts.claim_head(
-                step.host_id, step.epoch, step.thread_id, bindings=digests
+                step.host_id, step.epoch, step.thread_id, bindings=digests, history_kinds=kinds
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
             # Logged by the binding-retry step, at error level at most once per 15 minutes.

@@ -107,7 +107,8 @@ context's remembered fault; the handler's own network or database errors are its
 
 
 def _record(record: HistoryRecord) -> ThreadRecord:
-    return ThreadRecord(**record.model_dump())
+    r = record
+    return ThreadRecord(r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step)
 
 
 def _validate_units(field: str, value: Any) -> None:
@@ -160,6 +161,7 @@ class AttemptContext:
         self._journal = {(r.step, r.kind): r for r in claim.journal}
         self._last_committed = max((r.step or 0 for r in claim.journal), default=0)
         self._step = 0
+        self._history: list[ThreadRecord] | None = None
 
     @property
     def submission_id(self) -> str:
@@ -175,7 +177,9 @@ class AttemptContext:
 
     @property
     def history(self) -> list[ThreadRecord]:
-        return [_record(r) for r in self._claim.history]
+        if self._history is None:
+            self._history = [_record(r) for r in self._claim.history]
+        return list(self._history)
 
     @property
     def yield_after(self) -> datetime:

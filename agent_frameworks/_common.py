@@ -84,6 +84,13 @@ def user_prompt(value: Any) -> str:
     raise InvalidInput("input", 'a non-empty JSON string or {"prompt": "..."}', value)
 
 
+def memory_kinds(transcript: str) -> frozenset[str]:
+    """The record kinds an adapter whose turns are ``transcript`` records reads from the
+    thread's history (`Binding.history_kinds`): those, and the settlements that say which
+    turns completed."""
+    return frozenset({"settlement", transcript})
+
+
 def transcripts(history: list[ThreadRecord], kind: str) -> Iterator[Any]:
     """The bodies of ``kind`` records of earlier submissions that settled ``completed``, oldest
     first: the exchanges that count as the conversation (a failed or aborted turn does not)."""

@@ -92,7 +92,8 @@ class AttemptContext(Protocol):
 
     @property
     def history(self) -> list[ThreadRecord]:
-        """Canonical records of the thread before this submission's attempt began."""
+        """Canonical records of the thread before this submission's attempt began, oldest
+        first: the newest 1,000 of the binding's ``history_kinds`` (every kind by default)."""
         ...
 
     @property
@@ -217,16 +218,28 @@ class Binding:
 
     ``digest`` identifies the exact definition (model, prompt, toolkit). Work pinned to one digest
     never runs under another.
+
+    ``history_kinds`` names the record kinds the handler reads from `AttemptContext.history`:
+    only those are loaded with the claim (fewer rows on a long thread, and the newest 1,000
+    are of those kinds). None, the default, loads every kind.
     """
 
     agent_id: str
     digest: str
     handler: Handler
+    history_kinds: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         validate_id("agent_id", self.agent_id)
         if not self.digest:
             raise InvalidInput("digest", "a non-empty definition digest")
+        if self.history_kinds is not None and (
+            isinstance(self.history_kinds, str)
+            or not all(isinstance(k, str) and k for k in self.history_kinds)
+        ):
+            raise InvalidInput(
+                "history_kinds", "a set of record kinds (non-empty strings)", self.history_kinds
+            )
 
 
 @dataclass

@@ -76,7 +76,9 @@ SELECT
       WHERE submission_id = $1 AND step IS NOT NULL) j) AS journal,
   (SELECT json_agg(n ORDER BY n.sequence) FROM (
      SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records
-      WHERE thread_id = $2 AND submission_id <> $1 ORDER BY sequence DESC LIMIT $9) n)
+      WHERE thread_id = $2 AND submission_id <> $1
+        AND ($10::text[] IS NULL OR kind = ANY($10::text[]))
+      ORDER BY sequence DESC LIMIT $9) n)
     AS history
   FROM s
 """
@@ -158,9 +160,18 @@ class Attempts:
         self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
 
     async def claim_head(
-        self, host_id: str, pass_epoch: int, thread_id: str, *, bindings: dict[str, str]
+        self,
+        host_id: str,
+        pass_epoch: int,
+        thread_id: str,
+        *,
+        bindings: dict[str, str],
+        history_kinds: dict[str, frozenset[str]] | None = None,
     ) -> Claim | None:
         """Claim the thread's head for a new attempt, or None when it is not claimable.
+
+        ``history_kinds`` maps an agent id to the only record kinds its history loads (an
+        agent not in it loads every kind).
 
         ``bindings`` maps agent id to the definition digest this worker can run. A head whose
         agent is missing or pinned to another digest raises `BindingUnavailable` or
@@ -179,6 +190,7 @@ class Attempts:
             digest = _binding_digest(head, bindings)
             epoch = int(found["producer_epoch"]) + 1
             attempt_id, token = f"att_{uuid.uuid4().hex}", secrets.token_hex(16)
+            kinds = (history_kinds or {}).get(head["agent_id"])
             taken = await conn.fetchrow(
                 _CLAIM,
                 head["submission_id"],
@@ -190,6 +202,7 @@ class Attempts:
                 self._lease_ms,
                 head["state"],
                 HISTORY_LIMIT,
+                None if kinds is None else sorted(kinds),
             )
             if taken is None:  # the head moved under us: not claimable now
                 return None

@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import gc
 import signal
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -126,6 +127,10 @@ async def worker(settings: Settings, args: argparse.Namespace) -> int:
     async with running_worker(
         settings, resolve_connections(settings), registry, sinks=plugins.sinks, host=plugins.host
     ):
+        # What start-up loaded (modules, bindings, the SDK) lives as long as the process: out of
+        # the collector's generations, a full collection walks only what the passes allocate.
+        gc.collect()
+        gc.freeze()
         print(
             f"threadwarden worker on task queue {settings.task_queue}; agents:"
             f" {', '.join(registry.agent_ids())}",

@@ -22,7 +22,12 @@ from pydantic_core import to_jsonable_python
 from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
 from threadwarden.agents.openai_agents._definition import read_definition
 from threadwarden.agents.openai_agents._errors import verdict
-from threadwarden.agents.openai_agents._memory import TRANSCRIPT, earlier_items, transcript
+from threadwarden.agents.openai_agents._memory import (
+    MEMORY_KINDS,
+    TRANSCRIPT,
+    earlier_items,
+    transcript,
+)
 from threadwarden.agents.openai_agents._model import JournaledModel
 from threadwarden.agents.openai_agents._tools import journaled_agents
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
@@ -140,4 +145,9 @@ def agent_binding(
         max_turns=max_turns,
         provider=model_provider,
     )
-    return Binding(agent_id=name, digest=digest("openai-agents", definition), handler=runner.handle)
+    return Binding(
+        agent_id=name,
+        digest=digest("openai-agents", definition),
+        handler=runner.handle,
+        history_kinds=MEMORY_KINDS,
+    )

@@ -4,7 +4,8 @@ Each completed turn appends one ``openai-agents-items`` record just before it se
 turn's items in the Responses input format (`RunResult.to_input_list`, without the earlier
 turns it was given): the user message, model messages, tool calls and their outputs. A later
 turn's input is those records of the thread's earlier submissions that settled ``completed``,
-oldest first (within the newest 1,000 records that ``ctx.history`` holds), then its prompt.
+oldest first (within the newest 1,000 records of those kinds
+that ``ctx.history`` holds: `MEMORY_KINDS`), then its prompt.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from typing import Any
 from agents.items import TResponseInputItem
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import transcripts
+from threadwarden.agents._common import memory_kinds, transcripts
 from threadwarden.bindings import ThreadRecord
 
 TRANSCRIPT = "openai-agents-items"
 """The record kind holding one completed turn's items."""
+
+MEMORY_KINDS = memory_kinds(TRANSCRIPT)
+"""The record kinds the binding reads from the thread's history."""
 
 
 def earlier_items(history: list[ThreadRecord]) -> list[TResponseInputItem]:

@@ -25,7 +25,12 @@ from threadwarden.agents._common import approve, attempt, digest, judged, user_p
 from threadwarden.agents.pydantic_ai._definition import read_definition
 from threadwarden.agents.pydantic_ai._errors import verdict
 from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled
-from threadwarden.agents.pydantic_ai._memory import TRANSCRIPT, message_history, transcript
+from threadwarden.agents.pydantic_ai._memory import (
+    MEMORY_KINDS,
+    TRANSCRIPT,
+    message_history,
+    transcript,
+)
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.errors import InvalidInput
 
@@ -149,4 +154,9 @@ def agent_binding(
     runner = _Runner(
         agent, idempotent=frozenset(idempotent_tools), deps=deps, usage_limits=usage_limits
     )
-    return Binding(agent_id=name, digest=digest("pydantic-ai", definition), handler=runner.handle)
+    return Binding(
+        agent_id=name,
+        digest=digest("pydantic-ai", definition),
+        handler=runner.handle,
+        history_kinds=MEMORY_KINDS,
+    )

@@ -54,11 +54,14 @@ class JournaledModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
+        asked: list[ModelResponse] = []
+
         async def ask(_: dict[str, Any]) -> Any:
             with model_span("pydantic-ai", self.model_name, self._ctx):
                 response = await self.wrapped.request(
                     messages, model_settings, model_request_parameters
                 )
+            asked.append(response)
             usage = response.usage
             return {
                 "response": ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
@@ -67,8 +70,12 @@ class JournaledModel(WrapperModel):
 
         args = {"model": self.model_name, "messages": len(messages)}
         recorded = await self._ctx.tool(MODEL_TOOL, args, ask)
-        (response,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
-        assert isinstance(response, ModelResponse)
+        if asked:  # answered now, and recorded: the response itself
+            response = asked[0]
+        else:  # a replayed step: the recorded response
+            (replayed,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
+            assert isinstance(replayed, ModelResponse)
+            response = replayed
         await self._spend(recorded["usage"])
         return response
 

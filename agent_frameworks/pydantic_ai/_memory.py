@@ -3,8 +3,9 @@
 Each completed turn appends one ``pydantic-ai-messages`` record just before it settles: the
 run's new messages (the user prompt, every model response, tool call and tool return) as
 pydantic-ai's own JSON. A later turn's ``message_history`` is those records of the thread's
-earlier submissions that settled ``completed``, oldest first (within the newest 1,000 records
-that ``ctx.history`` holds). Timestamps are left out: a re-run rebuilds the same record.
+earlier submissions that settled ``completed``, oldest first (within the newest 1,000 records of
+those kinds that ``ctx.history`` holds: `MEMORY_KINDS`). Timestamps are left out: a re-run
+rebuilds the same record.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from typing import Any
 from pydantic_ai import ModelMessagesTypeAdapter
 from pydantic_ai.messages import ModelMessage
 
-from threadwarden.agents._common import transcripts
+from threadwarden.agents._common import memory_kinds, transcripts
 from threadwarden.bindings import ThreadRecord
 
 TRANSCRIPT = "pydantic-ai-messages"
 """The record kind holding one completed turn's messages."""
+
+MEMORY_KINDS = memory_kinds(TRANSCRIPT)
+"""The record kinds the binding reads from the thread's history."""
 
 _VOLATILE = frozenset({"timestamp"})
 """Keys a re-run of the same turn would fill differently."""

@@ -7,10 +7,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.ledger import Ledger
 from tests.helpers.scene import MIN_DELAY, Scene
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.operator import Operator
 from threadwarden.protocol.decisions import Timing
 
 
@@ -38,4 +40,16 @@ def scene(pool: asyncpg.Pool[Any], ids: str) -> Scene:
     admissions = Admissions(pool, minimum_alarm_delay_ms=MIN_DELAY)
     return Scene(
         pool, Maintenance(pool, Timing()), Attempts(pool, lease_ms=30_000), admissions, ids
+    )
+
+
+@pytest.fixture
+def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
+    """The repositories with the default timing, a 30 s lease and a 50 ms alarm floor."""
+    return Ledger(
+        pool=pool,
+        maintenance=Maintenance(pool, Timing()),
+        attempts=Attempts(pool, lease_ms=30_000),
+        admissions=Admissions(pool, minimum_alarm_delay_ms=50),
+        operator=Operator(pool, minimum_alarm_delay_ms=50),
     )
