@@ -8,7 +8,10 @@ included), polled until the listing is stable, and each run's full history is fe
 - ``activity_timeouts``: ACTIVITY_TASK_TIMED_OUT events, plus earlier attempts of a retried
   activity whose last failure was a timeout, plus local-activity markers failed by a timeout;
 - ``workflow_task_timeouts``: WORKFLOW_TASK_TIMED_OUT events;
-- ``activity_failures``: ACTIVITY_TASK_FAILED events and failed local-activity markers.
+- ``activity_failures``: ACTIVITY_TASK_FAILED events and failed local-activity markers;
+- ``workflow_tasks``, ``activity_tasks``: tasks the server handed a worker (WORKFLOW_TASK_STARTED
+  and ACTIVITY_TASK_STARTED events, eager ones included; a retried activity's attempts count once
+  each), and ``local_activities`` (markers: run inside a workflow task, no task of their own).
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class HistoryCounts:
     activity_timeouts: int = 0
     workflow_task_timeouts: int = 0
     activity_failures: int = 0
+    workflow_tasks: int = 0
+    activity_tasks: int = 0
+    local_activities: int = 0
     runs: int = 0
 
 
@@ -101,10 +107,13 @@ async def terminate_open(client: Client, runs: Iterable[WorkflowExecution]) -> N
 
 def _tally(counts: HistoryCounts, event: HistoryEvent) -> None:
     kind = event.event_type
-    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+    if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+        counts.workflow_tasks += 1
+    elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
         counts.activity_timeouts += 1
     elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
         started = event.activity_task_started_event_attributes
+        counts.activity_tasks += max(started.attempt, 1)
         if started.attempt > 1 and _is_timeout(started.last_failure):
             counts.activity_timeouts += started.attempt - 1
     elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
@@ -113,6 +122,7 @@ def _tally(counts: HistoryCounts, event: HistoryEvent) -> None:
         counts.activity_failures += 1
     elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
         marker = event.marker_recorded_event_attributes
+        counts.local_activities += marker.marker_name == "core_local_activity"
         if marker.HasField("failure"):
             if _is_timeout(marker.failure):
                 counts.activity_timeouts += 1

@@ -59,6 +59,12 @@ class SideRun:
     activity_failures: int = 0
     log_timeout_lines: int = 0
     failed_passes: int = 0
+    workflow_tasks: int = 0
+    activity_tasks: int = 0
+    local_activities: int = 0
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds of the measured phase by process group (`bench.cpu`): ``workers``,
+    ``temporal``, ``postgres`` (the headline sums these) and ``bench`` (the client)."""
     error: str | None = None
     """Why the side did not finish (deadline, a worker died), or None."""
     top_statements: list[tuple[int, float, str]] = field(default_factory=list)
@@ -68,10 +74,22 @@ class SideRun:
     def units_per_s(self) -> float:
         return self.completed / self.seconds if self.seconds > 0 else 0.0
 
+    def _per_unit(self, value: float) -> float:
+        return round(value / self.units, 2)
+
     def figures(self) -> dict[str, Any]:
+        served = sum(self.cpu_s.get(name, 0.0) for name in CPU_SERVING)
         return {
             "units_per_s": round(self.units_per_s, 2),
             "seconds": round(self.seconds, 3),
+            "cpu_ms_per_unit": self._per_unit(1000 * served) if self.cpu_s else None,
+            "cpu_ms_per_unit_by_process": {
+                name: self._per_unit(1000 * seconds) for name, seconds in self.cpu_s.items()
+            },
+            "temporal_tasks_per_unit": self._per_unit(self.workflow_tasks + self.activity_tasks),
+            "workflow_tasks_per_unit": self._per_unit(self.workflow_tasks),
+            "activity_tasks_per_unit": self._per_unit(self.activity_tasks),
+            "local_activities_per_unit": self._per_unit(self.local_activities),
             "latency_ms": {
                 "p50": _round(percentile(self.latencies_ms, 50)),
                 "p95": _round(percentile(self.latencies_ms, 95)),
@@ -92,6 +110,10 @@ class SideRun:
         }
 
 
+CPU_SERVING = ("workers", "temporal", "postgres")
+"""The process groups whose CPU a unit costs (the bench's own client is reported apart)."""
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
@@ -99,6 +121,11 @@ def _round(value: float | None) -> float | None:
 MEDIAN_FIELDS = (
     "units_per_s",
     "seconds",
+    "cpu_ms_per_unit",
+    "temporal_tasks_per_unit",
+    "workflow_tasks_per_unit",
+    "activity_tasks_per_unit",
+    "local_activities_per_unit",
     "sql_statements_per_unit",
     "sql_transactions_per_unit",
     "sql_pool_resets_per_unit",
@@ -120,6 +147,11 @@ def summarize(runs: Sequence[SideRun]) -> dict[str, Any]:
         q: _median([f["latency_ms"][q] for f in each if f["latency_ms"][q] is not None])
         for q in ("p50", "p95")
     }
+    by_process = [f["cpu_ms_per_unit_by_process"] for f in each]
+    summary["cpu_ms_per_unit_by_process"] = {
+        name: _median([b[name] for b in by_process if name in b])
+        for name in dict.fromkeys(n for b in by_process for n in b)
+    }
     summary["completed"] = min(run.completed for run in runs)
     summary["units"] = runs[0].units
     summary["errors"] = [run.error for run in runs if run.error is not None]
@@ -127,5 +159,6 @@ def summarize(runs: Sequence[SideRun]) -> dict[str, Any]:
     return summary
 
 
-def _median(values: Sequence[float]) -> float | None:
-    return round(statistics.median(values), 2) if values else None
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 2) if known else None

@@ -25,6 +25,8 @@ def result(
             ]
     base = sides["baseline"]["units_per_s"]
     ratio = round(sides["threadwarden"]["units_per_s"] / base, 3) if base else None
+    base_cpu, tw_cpu = (sides[name]["cpu_ms_per_unit"] for name in ("baseline", "threadwarden"))
+    cpu_ratio = round(tw_cpu / base_cpu, 3) if base_cpu and tw_cpu is not None else None
     return {
         "shape": "scripted",
         "hosts": hosts,
@@ -32,6 +34,7 @@ def result(
         "workers": workers,
         "repeat": len(runs["threadwarden"]),
         "ratio": ratio,
+        "cpu_ratio": cpu_ratio,
         **sides,
     }
 
@@ -49,6 +52,15 @@ _ROWS: tuple[Row, ...] = (
     ("seconds", lambda s: s["seconds"]),
     ("latency p50 ms", lambda s: s["latency_ms"]["p50"]),
     ("latency p95 ms", lambda s: s["latency_ms"]["p95"]),
+    ("CPU ms/unit (workers+servers)", lambda s: s["cpu_ms_per_unit"]),
+    ("  workers", lambda s: s["cpu_ms_per_unit_by_process"].get("workers")),
+    ("  temporal server", lambda s: s["cpu_ms_per_unit_by_process"].get("temporal")),
+    ("  postgres", lambda s: s["cpu_ms_per_unit_by_process"].get("postgres")),
+    ("  bench client (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("bench")),
+    ("Temporal tasks/unit (wf+act)", lambda s: s["temporal_tasks_per_unit"]),
+    ("  workflow tasks/unit", lambda s: s["workflow_tasks_per_unit"]),
+    ("  activity tasks/unit", lambda s: s["activity_tasks_per_unit"]),
+    ("local activities/unit", lambda s: s["local_activities_per_unit"]),
     ("SQL statements/unit", lambda s: s["sql_statements_per_unit"]),
     ("SQL transactions/unit", lambda s: s["sql_transactions_per_unit"]),
     ("pool resets/unit (4 stmts each)", lambda s: s["sql_pool_resets_per_unit"]),
@@ -71,6 +83,7 @@ def table(data: dict[str, Any]) -> str:
         f" repeat={data['repeat']} (medians over repetitions)",
         *figures(data, _ROWS, SIDES, unit="units"),
         f"ratio threadwarden/baseline (median units/s): {cell(data['ratio'])}",
+        f"CPU ratio threadwarden/baseline (median CPU ms/unit): {cell(data['cpu_ratio'])}",
     ]
     for name in SIDES:
         lines += [f"{name}: error: {e}" for e in data[name]["errors"]]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
 import time
 import uuid
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 import asyncpg
 from temporalio.client import Client
 
-from bench import history, sqlstats
+from bench import cpu, history, sqlstats
 from bench.measure import SideRun, wait_until
 from bench.procs import WorkerCommand, WorkerDied, WorkerGroup, log_counts, worker_group
 from bench.stack import BenchStack
@@ -155,9 +156,13 @@ class _Runner:
     async def measure(self, hosts: list[str], run: SideRun) -> None:
         issued: dict[str, float] = {}
         async with self.running("run", self.shape.submissions) as (group, driver, observer):
+            processes = {"workers": group.pids, **self.stack.server_pids()}
+            before = cpu.snapshot(processes, alone=[os.getpid()])
             await _drive(self.side, driver, observer, group, hosts, self.shape, run, issued)
             if run.error is None:
                 await _quiesce(self.temporal, [self.side.workflow_id(h) for h in hosts])
+            # Before the workers stop (their time would move to the bench's own children).
+            run.cpu_s = cpu.used(before, cpu.snapshot(processes, alone=[os.getpid()]))
             await _completions(self.side, observer, hosts, issued, run)
         run.log_timeout_lines, run.failed_passes = log_counts(group.stderr_files)
 
@@ -175,6 +180,9 @@ class _Runner:
         run.activity_timeouts = counts.activity_timeouts
         run.workflow_task_timeouts = counts.workflow_task_timeouts
         run.activity_failures = counts.activity_failures
+        run.workflow_tasks = counts.workflow_tasks
+        run.activity_tasks = counts.activity_tasks
+        run.local_activities = counts.local_activities
 
 
 async def _drive(

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
+from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer, postmaster_pid
 
 OBSERVER = "bench_observer"
 """The role of the bench's own queries on a measured database."""
@@ -41,6 +41,15 @@ class BenchStack:
     postgres: EmbeddedPostgres
     temporal_address: str
     scratch: Path
+    temporal_pid: int | None = None
+
+    def server_pids(self) -> dict[str, list[int]]:
+        """The servers' root processes, by name (for CPU accounting, `bench.cpu`)."""
+        postgres = postmaster_pid(self.postgres.path)
+        return {
+            "temporal": [] if self.temporal_pid is None else [self.temporal_pid],
+            "postgres": [] if postgres is None else [postgres],
+        }
 
     def dsn(self, database: str) -> str:
         return self.postgres.dsn(database)
@@ -100,7 +109,7 @@ async def bench_stack() -> AsyncIterator[BenchStack]:
             temporal = TemporalDevServer(None, ui=False)
             try:
                 await temporal.start()
-                yield BenchStack(postgres, temporal.address, root / "scratch")
+                yield BenchStack(postgres, temporal.address, root / "scratch", temporal.pid)
             finally:
                 temporal.stop()
         finally:

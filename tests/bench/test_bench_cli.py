@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench import report
+from bench import cpu, report
 from bench.cli import parse_args
 from bench.measure import SideRun, percentile
 from bench.procs import log_counts
@@ -80,6 +83,48 @@ def test_json_shape_medians_and_ratio() -> None:
     assert data["threadwarden"]["latency_ms"] == {"p50": 5.5, "p95": 9.6}  # rounded to 0.1 ms
     assert report.complete(data)
     assert "ratio threadwarden/baseline" in report.table(data)
+
+
+def test_cpu_per_unit_sums_workers_and_servers_and_reports_each_process() -> None:
+    def run(side: str, scale: float) -> SideRun:
+        measured = _run(side, 1.0)
+        measured.cpu_s = {
+            "workers": 0.5 * scale,
+            "temporal": 0.2 * scale,
+            "postgres": 0.1 * scale,
+            "bench": 0.3,
+        }
+        measured.workflow_tasks, measured.activity_tasks, measured.local_activities = 20, 10, 30
+        return measured
+
+    runs = {
+        "threadwarden": [run("threadwarden", s) for s in (1.0, 2.0, 3.0)],
+        "baseline": [run("baseline", s) for s in (0.5, 1.0, 1.5)],
+    }
+    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
+
+    tw = data["threadwarden"]
+    assert tw["cpu_ms_per_unit"] == 160.0  # median 2x (500 + 200 + 100 ms) / 10 units
+    assert tw["cpu_ms_per_unit_by_process"] == {
+        "workers": 100.0,
+        "temporal": 40.0,
+        "postgres": 20.0,
+        "bench": 30.0,  # reported, not in the headline
+    }
+    assert data["cpu_ratio"] == 2.0
+    assert (tw["temporal_tasks_per_unit"], tw["local_activities_per_unit"]) == (3.0, 3.0)
+    assert "CPU ratio threadwarden/baseline" in report.table(data)
+
+
+def test_cpu_snapshot_counts_a_process_tree_and_its_reaped_children() -> None:
+    before = cpu.snapshot({"me": [os.getpid()]}, alone=[os.getpid()])
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    subprocess.run([sys.executable, "-c", busy], check=True)  # reaped: in our cutime
+    after = cpu.snapshot({"me": [os.getpid()]}, alone=[os.getpid()])
+
+    spent = cpu.used(before, after)
+    assert spent["me"] >= 0.3  # the child's 0.3 s, and ours
+    assert spent["bench"] < spent["me"] - 0.25  # alone: without the child
 
 
 def test_a_timed_out_repetition_is_reported_incomplete() -> None:
