@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
@@ -43,6 +43,8 @@ class HistoryCounts:
     activity_tasks: int = 0
     local_activities: int = 0
     runs: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    """The measured workflows' events by type (``WORKFLOW_TASK_STARTED``, …)."""
 
 
 async def list_runs(client: Client, task_queue: str, expected: set[str]) -> list[WorkflowExecution]:
@@ -107,6 +109,8 @@ async def terminate_open(client: Client, runs: Iterable[WorkflowExecution]) -> N
 
 def _tally(counts: HistoryCounts, event: HistoryEvent) -> None:
     kind = event.event_type
+    name = EventType.Name(kind).removeprefix("EVENT_TYPE_")
+    counts.by_type[name] = counts.by_type.get(name, 0) + 1
     if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
         counts.workflow_tasks += 1
     elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:

@@ -62,6 +62,7 @@ class SideRun:
     workflow_tasks: int = 0
     activity_tasks: int = 0
     local_activities: int = 0
+    events_by_type: dict[str, int] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds of the measured phase by process group (`bench.cpu`): ``workers``,
     ``temporal``, ``postgres`` (the headline sums these) and ``bench`` (the client)."""
@@ -90,6 +91,9 @@ class SideRun:
             "workflow_tasks_per_unit": self._per_unit(self.workflow_tasks),
             "activity_tasks_per_unit": self._per_unit(self.activity_tasks),
             "local_activities_per_unit": self._per_unit(self.local_activities),
+            "history_events_per_unit_by_type": {
+                name: self._per_unit(n) for name, n in sorted(self.events_by_type.items())
+            },
             "latency_ms": {
                 "p50": _round(percentile(self.latencies_ms, 50)),
                 "p95": _round(percentile(self.latencies_ms, 95)),
@@ -147,16 +151,19 @@ def summarize(runs: Sequence[SideRun]) -> dict[str, Any]:
         q: _median([f["latency_ms"][q] for f in each if f["latency_ms"][q] is not None])
         for q in ("p50", "p95")
     }
-    by_process = [f["cpu_ms_per_unit_by_process"] for f in each]
-    summary["cpu_ms_per_unit_by_process"] = {
-        name: _median([b[name] for b in by_process if name in b])
-        for name in dict.fromkeys(n for b in by_process for n in b)
-    }
+    for figure in ("cpu_ms_per_unit_by_process", "history_events_per_unit_by_type"):
+        summary[figure] = _median_by_key([f[figure] for f in each])
     summary["completed"] = min(run.completed for run in runs)
     summary["units"] = runs[0].units
     summary["errors"] = [run.error for run in runs if run.error is not None]
     summary["repetitions"] = each
     return summary
+
+
+def _median_by_key(figures: Sequence[dict[str, float]]) -> dict[str, float | None]:
+    """Per key, the median over the repetitions that have it."""
+    keys = dict.fromkeys(key for figure in figures for key in figure)
+    return {key: _median([f[key] for f in figures if key in f]) for key in keys}
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -183,6 +183,7 @@ class _Runner:
         run.workflow_tasks = counts.workflow_tasks
         run.activity_tasks = counts.activity_tasks
         run.local_activities = counts.local_activities
+        run.events_by_type = counts.by_type
 
 
 async def _drive(
