@@ -25,6 +25,8 @@ class AgentRun:
     cpu_s: float = 0.0
     """CPU of the process(es) running the agent (the bare process, or the workers), user +
     system, over the measured turns only."""
+    servers_cpu_s: dict[str, float] = field(default_factory=dict)
+    """threadwarden only: the Temporal server's and PostgreSQL's CPU over the same turns."""
     model_requests: int = 0
     """Requests the chat server answered for the measured turns (warm-up left out)."""
     statements: int | None = None
@@ -44,6 +46,9 @@ class AgentRun:
             "units_per_s": round(self.units_per_s, 2),
             "seconds": round(self.seconds, 3),
             "cpu_ms_per_unit": per_unit(1000 * self.cpu_s),
+            "servers_cpu_ms_per_unit": {
+                name: per_unit(1000 * seconds) for name, seconds in self.servers_cpu_s.items()
+            },
             "model_requests": self.model_requests,
             "model_requests_per_unit": per_unit(self.model_requests),
             "sql_statements_per_unit": per_unit(self.statements),
@@ -72,6 +77,11 @@ def _median(values: Sequence[float | None]) -> float | None:
 def _summary(runs: Sequence[AgentRun]) -> dict[str, Any]:
     each = [run.figures() for run in runs]
     summary: dict[str, Any] = {key: _median([f[key] for f in each]) for key in MEDIAN_FIELDS}
+    servers = [f["servers_cpu_ms_per_unit"] for f in each]
+    summary["servers_cpu_ms_per_unit"] = {
+        name: _median([b.get(name) for b in servers])
+        for name in dict.fromkeys(n for b in servers for n in b)
+    }
     summary["completed"] = min(run.completed for run in runs)
     summary["units"] = runs[0].units
     summary["errors"] = [run.error for run in runs if run.error is not None]
@@ -126,6 +136,8 @@ _ROWS: tuple[Row, ...] = (
     ("turns/s", lambda s: s["units_per_s"]),
     ("seconds", lambda s: s["seconds"]),
     ("CPU ms/turn (agent processes)", lambda s: s["cpu_ms_per_unit"]),
+    ("  + temporal server", lambda s: s["servers_cpu_ms_per_unit"].get("temporal")),
+    ("  + postgres", lambda s: s["servers_cpu_ms_per_unit"].get("postgres")),
     ("model requests/turn", lambda s: s["model_requests_per_unit"]),
     ("SQL statements/turn", lambda s: s["sql_statements_per_unit"]),
     ("history events/turn", lambda s: s["history_events_per_unit"]),

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 import time
 import uuid
@@ -34,7 +33,7 @@ from typing import Any
 import asyncpg
 from temporalio.client import Client
 
-from bench import history, sqlstats
+from bench import cpu, history, sqlstats
 from bench.agent_report import SIDES, AgentRun
 from bench.agent_support import AGENT, WARM_UP, measured_requests, unit_prompt
 from bench.measure import wait_until
@@ -49,7 +48,6 @@ from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 
-TICKS = os.sysconf("SC_CLK_TCK")
 IDLE_DEADLINE_S = 60.0
 BARE_STARTUP_S = 60.0
 """Allowed on top of ``--timeout`` for the bare process's imports and warm-up turn."""
@@ -58,15 +56,6 @@ SETTLED = (
     " WHERE thread_id = ANY($1::text[]) AND state = 'settled'"
 )
 COMPLETED = SETTLED + " AND outcome = 'completed'"
-
-
-def cpu_s(pids: list[int]) -> float:
-    """User + system CPU seconds of the processes so far (Linux ``/proc``)."""
-    total = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 async def bench_agents(shape: Shape, repeat: int, logs: Path) -> dict[str, list[AgentRun]]:
@@ -168,11 +157,14 @@ async def threadwarden_side(
         )
         await _idle(temporal, queue)
         await sqlstats.reset(admin)
-        before, asked = cpu_s(group.pids), len(server.requests)
+        processes = {"workers": group.pids, **stack.server_pids()}
+        before, asked = cpu.snapshot(processes), len(server.requests)
         await _drive(client, observer, group, threads, shape, run)
         if run.error is None:
             await _idle(temporal, queue)
-        run.cpu_s = cpu_s(group.pids) - before
+        spent = cpu.used(before, cpu.snapshot(processes))
+        run.cpu_s = spent.pop("workers")
+        run.servers_cpu_s = spent
         run.model_requests = measured_requests(server.requests[asked:])
         run.completed = int(await observer.fetchval(COMPLETED, threads))
         counted = await sqlstats.statements(admin, database, top=shape.top)

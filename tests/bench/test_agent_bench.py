@@ -4,13 +4,11 @@ shape, and which model requests count (no services needed)."""
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from bench import agent_report
 from bench.agent_report import AgentRun
-from bench.agent_sides import cpu_s
 from bench.agent_support import WARM_UP, measured_requests, unit_prompt
 from bench.cli import parse_args
 
@@ -105,7 +103,3 @@ def test_warm_up_requests_are_not_counted() -> None:
         request(unit_prompt(0, 0), unit_prompt(0, 1)),  # a later turn carries the first
     ]
     assert measured_requests(requests) == 2
-
-
-def test_cpu_of_this_process() -> None:
-    assert cpu_s([os.getpid()]) > 0
