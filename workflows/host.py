@@ -36,10 +36,10 @@ PASS_OUTCOME = SearchAttributeKey.for_keyword("ThreadwardenPassOutcome")
 GENERATION = SearchAttributeKey.for_int("ThreadwardenGeneration")
 NONTERMINAL = SearchAttributeKey.for_int("ThreadwardenNonterminal")
 NEXT_ALARM = SearchAttributeKey.for_datetime("ThreadwardenNextAlarm")
-SUBMISSION = SearchAttributeKey.for_keyword("ThreadwardenSubmission")
-"""The submission whose head attempt the running pass started (unset between passes): a
-submission is findable in the Temporal UI while it runs."""
-SEARCH_ATTRIBUTES = (PHASE, PASS_OUTCOME, GENERATION, NONTERMINAL, NEXT_ALARM, SUBMISSION)
+SEARCH_ATTRIBUTES = (PHASE, PASS_OUTCOME, GENERATION, NONTERMINAL, NEXT_ALARM)
+"""No attribute names a submission: that would be an upsert (a history event and a visibility
+write) per head. The current details name the running head, the activities' summaries every
+head, and `threadwarden status SUBMISSION` its thread and host."""
 
 
 @workflow.defn(name=c.HOST_WORKFLOW)
@@ -134,20 +134,16 @@ class HostWorkflow:
             values[GENERATION.name] = report.generation
             values[NONTERMINAL.name] = report.nonterminal
             values[NEXT_ALARM.name] = report.alarm_at
-        if phase != "pass":
-            values[SUBMISSION.name] = None  # no head runs until the next pass
         self._upsert(values)
 
     def _show_head(self, native: c.NativePlan) -> None:
-        """The head the pass is about to run: in the current details at once, and in the
-        ``ThreadwardenSubmission`` search attribute (one upsert per head: a long attempt right
-        after a short one must still be findable)."""
+        """The head the pass is about to run, in the current details at once (no history
+        event; the search attributes are written after the pass)."""
         pinned = f" at digest `{native.agent_digest}`" if native.agent_digest else ""
         workflow.set_current_details(
             f"**pass** · running `{native.submission_id}` on thread `{native.thread_id}`"
             f" (agent `{native.agent_id}`{pinned})"
         )
-        self._upsert({PHASE.name: "pass", SUBMISSION.name: native.submission_id})
 
     def _upsert(self, values: dict[str, Any]) -> None:
         keys = {key.name: key for key in SEARCH_ATTRIBUTES}

@@ -23,7 +23,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v8"
+VERSION = "v9"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
