@@ -1,0 +1,120 @@
+"""LangGraph graphs for end-to-end tests (``--bindings tests.helpers.graph_agents:bindings``).
+
+``shop``: ``reserve`` → ``ask_size`` (an ``interrupt`` asking for the size) → ``ship``, the
+issue's acceptance graph. ``till``: a scripted model node and a `ToolNode` with ``lookup``
+(idempotent) and ``charge`` (a side effect). Nodes and tools append one line per real run to
+``$TW_TEST_TOOL_DIR/<name>``; the first run of a name that ``TW_TEST_HOLD`` lists
+(comma-separated) holds, for the test to kill the worker meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import interrupt
+
+from threadwarden.agents.langgraph import graph_binding
+from threadwarden.bindings import Binding
+
+SHOP = "shop"
+TILL = "till"
+
+
+async def ran(name: str) -> None:
+    """Count a real run of ``name``; its first run holds when the test asked for it."""
+    folder = os.environ.get("TW_TEST_TOOL_DIR")
+    if folder is None:
+        return
+    with (Path(folder) / name).open("a") as runs:
+        runs.write("ran\n")
+    marker = Path(folder) / f"{name}.held"
+    if name in os.environ.get("TW_TEST_HOLD", "").split(",") and not marker.exists():
+        marker.touch()
+        await asyncio.sleep(60)
+
+
+class Order(TypedDict, total=False):
+    item: str
+    reserved: int
+    size: str
+    shipped: str
+
+
+async def reserve(state: Order) -> Order:
+    await ran("reserve")
+    return {"reserved": state.get("reserved", 0) + 1}
+
+
+def ask_size(state: Order) -> Order:
+    size = interrupt({"question": f"Which size of {state['item']}?", "choices": ["S", "M", "L"]})
+    return {"size": size}
+
+
+async def ship(state: Order) -> Order:
+    await ran("ship")
+    return {"shipped": f"{state['item']} in {state['size']}"}
+
+
+def shop() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(Order)
+    builder.add_node("reserve", reserve)
+    builder.add_node("ask_size", ask_size)
+    builder.add_node("ship", ship)
+    builder.add_edge(START, "reserve")
+    builder.add_edge("reserve", "ask_size")
+    builder.add_edge("ask_size", "ship")
+    builder.add_edge("ship", END)
+    return builder
+
+
+@tool
+async def lookup(order: str) -> str:
+    """Look an order up."""
+    await ran("lookup")
+    return f"order {order} is paid"
+
+
+@tool
+async def charge(cents: int) -> str:
+    """Charge the customer."""
+    await ran("charge")
+    return f"charged {cents}"
+
+
+def model(state: MessagesState) -> dict[str, list[Any]]:
+    """A scripted model: ``call NAME ARG`` asks for a tool, a tool's result is answered."""
+    last = state["messages"][-1]
+    if isinstance(last, ToolMessage):
+        return {"messages": [AIMessage(content=f"final: {last.content}")]}
+    assert isinstance(last, HumanMessage)
+    _, name, arg = str(last.content).split(" ", 2)
+    args = {"cents": int(arg)} if name == "charge" else {"order": arg}
+    call = {"name": name, "args": args, "id": f"call-{name}-{arg}", "type": "tool_call"}
+    return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+
+def till() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_node("tools", ToolNode([lookup, charge]))
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", tools_condition)
+    builder.add_edge("tools", "model")
+    return builder
+
+
+def all_bindings() -> list[Binding]:
+    return [
+        graph_binding(shop(), agent_id=SHOP),
+        graph_binding(till(), agent_id=TILL, idempotent_tools={"lookup"}),
+    ]
+
+
+bindings = all_bindings()
