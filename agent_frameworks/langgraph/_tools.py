@@ -28,8 +28,8 @@ it runs the tool again, which interrupts again, as LangGraph re-runs code before
 FAILED = "threadwarden:tool-error"
 """Marks a recorded result that was the tool's error message (``handle_tool_errors``)."""
 
-_Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
-_Wrapper = Callable[[ToolCallRequest, _Execute], Awaitable[ToolMessage | Command]]
+_Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+_Wrapper = Callable[[ToolCallRequest, _Execute], Awaitable[ToolMessage | Command[Any]]]
 
 
 class _Run:
@@ -67,8 +67,8 @@ def journal_tools(node: ToolNode, idempotent: frozenset[str]) -> None:
     the node already had); outside an attempt the node runs as it would."""
     inner: _Wrapper | None = node._awrap_tool_call
 
-    async def wrapped(request: ToolCallRequest, execute: _Execute) -> ToolMessage | Command:
-        async def call(req: ToolCallRequest) -> ToolMessage | Command:
+    async def wrapped(request: ToolCallRequest, execute: _Execute) -> ToolMessage | Command[Any]:
+        async def call(req: ToolCallRequest) -> ToolMessage | Command[Any]:
             return await (execute(req) if inner is None else inner(req, execute))
 
         run = _current.get()
@@ -81,7 +81,7 @@ def journal_tools(node: ToolNode, idempotent: frozenset[str]) -> None:
 
 async def _journaled(
     run: _Run, request: ToolCallRequest, call: _Execute, idempotent: frozenset[str]
-) -> ToolMessage | Command:
+) -> ToolMessage | Command[Any]:
     tool_call = request.tool_call
     name = tool_call["name"]
     args = to_jsonable_python(tool_call["args"], fallback=str)
