@@ -124,17 +124,17 @@ async def test_langgraph_worker_killed_in_a_node_resumes_from_the_checkpoint_and
     ids: str,
 ) -> None:
     cli = Cli(capsys)
-    monkeypatch.setenv("TW_TEST_HOLD", "ship,charge,lookup")
+    monkeypatch.setenv("TW_TEST_HOLD", "ship-coat,lookup-7,charge-500")
     shop, paid, charged = ids, f"{ids}-lookup", f"{ids}-charge"
     async with worker_process(settings, connections, tmp_path / "w1", bindings=SPEC) as first:
         order = await submit(cli, shop, SHOP, {"item": "coat"})
         await cli.waiting(shop, "input")
         await answer(capsys, order, '"M"')
         looked = await cli.submit(paid, TILL, "call lookup 7")
-        charge = await cli.submit(charged, TILL, "call charge 500")
+        charge = await cli.submit(charged, TILL, "call lookup 8 charge 500")
         await eventually(
             lambda: _runs(runs, "ship", "lookup", "charge"),
-            lambda counted: counted == [1, 1, 1],
+            lambda counted: counted == [1, 2, 1],
             what="ship, lookup and charge running in the first worker",
         )
         first.kill()  # SIGKILL: no cleanup, the claims lapse
@@ -150,10 +150,11 @@ async def test_langgraph_worker_killed_in_a_node_resumes_from_the_checkpoint_and
         assert head["submission_id"] == charge
         await cli("resolve", charge, "--outcome", "ran", "--result", '"charged by hand"')
         final = (await cli.settlement(charged, charge))["result"]["messages"][-1]["content"]
-        assert final == "final: charged by hand"
+        assert final == "final: order 8 is paid; charged by hand"
     # Nodes done before the kill never ran again; the node and tools cut off did (an
-    # idempotent tool by itself), a side effect never did by itself.
-    assert _runs_now(runs, "reserve", "ship", "lookup", "charge") == [1, 2, 2, 1]
+    # idempotent tool by itself), a side effect never did by itself, and the tool call the
+    # charge's turn finished before it (its journal step) was not made again.
+    assert _runs_now(runs, "reserve", "ship", "lookup", "charge") == [1, 2, 3, 1]
 
 
 async def _runs(folder: Path, *names: str) -> list[int]:

@@ -3,8 +3,9 @@
 ``shop``: ``reserve`` → ``ask_size`` (an ``interrupt`` asking for the size) → ``ship``, the
 issue's acceptance graph. ``till``: a scripted model node and a `ToolNode` with ``lookup``
 (idempotent) and ``charge`` (a side effect). Nodes and tools append one line per real run to
-``$TW_TEST_TOOL_DIR/<name>``; the first run of a name that ``TW_TEST_HOLD`` lists
-(comma-separated) holds, for the test to kill the worker meanwhile.
+``$TW_TEST_TOOL_DIR/<name>``; the first run of ``<name>-<key>`` that ``TW_TEST_HOLD`` lists
+(comma-separated; the key is the item or the tool's argument) holds, for the test to kill the
+worker meanwhile.
 """
 
 from __future__ import annotations
@@ -27,15 +28,15 @@ SHOP = "shop"
 TILL = "till"
 
 
-async def ran(name: str) -> None:
-    """Count a real run of ``name``; its first run holds when the test asked for it."""
+async def ran(name: str, key: object) -> None:
+    """Count a real run of ``name``; its first run with ``key`` holds when the test asked."""
     folder = os.environ.get("TW_TEST_TOOL_DIR")
     if folder is None:
         return
     with (Path(folder) / name).open("a") as runs:
         runs.write("ran\n")
-    marker = Path(folder) / f"{name}.held"
-    if name in os.environ.get("TW_TEST_HOLD", "").split(",") and not marker.exists():
+    marker = Path(folder) / f"{name}-{key}.held"
+    if f"{name}-{key}" in os.environ.get("TW_TEST_HOLD", "").split(",") and not marker.exists():
         marker.touch()
         await asyncio.sleep(60)
 
@@ -48,7 +49,7 @@ class Order(TypedDict, total=False):
 
 
 async def reserve(state: Order) -> Order:
-    await ran("reserve")
+    await ran("reserve", state["item"])
     return {"reserved": state.get("reserved", 0) + 1}
 
 
@@ -58,7 +59,7 @@ def ask_size(state: Order) -> Order:
 
 
 async def ship(state: Order) -> Order:
-    await ran("ship")
+    await ran("ship", state["item"])
     return {"shipped": f"{state['item']} in {state['size']}"}
 
 
@@ -77,24 +78,28 @@ def shop() -> StateGraph[Any, Any, Any, Any]:
 @tool
 async def lookup(order: str) -> str:
     """Look an order up."""
-    await ran("lookup")
+    await ran("lookup", order)
     return f"order {order} is paid"
 
 
 @tool
 async def charge(cents: int) -> str:
     """Charge the customer."""
-    await ran("charge")
+    await ran("charge", cents)
     return f"charged {cents}"
 
 
 def model(state: MessagesState) -> dict[str, list[Any]]:
-    """A scripted model: ``call NAME ARG`` asks for a tool, a tool's result is answered."""
-    last = state["messages"][-1]
-    if isinstance(last, ToolMessage):
-        return {"messages": [AIMessage(content=f"final: {last.content}")]}
-    assert isinstance(last, HumanMessage)
-    _, name, arg = str(last.content).split(" ", 2)
+    """A scripted model: ``call NAME ARG [NAME ARG...]`` asks for those tools one after the
+    other; once all answered, it says their results."""
+    messages = state["messages"]
+    asked = max(n for n, m in enumerate(messages) if isinstance(m, HumanMessage))
+    words = str(messages[asked].content).split()[1:]
+    calls = list(zip(words[::2], words[1::2], strict=True))
+    results = [str(m.content) for m in messages[asked:] if isinstance(m, ToolMessage)]
+    if len(results) == len(calls):
+        return {"messages": [AIMessage(content="final: " + "; ".join(results))]}
+    name, arg = calls[len(results)]
     args = {"cents": int(arg)} if name == "charge" else {"order": arg}
     call = {"name": name, "args": args, "id": f"call-{name}-{arg}", "type": "tool_call"}
     return {"messages": [AIMessage(content="", tool_calls=[call])]}
