@@ -234,9 +234,10 @@ class AttemptContext(Protocol):
         at most `steps_taken`; by default `steps_taken`), so a binding that resumes from it
         calls `advance_to` with that step and its later steps line up with the journal.
         ``carry`` marks state the thread's next submission may start from (`checkpoints`
-        returns the newest carried one of an earlier submission that settled completed). ``records`` (kind and JSON body each, kinds other
-        than threadwarden's own) are appended in the same transaction, as plain records: what
-        the saved step did, for ``watch`` and the console. A stale attempt saves nothing.
+        returns the newest carried one of an earlier submission that settled completed).
+        ``records`` (kind and JSON body each, kinds other than threadwarden's own) are appended
+        in the same transaction, as plain records: what the saved step did, for ``watch`` and
+        the console. A stale attempt saves nothing.
         """
         ...
 
