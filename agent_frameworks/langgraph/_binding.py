@@ -108,11 +108,17 @@ async def _answers(
     ctx: AttemptContext, graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig
 ) -> Command[Any] | None:
     """The resume of an interrupted graph: each pending ``interrupt`` is a question
-    (``ctx.ask``, one journal step each, in order); None when nothing is pending."""
+    (``ctx.ask``, one journal step each, in order; its ``response_schema`` the answer's JSON
+    Schema); None when nothing is pending."""
     state = await graph.aget_state(config)
     if not state.interrupts:
         return None
-    answers = {i.id: await ctx.ask(_jsonable(i.value)) for i in state.interrupts}
+    answers = {}
+    for pending in state.interrupts:
+        schema = getattr(pending, "response_schema", None)
+        answers[pending.id] = await ctx.ask(
+            _jsonable(pending.value), schema=schema if isinstance(schema, dict) else None
+        )
     return Command(resume=answers)
 
 
