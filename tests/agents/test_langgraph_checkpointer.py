@@ -20,12 +20,8 @@ from tests.helpers.ledger import Ledger
 from threadwarden.activities.context import AttemptContext
 from threadwarden.agents.langgraph import LedgerSaver
 from threadwarden.errors import InvalidInput, StaleAttempt, StalePass
-from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.checkpoints import Checkpoints
-from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.ledger.operator import Operator
-from threadwarden.protocol.decisions import Timing
 
 LATER = datetime.now(UTC) + timedelta(days=1)
 
@@ -33,13 +29,7 @@ LATER = datetime.now(UTC) + timedelta(days=1)
 @pytest.fixture
 def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
     """The repositories with the default timing, a 30 s lease and a 50 ms alarm floor."""
-    return Ledger(
-        pool=pool,
-        maintenance=Maintenance(pool, Timing()),
-        attempts=Attempts(pool, lease_ms=30_000),
-        admissions=Admissions(pool, minimum_alarm_delay_ms=50),
-        operator=Operator(pool, minimum_alarm_delay_ms=50),
-    )
+    return Ledger.defaults(pool)
 
 
 def context(ledger: Ledger, claim: Claim) -> AttemptContext:
