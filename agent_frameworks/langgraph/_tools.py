@@ -43,6 +43,11 @@ class _Run:
 _current: ContextVar[_Run | None] = ContextVar("threadwarden_langgraph_run", default=None)
 
 
+def current() -> _Run | None:
+    """The attempt the running graph belongs to, if it runs inside one."""
+    return _current.get()
+
+
 @contextmanager
 def running(ctx: AttemptContext) -> Iterator[None]:
     """Make ``ctx`` the attempt whose journal the graph's tool nodes write to."""
