@@ -35,11 +35,11 @@ _INSERT = """
 INSERT INTO threadwarden.checkpoints (thread_id, submission_id, epoch, step, carry, meta, data)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7)
 """
-_OF_SUBMISSION = """
+OF_SUBMISSION = """
 SELECT submission_id, step, meta, data, carry FROM threadwarden.checkpoints
  WHERE submission_id = $1 ORDER BY sequence
 """
-_CARRIED = """
+CARRIED = """
 SELECT c.submission_id, c.step, c.meta, c.data, c.carry
   FROM threadwarden.checkpoints c JOIN threadwarden.submissions s USING (submission_id)
  WHERE c.thread_id = $1 AND c.carry AND c.submission_id <> $2
@@ -96,6 +96,6 @@ class Checkpoints:
         """The newest carried checkpoint of the thread's earlier completed submissions (if
         any), then every checkpoint this submission saved, in order."""
         async with self._pool.acquire() as conn:
-            carried = await conn.fetch(_CARRIED, claim.thread_id, claim.submission_id)
-            own = await conn.fetch(_OF_SUBMISSION, claim.submission_id)
+            carried = await conn.fetch(CARRIED, claim.thread_id, claim.submission_id)
+            own = await conn.fetch(OF_SUBMISSION, claim.submission_id)
         return [CheckpointRow(**dict(row)) for row in [*carried, *own]]
