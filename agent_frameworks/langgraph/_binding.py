@@ -147,6 +147,12 @@ def graph_binding(
             raise InvalidInput(
                 "graph", "a StateGraph, or a graph compiled without a checkpointer of its own"
             )
+        if graph.interrupt_before_nodes or graph.interrupt_after_nodes:
+            raise InvalidInput(
+                "graph",
+                "a graph compiled without interrupt_before/interrupt_after"
+                " (ask with interrupt() inside a node)",
+            )
     elif not isinstance(graph, StateGraph):
         raise InvalidInput("graph", "a langgraph StateGraph", type(graph).__name__)
     if not isinstance(recursion_limit, int) or recursion_limit < 1:

@@ -67,6 +67,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         self._ctx = ctx
         self._memory = InMemorySaver(serde=self.serde)
         self._lock = asyncio.Lock()
+        self._own = 0  # how many changes this submission saved (loaded or written)
         self.position = 0
         """The furthest journal position of this submission's saved checkpoints and writes."""
 
@@ -84,8 +85,6 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     def resuming(self) -> bool:
         """Whether this submission saved anything already (a re-run resumes from it)."""
         return self._own > 0
-
-    _own = 0
 
     def _replay(self, saved: SavedCheckpoint) -> None:
         meta = saved.meta

@@ -28,6 +28,9 @@ it runs the tool again, which interrupts again, as LangGraph re-runs code before
 FAILED = "threadwarden:tool-error"
 """Marks a recorded result that was the tool's error message (``handle_tool_errors``)."""
 
+_UNWRAPPED = "_threadwarden_unwrapped"
+"""Where a journaled `ToolNode` keeps the wrapper it had of its own (None: it had none)."""
+
 _Execute = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
 _Wrapper = Callable[[ToolCallRequest, _Execute], Awaitable[ToolMessage | Command[Any]]]
 
@@ -70,7 +73,10 @@ def tool_nodes(builder: StateGraph[Any, Any, Any, Any]) -> dict[str, ToolNode]:
 def journal_tools(node: ToolNode, idempotent: frozenset[str]) -> None:
     """Route ``node``'s calls through the current attempt's ``ctx.tool`` (around any wrapper
     the node already had); outside an attempt the node runs as it would."""
-    inner: _Wrapper | None = node._awrap_tool_call
+    # A node bound again (the same builder in a second binding) is wrapped around what it
+    # had before threadwarden's first wrapper, not around that wrapper: one journal step a call.
+    inner: _Wrapper | None = getattr(node, _UNWRAPPED, node._awrap_tool_call)
+    setattr(node, _UNWRAPPED, inner)
 
     async def wrapped(request: ToolCallRequest, execute: _Execute) -> ToolMessage | Command[Any]:
         async def call(req: ToolCallRequest) -> ToolMessage | Command[Any]:
