@@ -29,7 +29,7 @@ def test_langgraph_binding_refuses_what_it_cannot_run(graph: Any, expected: str)
         graph_binding(graph(), agent_id="shop")
     assert str(refused.value).startswith("graph: expected ")
     with pytest.raises(InvalidInput, match="model: expected a LangChain chat model"):
-        journaled(graph)  # type: ignore[arg-type]
+        journaled(graph)
 
 
 def test_langgraph_binding_digest_is_the_graphs_definition() -> None:
