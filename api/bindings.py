@@ -242,9 +242,9 @@ class AttemptContext(Protocol):
         ...
 
     async def checkpoints(self) -> list[SavedCheckpoint]:
-        """The thread's carried checkpoint (the newest of its earlier completed submissions,
-        if any), then every checkpoint this submission saved, oldest first. One read, on
-        first use."""
+        """The thread's carried checkpoint (the newest of its earlier submissions for the same
+        agent that settled completed, if any), then every checkpoint this submission saved,
+        oldest first. One read, on first use."""
         ...
 
     @property

@@ -43,11 +43,12 @@ CARRIED = """
 SELECT c.submission_id, c.step, c.meta, c.data, c.carry
   FROM threadwarden.checkpoints c JOIN threadwarden.submissions s USING (submission_id)
  WHERE c.thread_id = $1 AND c.carry AND c.submission_id <> $2
-   AND s.state = 'settled' AND s.outcome = 'completed'
+   AND s.state = 'settled' AND s.outcome = 'completed' AND s.agent_id = $3
  ORDER BY c.sequence DESC LIMIT 1
 """
-"""The newest carried row of the thread's completed submissions: a failed or aborted turn's
-state does not carry (as its messages are no part of an agent's memory)."""
+"""The newest carried row of the thread's completed submissions for the same agent: a failed
+or aborted turn's state does not carry (as its messages are no part of an agent's memory), nor
+another agent's on the same thread."""
 
 
 class Checkpoints:
@@ -93,9 +94,11 @@ class Checkpoints:
             ]
 
     async def load(self, claim: Claim) -> list[CheckpointRow]:
-        """The newest carried checkpoint of the thread's earlier completed submissions (if
-        any), then every checkpoint this submission saved, in order."""
+        """The newest carried checkpoint of the thread's earlier completed submissions for the
+        same agent (if any), then every checkpoint this submission saved, in order."""
         async with self._pool.acquire() as conn:
-            carried = await conn.fetch(CARRIED, claim.thread_id, claim.submission_id)
+            carried = await conn.fetch(
+                CARRIED, claim.thread_id, claim.submission_id, claim.agent_id
+            )
             own = await conn.fetch(OF_SUBMISSION, claim.submission_id)
         return [CheckpointRow(**dict(row)) for row in [*carried, *own]]

@@ -111,3 +111,10 @@ async def test_langgraph_checkpointer_carries_a_completed_submissions_state_only
     assert (await turn("hat", "completed"))["reserved"] == 1
     assert (await turn("cap", "failed"))["reserved"] == 2  # its own run saw the carried state
     assert (await turn("cap", "completed"))["reserved"] == 2  # the failed turn's did not carry
+
+    # Another agent on the same thread starts from nothing of this one's.
+    await ledger.admissions.admit(thread_id=ids, agent_id="other", input={}, host_id=ids)
+    begun = await ledger.begin(ids)
+    claim = await ledger.attempts.claim_head(ids, begun.epoch, ids, bindings={"other": "d-1"})
+    assert claim is not None
+    assert await context(ledger, claim).checkpoints() == []

@@ -44,7 +44,7 @@ async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
         ("sweeper scan", OVERDUE, (2_000, 500), ["hosts_alarm_at"]),
         ("message claim", CLAIM, ("h", 30_000, "token"), ["messages_due"]),
         ("a submission's checkpoints", OF_SUBMISSION, ("sub_1",), ["checkpoints_of_submission"]),
-        ("a thread's carried checkpoint", CARRIED, ("t", "sub_1"), ["checkpoints_carried"]),
+        ("a thread's carried checkpoint", CARRIED, ("t", "sub_1", "a"), ["checkpoints_carried"]),
     ],
 )
 async def test_hot_query_uses_its_index(
