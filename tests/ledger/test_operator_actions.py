@@ -13,12 +13,8 @@ import pytest
 
 from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now
 from threadwarden.errors import AbortRequested, NotFound, NotWaiting, StaleAttempt, StalePass
-from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts
-from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.recovery import Recovery
-from threadwarden.protocol.decisions import Timing
 
 MIN_DELAY = timedelta(milliseconds=50)
 CLOCK_SLACK = timedelta(milliseconds=25)
@@ -28,13 +24,7 @@ CHARGE = {"tool": "charge", "args": {"cents": 5}, "side_effect": True, "idempote
 @pytest.fixture
 def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
     """The repositories with the default timing, a 30 s lease and a 50 ms alarm floor."""
-    return Ledger(
-        pool=pool,
-        maintenance=Maintenance(pool, Timing()),
-        attempts=Attempts(pool, lease_ms=30_000),
-        admissions=Admissions(pool, minimum_alarm_delay_ms=50),
-        operator=Operator(pool, minimum_alarm_delay_ms=50),
-    )
+    return Ledger.defaults(pool)
 
 
 # --- putting a head into a state ------------------------------------------------------------

@@ -10,24 +10,14 @@ import pytest
 
 from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now, publish
 from threadwarden.errors import StaleAttempt
-from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
-from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.ledger.operator import Operator
+from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.recovery import Recovery
-from threadwarden.protocol.decisions import Timing
 
 
 @pytest.fixture
 def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
     """The repositories with the default timing, a 30 s lease and a 50 ms alarm floor."""
-    return Ledger(
-        pool=pool,
-        maintenance=Maintenance(pool, Timing()),
-        attempts=Attempts(pool, lease_ms=30_000),
-        admissions=Admissions(pool, minimum_alarm_delay_ms=50),
-        operator=Operator(pool, minimum_alarm_delay_ms=50),
-    )
+    return Ledger.defaults(pool)
 
 
 def _call(*, side_effect: bool, key: str | None = None) -> dict[str, Any]:
