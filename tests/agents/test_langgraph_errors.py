@@ -1,7 +1,8 @@
 """A graph's errors per SPEC §8: a node's own exception (or the recursion limit) settles the
 turn ``failed`` with the reason; transient trouble (a connection error, an HTTP 429 or 5xx a
 node's client raised) is `Retryable`, the pass retries and the graph resumes from its last
-checkpoint; threadwarden's own errors are never judged as the graph's."""
+checkpoint; threadwarden's own errors (a checkpoint save that failed) are never judged as the
+graph's: they fail the pass, and the retry resumes."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from langgraph.errors import GraphRecursionError
 from langgraph.graph import END, START, StateGraph
 
 from tests.agents.conftest import AgentsWorker
-from tests.helpers.graph_agents import ran
+from tests.helpers.graph_agents import ran, shop
+from tests.helpers.polling import eventually
 from threadwarden.agents.langgraph import graph_binding
 from threadwarden.agents.langgraph._errors import verdict
 from threadwarden.bindings import Failed
 from threadwarden.errors import Retryable, StaleAttempt
+from threadwarden.failpoints import Failpoints
 from threadwarden.worker.client import ThreadwardenClient
 
 
@@ -98,3 +101,29 @@ async def test_langgraph_errors_a_transient_error_retries_from_the_checkpoint_a_
         "failed",
         "graph raised ValueError: no broken in stock",
     )
+
+
+async def test_langgraph_errors_a_fault_saving_a_checkpoint_fails_the_pass_not_the_turn(
+    agents_worker: AgentsWorker,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    ids: str,
+) -> None:
+    monkeypatch.setenv("TW_TEST_TOOL_DIR", str(tmp_path))
+    async with agents_worker(graph_binding(shop(), agent_id="shop")):
+        order = await client.submit(ids, agent_id="shop", input={"item": "hat"})
+        await eventually(
+            lambda: client.thread_status(ids),
+            lambda s: s.submissions[-1].waiting_for == "input",
+            what="the question asked",
+        )
+        failpoints.arm("attempt:checkpoint", times=1)  # the answered run's first save fails
+        await client.answer(order.submission_id, "S")
+        done = await client.result(order.submission_id, timeout=60)
+        [view] = (await client.thread_status(ids)).submissions
+    assert (done.outcome, done.result["shipped"]) == ("completed", "hat in S")
+    assert failpoints.hits["attempt:checkpoint"] == 1
+    assert view.attempts == 3  # asked, answered and faulted, retried from the checkpoint
+    assert (tmp_path / "reserve").read_text().count("ran") == 1
