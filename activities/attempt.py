@@ -38,6 +38,7 @@ from threadwarden.errors import (
 )
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection
@@ -98,7 +99,9 @@ class AttemptActivities:
         children: Children,
         operator: Operator,
         waker: Waker,
+        checkpoints: Checkpoints,
     ) -> None:
+        self._checkpoints = checkpoints
         self._children = children
         self._operator = operator
         self._waker = waker
@@ -279,6 +282,7 @@ class AttemptActivities:
             failpoints=self._failpoints,
             children=self._children,
             waker=self._waker,
+            checkpoints=self._checkpoints,
         )
         handler = asyncio.ensure_future(binding.handler(context))
         lease = LeaseKeeper(

@@ -10,14 +10,14 @@ the handler catches it and returns `Failed`; once faulted, the context refuses f
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from temporalio import activity
 
 from threadwarden.activities.wake import Waker
-from threadwarden.bindings import ApprovalDecision, ChildOutcome, ThreadRecord
+from threadwarden.bindings import ApprovalDecision, ChildOutcome, SavedCheckpoint, ThreadRecord
 from threadwarden.errors import (
     AbortRequested,
     BudgetExceeded,
@@ -31,6 +31,7 @@ from threadwarden.errors import (
 from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.ledger.admission import payload_digest
 from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.models import ChildOutcome as Joined
 from threadwarden.ledger.records import HistoryRecord
@@ -144,8 +145,11 @@ class AttemptContext:
         failpoints: Failpoints | None = None,
         children: Children | None = None,
         waker: Waker | None = None,
+        checkpoints: Checkpoints | None = None,
     ) -> None:
         self._claim = claim
+        self._checkpoints = checkpoints
+        self._saved: list[SavedCheckpoint] | None = None
         self._attempts = attempts
         self._children = children
         self._waker = waker
@@ -484,7 +488,62 @@ class AttemptContext:
             outcomes[step] = _child_outcome(joined.model_dump())
         return outcomes
 
-    def _next(self) -> int:
+    async def save_checkpoint(
+        self,
+        meta: Any,
+        data: bytes = b"",
+        *,
+        carry: bool = False,
+        records: Sequence[tuple[str, Any]] = (),
+        step: int | None = None,
+    ) -> None:
+        validate_input("meta", meta)
+        if step is None:
+            step = self._step
+        elif not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= self._step:
+            raise InvalidInput("step", f"an integer from 0 to {self._step} (steps taken)", step)
+        if not isinstance(data, bytes):
+            raise InvalidInput("data", "bytes", type(data).__name__)
+        for kind, body in records:
+            if kind in RESERVED_KINDS:
+                raise InvalidInput("records", f"record kinds other than {kind!r} (reserved)")
+            validate_input("records", body)
+        store = self._wired_checkpoints()
+        self._check_fault()
+        listed = list(records)
+        await self._guarded(
+            "attempt:checkpoint",
+            lambda: store.save(
+                self._claim, step=step, meta=meta, data=data, carry=carry, records=listed
+            ),
+        )
+        if self._saved is not None:
+            self._saved.append(SavedCheckpoint(self._claim.submission_id, step, meta, data, carry))
+
+    async def checkpoints(self) -> list[SavedCheckpoint]:
+        store = self._wired_checkpoints()
+        if self._saved is None:
+            rows = await self._guarded(None, lambda: store.load(self._claim))
+            self._saved = [
+                SavedCheckpoint(r.submission_id, r.step, r.meta, r.data, r.carry) for r in rows
+            ]
+        return list(self._saved)
+
+    @property
+    def steps_taken(self) -> int:
+        return self._step
+
+    def advance_to(self, step: int) -> None:
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise InvalidInput("step", "a non-negative integer", step)
+        self._step = max(self._step, step)
+
+    def _wired_checkpoints(self) -> Checkpoints:
+        if self._checkpoints is None:
+            raise InvalidInput("checkpoints", "an attempt context wired for checkpoints")
+        return self._checkpoints
+
+    def _check_fault(self) -> None:
         if self.fault is not None:
             # A step after a failed one would leave a gap in the journal that the re-run
             # could never replay.
@@ -492,6 +551,9 @@ class AttemptContext:
                 f"attempt {self._claim.attempt_id}: an earlier step failed"
                 f" ({type(self.fault).__name__}: {self.fault}); no further step can run"
             ) from self.fault
+
+    def _next(self) -> int:
+        self._check_fault()
         self._step += 1
         return self._step
 

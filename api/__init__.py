@@ -18,6 +18,7 @@ from threadwarden.bindings import (
     Completed,
     Failed,
     Outcome,
+    SavedCheckpoint,
     ThreadRecord,
 )
 from threadwarden.errors import (
@@ -109,6 +110,7 @@ __all__ = [
     "RecordFeed",
     "ResultTimeout",
     "Retryable",
+    "SavedCheckpoint",
     "SchemaVersionMismatch",
     "Settings",
     "StackAlreadyRunning",

@@ -5,7 +5,7 @@ every record the handler appends is checked against the attempt's ownership befo
 so a stale attempt can never change the thread.
 """
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -64,6 +64,22 @@ class ApprovalDecision:
     approved: bool
     reason: str | None = None
     operator: str | None = None
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """State a binding saved to resume from (`AttemptContext.save_checkpoint`), read back."""
+
+    submission_id: str
+    """The submission that saved it (another one's: the thread's carried state)."""
+    step: int
+    """The journal position when it was saved (the steps the submission had taken)."""
+    meta: Any
+    """The binding's JSON description of it."""
+    data: bytes
+    """The binding's opaque payload."""
+    carry: bool
+    """Whether it may seed the thread's next submission."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +218,44 @@ class AttemptContext(Protocol):
         """Record spending ``units`` of the budget (a journal step; a re-run does not spend
         again); returns what is left. Raises `BudgetExceeded`, recording nothing, when more
         than is left; without a budget it only records."""
+        ...
+
+    async def save_checkpoint(
+        self,
+        meta: Any,
+        data: bytes = b"",
+        *,
+        carry: bool = False,
+        records: Sequence[tuple[str, Any]] = (),
+        step: int | None = None,
+    ) -> None:
+        """Save state to resume from (a framework's checkpoint), fenced by this attempt.
+
+        Not a journal step: it remembers the journal position it holds the work of (``step``,
+        at most `steps_taken`; by default `steps_taken`), so a binding that resumes from it
+        calls `advance_to` with that step and its later steps line up with the journal.
+        ``carry`` marks state the thread's next submission may start from (`checkpoints`
+        returns the newest carried one of an earlier submission that settled completed).
+        ``records`` (kind and JSON body each, kinds other than threadwarden's own) are appended
+        in the same transaction, as plain records: what the saved step did, for ``watch`` and
+        the console. A stale attempt saves nothing.
+        """
+        ...
+
+    async def checkpoints(self) -> list[SavedCheckpoint]:
+        """The thread's carried checkpoint (the newest of its earlier submissions for the same
+        agent that settled completed, if any), then every checkpoint this submission saved,
+        oldest first. One read, on first use."""
+        ...
+
+    @property
+    def steps_taken(self) -> int:
+        """The journal steps this attempt has taken or skipped (`advance_to`) so far."""
+        ...
+
+    def advance_to(self, step: int) -> None:
+        """Move the step counter forward to ``step`` (never back): the steps up to it belong
+        to work a resumed checkpoint already holds, the next step is ``step + 1``."""
         ...
 
     def heartbeat(self) -> None:

@@ -29,6 +29,7 @@ LOCATIONS: frozenset[str] = frozenset(
     | {"maintenance:mutation:armed", "maintenance:mutation:finished", "claim", "settle"}
     | {"projection", "delivery:accept"}
     | {"attempt:append", "attempt:tool", "attempt:send_message", "attempt:renew"}
+    | {"attempt:checkpoint"}
     | {
         f"attempt:{step}{edge}"
         for step in ("call", "call-wait", "call-join")

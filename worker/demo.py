@@ -26,6 +26,8 @@ from threadwarden.worker.settings import Settings
 from threadwarden.worker.stack import embedded_stack, stopped_by_signals
 
 SETTLE_TIMEOUT_S = 180
+GRAPH_ANSWER = "M"
+"""What the demo answers the LangGraph graph's question (which size) with."""
 FEED_CATCH_UP_S = 5.0
 """How long the demo waits, once everything settled, for the feed to show the last records
 (publication runs after the commit, so it may trail the status a little)."""
@@ -333,17 +335,24 @@ async def _run_scripts(
         _record_feed(connections.database_url, _thread_id(run_id, ""), _tool_names(client)) as feed,
     ):
         _line(f"Following the live record feed (LISTEN {NOTIFY_CHANNEL}) …")
-        agent = _agent_or_note(await loading)
-        await workers.enter_async_context(running_worker(settings, connections, _registry(agent)))
+        agent, graph = _agent_or_note(await loading), _load_graph()
+        await workers.enter_async_context(
+            running_worker(settings, connections, _registry(agent, graph))
+        )
         threads, delegations, turn = await _submit_all(client, run_id, agent)
+        graph_turn = None if graph is None else await _submit_graph(client, run_id, graph)
+        if graph_turn is not None:
+            threads.append(graph_turn.thread_id)
 
         async def deploy_translator() -> None:
             await workers.aclose()  # a rolling deploy: the old worker goes away first
-            registry = _registry(agent)
+            registry = _registry(agent, graph)
             registry.register(translator_binding())
             await workers.enter_async_context(running_worker(settings, connections, registry))
 
         progress = await _watch(client, threads, delegations, turn, deploy_translator)
+        if graph_turn is not None:
+            await _show_graph_turn(client, graph_turn)
         missing = await feed.catch_up(client, [s.thread_id for s in progress.statuses])
         late = f" ({missing} not published yet)" if missing else ""
         _line(f"  feed showed {len(feed.seen)} records{late}")
@@ -359,6 +368,20 @@ def _load_agent() -> Binding | ImportError:
     return concierge_binding()
 
 
+def _load_graph() -> Binding | None:
+    """The demo's LangGraph graph (`demo_graph`), or None with a note when the ``langgraph``
+    extra is not installed: the demo then runs without its graph thread."""
+    try:
+        from threadwarden.worker.demo_graph import tailor_binding
+    except ImportError as missing:
+        _line(
+            f"  no graph thread: {missing.name or missing} is not installed"
+            " (pip install 'threadwarden[langgraph]')"
+        )
+        return None
+    return tailor_binding()
+
+
 def _agent_or_note(loaded: Binding | ImportError) -> Binding | None:
     """The agent, or None with a note when the ``pydantic-ai`` extra is not installed: the
     demo then runs without its agent thread."""
@@ -371,11 +394,12 @@ def _agent_or_note(loaded: Binding | ImportError) -> Binding | None:
     return loaded
 
 
-def _registry(agent: Binding | None) -> BindingRegistry:
-    """The built-in ``scripted`` binding, and the demo's agent when there is one."""
+def _registry(*agents: Binding | None) -> BindingRegistry:
+    """The built-in ``scripted`` binding, and the demo's agent and graph when there are."""
     registry = default_registry()
-    if agent is not None:
-        registry.register(agent)
+    for agent in agents:
+        if agent is not None:
+            registry.register(agent)
     return registry
 
 
@@ -413,6 +437,42 @@ async def _submit_all(
     total = sum(len(s) for s in SCRIPTS.values()) + 1 + (turn is not None)
     _line(f"Submitted {total} submissions on {len(threads)} threads (run {run_id}).")
     return threads, delegations, turn
+
+
+async def _submit_graph(client: ThreadwardenClient, run_id: str, graph: Binding) -> AgentTurn:
+    thread = _thread_id(run_id, graph.agent_id)
+    receipt = await client.submit(
+        thread, agent_id=graph.agent_id, input={"item": "jacket"}, idempotency_key=thread
+    )
+    _line(f"Submitted a LangGraph turn on {thread}.")
+    return AgentTurn(thread, receipt.submission_id, graph.agent_id)
+
+
+async def _show_graph_turn(client: ThreadwardenClient, turn: AgentTurn) -> None:
+    """One line: the graph's outcome and its final state, with the nodes that ran."""
+    settled = await client.result(turn.submission_id, timeout=5)
+    nodes = [
+        r["body"]["node"]
+        for r in await client.records(turn.thread_id)
+        if r["kind"] == "graph-update" and r["submission_id"] == turn.submission_id
+    ]
+    shown = json.dumps(settled.result) if settled.outcome == "completed" else settled.reason
+    _line(
+        f"  {turn.submission_id} on {turn.thread_id}: LangGraph graph {turn.agent_id!r}"
+        f" {settled.outcome} (node updates: {', '.join(nodes)}): {shown}"
+    )
+
+
+async def _answer_question(client: ThreadwardenClient, thread: str, sub: SubmissionView) -> None:
+    """Answer what a submission asks (its ``input-requested`` record's payload)."""
+    asked = [
+        r["body"]["payload"]
+        for r in await client.records(thread)
+        if r["kind"] == "input-requested" and r["submission_id"] == sub.submission_id
+    ]
+    question = json.dumps(asked[-1]) if asked else "a question"
+    _line(f"  {sub.submission_id} asks {question}: answering {json.dumps(GRAPH_ANSWER)}")
+    await client.answer(sub.submission_id, GRAPH_ANSWER)
 
 
 async def _look(
@@ -533,6 +593,7 @@ async def _watch(
         done = sum(s.state == "settled" for s in subs)
         running = sum(s.state == "running" for s in subs)
         waiting = [s for s in subs if s.waiting_for is not None]
+        thread_of = {s.submission_id: t.thread_id for t in progress.statuses for s in t.submissions}
         line = (
             f"  settled {done}/{len(subs)}, running {running}, waiting {len(waiting)},"
             f" messages in flight {progress.in_flight}"
@@ -544,6 +605,8 @@ async def _watch(
             if sub.waiting_for == "approval":
                 _line(f"  {sub.submission_id} waits for an approval: approving it")
                 await client.approve(sub.submission_id)
+            elif sub.waiting_for == "input":
+                await _answer_question(client, thread_of[sub.submission_id], sub)
         blocked = [s for s in waiting if s.waiting_for == "binding"]
         if not deployed and blocked and done + len(blocked) == len(subs):
             _line(

@@ -46,6 +46,7 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.maintenance import Maintenance
@@ -445,6 +446,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             children=Children(pool, admissions, minimum_alarm_delay_ms=delay),
             operator=Operator(pool, minimum_alarm_delay_ms=delay),
             waker=waker,
+            checkpoints=Checkpoints(pool),
         )
         sweep = SweepActivities(
             Sweeps(pool),

@@ -66,3 +66,31 @@ async def test_the_agents_example_runs_both_frameworks_from_the_cli(
     assert denied.result == "Done: The operator denied the call to refund: paid by card"
     for name in ("support", "offline"):
         sys.modules.pop(name, None)
+
+
+async def test_the_agents_example_runs_the_langgraph_graph_from_the_cli(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    cli_env: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    ids: str,
+) -> None:
+    monkeypatch.chdir(EXAMPLE)
+    monkeypatch.delitem(sys.modules, "orders", raising=False)
+    registry = load_registry("orders:bindings")
+    async with running_worker(settings, connections, registry, failpoints=failpoints):
+        capsys.readouterr()
+        assert (
+            await run_cli("submit", ids, "--agent", "orders", "--input", '{"item": "shirt"}') == 0
+        )
+        order = (await head_in(client, ids, "suspended")).submission_id
+        assert (await client.thread_status(ids)).submissions[-1].waiting_for == "input"
+        assert await run_cli("answer", order, "--value", '"XL"') == 2  # not one of the sizes
+        assert await run_cli("answer", order, "--value", '"L"') == 0
+        done = await client.result(order, timeout=30)
+    assert (done.result["size"], done.result["reserved"]) == ("L", True)
+    assert done.result["messages"][-1]["content"] == "Shipped shirt in size L"
+    sys.modules.pop("orders", None)

@@ -4,6 +4,7 @@ pydantic-ai agent thread (an offline model, a tool that needs approval) complete
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sys
@@ -41,7 +42,8 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_agent_an
     assert demo.returncode == 0, text[-3000:]
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
-    assert "settled 21/21" in text  # 19 submitted, the message and the delegated child
+    assert "settled 22/22" in text  # 20 submitted, the message and the delegated child
+    _assert_graph_thread(text)
     # the delegation: the parent waits for its subagent, then completes with the child's result
     waits = re.search(
         r"  (sub_\S+) on (demo-\S+-planner) delegated to a subagent \((sub_\S+) on"
@@ -82,3 +84,26 @@ def _assert_agent_thread(text: str) -> None:
     assert "approval-requested" in feed and "settlement" in feed, feed
     row = re.search(rf"^{thread}\s+concierge\s+\S+\s+1\s+1\s+0$", text, re.MULTILINE)
     assert row is not None, text[-3000:]  # the summary: one submission, completed
+
+
+def _assert_graph_thread(text: str) -> None:
+    """The LangGraph graph's turn: its question answered, then completed with the final state,
+    one update per node (``reserve``'s before the question, not again after the answer)."""
+    asked = re.search(
+        r'  (sub_\S+) asks \{"question": "Which size of jacket\?"\}: answering "M"', text
+    )
+    assert asked is not None, text[-3000:]
+    completed = re.search(
+        rf"  {asked[1]} on demo-\S+-tailor: LangGraph graph 'tailor' completed"
+        r" \(node updates: reserve, ask_size, ship\): (\{.*\})$",
+        text,
+        re.MULTILINE,
+    )
+    assert completed is not None, text[-3000:]
+    assert asked.start() < completed.start()
+    assert json.loads(completed[1]) == {
+        "item": "jacket",
+        "reserved": True,
+        "size": "M",
+        "shipped": "jacket in size M",
+    }

@@ -14,6 +14,7 @@ from threadwarden.ledger.maintenance import BeginResult, Maintenance
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.publication import Publications
 from threadwarden.ledger.records import insert_record
+from threadwarden.protocol.decisions import Timing
 
 BINDINGS = {"echo": "digest-1"}
 """The one binding the ledger tests claim with."""
@@ -32,6 +33,17 @@ class Ledger:
     attempts: Attempts
     admissions: Admissions
     operator: Operator
+
+    @classmethod
+    def defaults(cls, pool: asyncpg.Pool[Any]) -> Ledger:
+        """The repositories with the default timing, a 30 s lease and a 50 ms alarm floor."""
+        return cls(
+            pool=pool,
+            maintenance=Maintenance(pool, Timing()),
+            attempts=Attempts(pool, lease_ms=30_000),
+            admissions=Admissions(pool, minimum_alarm_delay_ms=50),
+            operator=Operator(pool, minimum_alarm_delay_ms=50),
+        )
 
     async def admit(self, host_id: str, thread_id: str | None = None) -> str:
         """Admit an ``echo`` submission onto ``thread_id`` (default: the host's own thread)."""

@@ -12,7 +12,6 @@ from tests.helpers.scene import MIN_DELAY, Scene
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.ledger.operator import Operator
 from threadwarden.protocol.decisions import Timing
 
 
@@ -46,10 +45,4 @@ def scene(pool: asyncpg.Pool[Any], ids: str) -> Scene:
 @pytest.fixture
 def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
     """The repositories with the default timing, a 30 s lease and a 50 ms alarm floor."""
-    return Ledger(
-        pool=pool,
-        maintenance=Maintenance(pool, Timing()),
-        attempts=Attempts(pool, lease_ms=30_000),
-        admissions=Admissions(pool, minimum_alarm_delay_ms=50),
-        operator=Operator(pool, minimum_alarm_delay_ms=50),
-    )
+    return Ledger.defaults(pool)

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from threadwarden.ledger.checkpoints import CARRIED, OF_SUBMISSION
 from threadwarden.ledger.maintenance import BEGIN, LOCK_HOST_WITH_DEADLINES, LOCK_WITH_HEADS
 from threadwarden.ledger.messages import CLAIM
 from threadwarden.ledger.sweep import OVERDUE
@@ -42,6 +43,8 @@ async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
         ),
         ("sweeper scan", OVERDUE, (2_000, 500), ["hosts_alarm_at"]),
         ("message claim", CLAIM, ("h", 30_000, "token"), ["messages_due"]),
+        ("a submission's checkpoints", OF_SUBMISSION, ("sub_1",), ["checkpoints_of_submission"]),
+        ("a thread's carried checkpoint", CARRIED, ("t", "sub_1", "a"), ["checkpoints_carried"]),
     ],
 )
 async def test_hot_query_uses_its_index(
