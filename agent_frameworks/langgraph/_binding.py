@@ -165,4 +165,5 @@ def graph_binding(
         agent_id=agent_id,
         digest=digest("langgraph", _definition(builder)),
         handler=runner.handle,
+        history_kinds=frozenset(),  # its memory is its checkpoints: the claim loads no history
     )
