@@ -54,7 +54,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "slow: a test that takes tens of seconds; under xdist it is handed out first, so it"
-        " does not start last and hold the run's end",
+        " does not start last and hold the run's end (the slow tests also share the xdist"
+        " group 'slow': they run one after another, not all at once on the two cores)",
     )
     config.addinivalue_line(
         "markers",

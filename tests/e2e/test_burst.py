@@ -48,6 +48,7 @@ async def small_worker(settings: Settings, connections: Connections) -> AsyncIte
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("slow")  # the long, heavy tests one after another
 @pytest.mark.timeout(600)  # as long as its own deadline: under xdist it shares the 2 cores
 async def test_burst_of_1000_submissions_settles_every_one_without_a_failed_pass(
     small_worker: Settings,

@@ -35,6 +35,7 @@ RUN_DEADLINE_S = 420
     reason="its ledger is the chaos stack's own database, checked by chaos.checks"
 )
 @pytest.mark.slow
+@pytest.mark.xdist_group("slow")  # the long, heavy tests one after another
 @pytest.mark.timeout(RUN_DEADLINE_S + 60)
 def test_chaos_run_reduced_converges_with_no_violation(tmp_path: Path) -> None:
     argv = [

@@ -16,6 +16,7 @@ from threadwarden.workflows.host import MAX_PASSES_PER_RUN
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("slow")  # the long, heavy tests one after another
 @pytest.mark.timeout(600)
 async def test_backlog_longer_than_a_run_continues_as_new_with_wakes_pending(
     worker: None, client: ThreadwardenClient, connections: Connections, ids: str
