@@ -89,7 +89,7 @@ async def test_pydantic_ai_delegation_tool_waits_for_the_child_and_uses_its_resu
     planner = pydantic_ai.agent_binding(_pydantic_planner(asked))
     async with agents_worker(planner, pydantic_ai.agent_binding(_researcher())):
         receipt = await client.submit(ids, agent_id="planner", input="plan a sail")
-        result = await client.result(receipt.submission_id, timeout=30)
+        result = await client.result(receipt.submission_id, timeout=120)
         started = await _child_of(client, ids)
     assert (result.outcome, result.result) == ("completed", "plan: researched tides")
     assert started["agent_id"] == "researcher"
@@ -107,7 +107,7 @@ async def test_openai_agents_delegation_tool_waits_for_the_child_and_uses_its_re
     researcher = pydantic_ai.agent_binding(_researcher())
     async with agents_worker(openai_agents.agent_binding(planner), researcher):
         receipt = await client.submit(ids, agent_id="planner-oa", input="plan a sail")
-        result = await client.result(receipt.submission_id, timeout=30)
+        result = await client.result(receipt.submission_id, timeout=120)
         started = await _child_of(client, ids)
     assert (result.outcome, result.result) == ("completed", "plan: researched tides")
     assert started["agent_id"] == "researcher"

@@ -125,11 +125,12 @@ async def test_worker_killed_after_a_side_effect_replays_its_recorded_result(
     # The call has its result, so it is not unknown: the re-run returns the recorded result.
     assert "unknown" not in seen
     view = status.submissions[0]
-    assert (view.outcome, view.attempts, view.epoch) == ("completed", 2, 2)
+    # Reclaimed at a higher epoch (a loaded machine may cost the re-run another attempt).
+    assert view.outcome == "completed" and view.attempts == view.epoch >= 2
     records = await client.records(ids)
     tool = [(r["kind"], r["epoch"]) for r in records if r["kind"].startswith("tool-")]
     assert tool == [("tool-call", 1), ("tool-result", 1)]
-    assert _messages(records) == [("after", 2)]
+    assert [(said, epoch >= 2) for said, epoch in _messages(records)] == [("after", True)]
     assert host.processed == host.dirty and host.alarm_at is None
 
 
