@@ -33,7 +33,7 @@ from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
-LONG = [{"say": "long"}, {"sleep_ms": 4_000}, {"say": "long done"}]
+LONG = [{"say": "long"}, {"sleep_ms": 10_000}, {"say": "long done"}]
 STEPPED = [
     {"say": "a"},
     {"sleep_ms": 1_500},
