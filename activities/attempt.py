@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from opentelemetry import trace
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from threadwarden.activities.context import (
     DECISIVE,
@@ -25,7 +26,7 @@ from threadwarden.activities.context import (
     Yield,
 )
 from threadwarden.activities.errors import domain_errors
-from threadwarden.activities.lease import LeaseKeeper
+from threadwarden.activities.lease import LeaseKeeper, beat
 from threadwarden.activities.lease import stop as lease_stop
 from threadwarden.activities.pass_steps import PassSteps
 from threadwarden.activities.wake import Waker
@@ -66,6 +67,14 @@ def _checked(outcome: object) -> Outcome:
     except InvalidInput as error:
         return Failed(f"binding {error}")
     return outcome
+
+
+async def _cancel_on_shutdown(task: asyncio.Task[Any] | None) -> None:
+    """Cancel an inline head's attempt once its worker begins to shut down, as the SDK does
+    for a regular activity (a local activity would hold the shutdown until it ended)."""
+    await activity.wait_for_worker_shutdown()
+    if task is not None:
+        task.cancel()
 
 
 def _describe(error: BaseException) -> str:
@@ -122,7 +131,13 @@ class AttemptActivities:
         Heartbeats throughout, so a dead worker is noticed within the heartbeat timeout and
         the pass deadline's cancellation arrives promptly, in every phase.
         """
-        beating = asyncio.create_task(self._heartbeat())
+        # An inline head (a local activity) sends no heartbeats, and the SDK does not cancel it
+        # when its worker shuts down: it cancels itself.
+        beside = asyncio.create_task(
+            _cancel_on_shutdown(asyncio.current_task())
+            if activity.info().is_local
+            else self._heartbeat()
+        )
         try:
             left = (step.pass_deadline - datetime.now(UTC)).total_seconds()
             try:
@@ -134,15 +149,24 @@ class AttemptActivities:
             if result.failure is not None:  # the pass failed: its durable retry is what follows
                 return result
             return await self._steps.after_head(step, result)
+        except asyncio.CancelledError:
+            if activity.is_worker_shutdown() and activity.info().is_local:
+                # An inline head cut off by its worker's shutdown: the workflow fails its task
+                # (no further step of the pass may start on a stopping worker); the pass
+                # re-runs on another worker from its last recorded step.
+                raise ApplicationError(
+                    "the worker is shutting down", type=c.WORKER_SHUTDOWN, non_retryable=True
+                ) from None
+            raise
         finally:
-            beating.cancel()
+            beside.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await beating
+                await beside
 
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self._lease_renew_s)
-            activity.heartbeat()
+            beat()
 
     async def _attempt(self, step: c.RunHeadInput) -> c.RunHeadResult:
         bindings = self._registry.bindings
@@ -167,6 +191,7 @@ class AttemptActivities:
                 "threadwarden.host_id": step.host_id,
                 "threadwarden.thread_id": claim.thread_id,
                 "threadwarden.submission_id": claim.submission_id,
+                "threadwarden.agent_id": claim.agent_id,
                 "threadwarden.attempt_id": claim.attempt_id,
                 "threadwarden.epoch": claim.epoch,
             }

@@ -14,8 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from temporalio import activity
-
+from threadwarden.activities.lease import beat
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import ApprovalDecision, ChildOutcome, SavedCheckpoint, ThreadRecord
 from threadwarden.errors import (
@@ -194,7 +193,7 @@ class AttemptContext:
         return self._step < self._last_committed
 
     def heartbeat(self) -> None:
-        activity.heartbeat()
+        beat()
 
     async def append(self, kind: str, body: Any) -> ThreadRecord:
         if kind in RESERVED_KINDS:

@@ -42,7 +42,7 @@ class LeaseKeeper:
         renewed = loop.time()  # the claim, just before, leased the head for lease_s
         while True:
             await asyncio.sleep(self._renew_s)
-            activity.heartbeat()
+            beat()
             try:
                 async with asyncio.timeout(self._renew_s):  # a hung renewal is a failed one
                     await self._failpoints.hit("attempt:renew")
@@ -74,3 +74,10 @@ async def stop(keeper: "asyncio.Task[None]") -> None:
     """Stop a keeper's task; whatever became of it never replaces the attempt's outcome."""
     keeper.cancel()
     await asyncio.wait([keeper])
+
+
+def beat() -> None:
+    """Heartbeat the running activity. A local activity (an inline head) has no heartbeat to
+    send: the SDK heartbeats its workflow task instead, and cancellation reaches it locally."""
+    if not activity.info().is_local:
+        activity.heartbeat()

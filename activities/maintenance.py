@@ -6,7 +6,7 @@ from temporalio import activity
 
 from threadwarden.activities.auxiliary import host_deadline
 from threadwarden.activities.errors import domain_errors
-from threadwarden.activities.pass_steps import PassSteps
+from threadwarden.activities.pass_steps import PassSteps, clock
 from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import (
@@ -59,7 +59,8 @@ class MaintenanceActivities:
         raised, so that the workflow still rearms with the generation begin observed: in
         ``error`` (before the native work: ``native_only`` false) or in ``native.error``."""
         await self._failpoints.hit("maintenance:begin:before")
-        begun = await self._maintenance.begin(step.host_id, step.now)
+        now = clock(step.now)
+        begun = await self._maintenance.begin(step.host_id, now)
         error = None
         try:
             await self._failpoints.hit("maintenance:begin:after")
@@ -73,7 +74,7 @@ class MaintenanceActivities:
         if error is None and not begun.caught_up and not held:
             try:
                 native = await self._steps.prepare_native(
-                    step.host_id, begun.epoch, step.now, begun.view
+                    step.host_id, begun.epoch, now, begun.view
                 )
             except StalePass:
                 raise  # a newer pass took over: nothing to rearm (its rearm would be fenced)
@@ -82,6 +83,7 @@ class MaintenanceActivities:
                 native = c.NativePlan(error=_describe(failure))
         return c.BeginPassResult(
             **begun.model_dump(exclude={"due", "view"}),
+            begun_at=now,
             yield_after_ms=self._limits.yield_after_ms,
             pass_deadline_ms=self._limits.pass_deadline_ms,
             head_heartbeat_ms=self._limits.head_heartbeat_ms,
@@ -115,7 +117,7 @@ class MaintenanceActivities:
     @domain_errors
     async def prepare_native(self, step: c.PrepareNativeInput) -> c.NativePlan:
         """Recovery and selection, when begin left them to after the publication gate."""
-        return await self._steps.prepare_native(step.host_id, step.epoch, step.now)
+        return await self._steps.prepare_native(step.host_id, step.epoch, clock(step.now))
 
     @activity.defn(name=c.HEAD_UNSTARTED)
     @domain_errors
@@ -129,15 +131,17 @@ class MaintenanceActivities:
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
         await self._failpoints.hit("maintenance:finish:before")
+        now = clock(step.now)
         report = await self._maintenance.finish_caught_up(
             step.host_id,
             step.epoch,
-            step.now,
+            now,
             generation=step.generation,
             extra_deadline=await host_deadline(self._host, step.host_id),
+            heads=step.heads,
         )
         await self._failpoints.hit("maintenance:finish:after")
-        return c.PassReport(**report.model_dump())
+        return c.PassReport(**report.model_dump(), reported_at=now)
 
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
@@ -148,18 +152,19 @@ class MaintenanceActivities:
     @domain_errors
     async def rearm_failure(self, step: c.RearmFailureInput) -> c.PassReport:
         await self._failpoints.hit("maintenance:retry:before")
+        now = clock(step.now)
         report = await self._maintenance.rearm_failure(
             step.host_id,
             step.epoch,
             generation=step.generation,
             native_only=step.native_only,
-            now=step.now,
+            now=now,
             jitter=step.jitter,
             error=step.error,
             extra_deadline=await host_deadline(self._host, step.host_id),
         )
         await self._failpoints.hit("maintenance:retry:after")
-        return c.PassReport(**report.model_dump())
+        return c.PassReport(**report.model_dump(), reported_at=now)
 
 
 def _describe(error: BaseException) -> str:

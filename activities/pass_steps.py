@@ -3,6 +3,7 @@ binding-retry record and the native finish. Each is fenced by the pass epoch; th
 runs the last two itself when nothing else of its pass is running (one activity per unit)."""
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from threadwarden.activities.auxiliary import host_deadline
@@ -30,7 +31,10 @@ class PassSteps:
         head_start_ms: int = 60_000,
         waker: Waker | None = None,
         pollers: HeadPollers | None = None,
+        inline: Mapping[str, str] | None = None,
     ) -> None:
+        self._inline = dict(inline or {})
+        """The inline bindings this worker has: agent id → digest."""
         self._waker = waker
         self._pollers = pollers
         self._head_start_ms = head_start_ms
@@ -58,10 +62,15 @@ class PassSteps:
             host_id, epoch, now, view, head_wait_ms=self._head_start_ms
         )
         await self._failpoints.hit("maintenance:select:after")
-        unpolled = False
-        if self._pollers is not None and selection.agent_id is not None:
-            unpolled = await self._pollers.unpolled(selection.agent_id, selection.agent_digest)
-        return c.NativePlan(repaired=repaired, unpolled=unpolled, **selection.model_dump())
+        unpolled = inline = False
+        agent, pinned = selection.agent_id, selection.agent_digest
+        if agent is not None and agent in self._inline:
+            inline = pinned is None or pinned == self._inline[agent]
+        if self._pollers is not None and agent is not None and not inline:
+            unpolled = await self._pollers.unpolled(agent, pinned)
+        return c.NativePlan(
+            repaired=repaired, unpolled=unpolled, inline=inline, **selection.model_dump()
+        )
 
     async def record_binding_result(
         self,
@@ -100,20 +109,21 @@ class PassSteps:
     async def finish(self, step: c.FinishPassInput) -> c.PassReport:
         """Acknowledge the observed generation and set the alarm (brief §3.5 (e) 8–9)."""
         await self._failpoints.hit("maintenance:finish:before")
+        now = clock(step.now)
         report = await self._maintenance.finish(
             step.host_id,
             step.epoch,
             generation=step.generation,
             stalls=step.stalls,
             progressed=step.progressed,
-            now=step.now,
+            now=now,
             jitter=step.jitter,
             extra_deadline=await host_deadline(self._host, step.host_id),
             selected=step.selected_submission_id,
             other_lanes_at=step.other_lanes_at,
         )
         await self._failpoints.hit("maintenance:finish:after")
-        return c.PassReport(**report.model_dump())
+        return c.PassReport(**report.model_dump(), reported_at=now)
 
     async def after_head(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
         """Brief §3.5 (e) after the head attempt (or after no worker started it): the
@@ -156,6 +166,13 @@ class PassSteps:
         except Exception as error:
             head.failure = _describe(error)
         return head
+
+
+def clock(now: datetime) -> datetime:
+    """The later of the workflow's ``now`` and this worker's clock. A workflow's clock stands
+    still inside one workflow task, and several passes may run in one (their steps are local
+    activities); a time-skipping test server runs ahead of the wall clock."""
+    return max(now, datetime.now(UTC))
 
 
 def _describe(error: BaseException) -> str:

@@ -1,5 +1,7 @@
 """The sweeper's activity: wake hosts whose durable alarm is overdue, say when to sweep next."""
 
+import time
+
 from temporalio import activity
 from temporalio.client import Client
 
@@ -7,6 +9,11 @@ from threadwarden.activities.wake import wake_host
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.sweep import Sweeps
 from threadwarden.workflows import contracts as c
+
+WAKE_BUDGET_S = 10.0
+"""How long one sweep spends waking hosts (a third of its 30 s timeout): under a burst, when
+hundreds of alarms are overdue and each wake waits on a busy server, the sweep stops there and
+the next one (``interval_ms`` later) wakes the rest, instead of timing out."""
 
 
 def next_sweep_ms(
@@ -54,18 +61,25 @@ class SweepActivities:
     @activity.defn(name=c.SWEEP)
     async def sweep(self, request: c.SweepInput) -> c.SweepResult:
         scan = await self._ledger.scan(grace_ms=self._grace_ms, limit=request.limit)
-        hosts, next_due_ms = scan.overdue, scan.next_due_ms
-        for host_id in hosts:
+        next_due_ms, woken = scan.next_due_ms, 0
+        stop_at = time.monotonic() + WAKE_BUDGET_S
+        for host_id in scan.overdue:
+            if time.monotonic() >= stop_at:  # the rest are still overdue at the next sweep
+                activity.logger.info(
+                    "sweeper: %d overdue host(s) left for the next sweep", len(scan.overdue) - woken
+                )
+                break
             # The durable re-arm of a host whose wake was lost (the original's ensureAlarm).
             await self._failpoints.hit("maintenance:ensure:before")
             await wake_host(self._client, host_id, task_queue=self._task_queue, reason="sweeper")
             await self._failpoints.hit("maintenance:ensure:after")
-        if hosts:
-            activity.logger.info("sweeper woke %d overdue host(s)", len(hosts))
+            woken += 1
+        if woken:
+            activity.logger.info("sweeper woke %d overdue host(s)", woken)
         interval = next_sweep_ms(
-            woken=len(hosts),
+            woken=woken,
             next_due_ms=next_due_ms,
             interval_ms=self._interval_ms,
             idle_interval_ms=self._idle_interval_ms,
         )
-        return c.SweepResult(woken=len(hosts), interval_ms=interval)
+        return c.SweepResult(woken=woken, interval_ms=interval)

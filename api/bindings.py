@@ -276,12 +276,20 @@ class Binding:
     ``history_kinds`` names the record kinds the handler reads from `AttemptContext.history`:
     only those are loaded with the claim (fewer rows on a long thread, and the newest 1,000
     are of those kinds). None, the default, loads every kind.
+
+    ``inline`` declares the handler's turns short (seconds, not minutes): a pass whose worker
+    has this binding runs the head there, as a local activity inside the pass's workflow task,
+    instead of dispatching it to the agent's task queue (no activity task, no heartbeats, about
+    half the Temporal work per unit). A worker without the binding still routes the head to the
+    agent's queue. Leave it false for turns that wait on a model for long: a local activity
+    holds its workflow task open, heartbeating it every few seconds into the history.
     """
 
     agent_id: str
     digest: str
     handler: Handler
     history_kinds: frozenset[str] | None = None
+    inline: bool = False
 
     def __post_init__(self) -> None:
         validate_id("agent_id", self.agent_id)

@@ -228,4 +228,6 @@ async def _sleep_with_heartbeats(context: AttemptContext, seconds: float) -> Non
 
 def scripted_binding() -> Binding:
     """The reference binding every worker registers by default."""
-    return Binding(agent_id=SCRIPTED_AGENT_ID, digest=SCRIPTED_DIGEST, handler=run_scripted)
+    return Binding(
+        agent_id=SCRIPTED_AGENT_ID, digest=SCRIPTED_DIGEST, handler=run_scripted, inline=True
+    )

@@ -81,7 +81,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also show each side's N most called SQL",
     )
     add("--logs", type=Path, help="keep worker stdout/stderr here (default: a temp dir)")
-    return parser.parse_args(argv)
+    add(
+        "--soak",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="threadwarden alone at 60%% of its measured maximum (one run of the shape) for"
+        " SECONDS: latency and worker RSS per minute, the ledger's table sizes (bench/soak.py)",
+    )
+    add(
+        "--rate",
+        type=_positive_float,
+        metavar="UNITS_PER_S",
+        help="with --soak: hold this rate instead of 60%% of a measured maximum",
+    )
+    args = parser.parse_args(argv)
+    if args.rate is not None and args.soak is None:
+        parser.error("--rate: expected together with --soak")
+    return args
 
 
 async def bench(args: argparse.Namespace, logs: Path) -> dict[str, list[SideRun]]:
@@ -131,11 +147,37 @@ def _agent_shape(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], 
     return data, agent_report.table(data), agent_report.complete(data)
 
 
+def _soak(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], str, bool]:
+    """The soak's figures, a readable summary and whether every unit completed."""
+    from bench.soak import soak
+
+    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
+    data = asyncio.run(soak(args.soak, rate=args.rate, shape=shape, logs=logs))
+    lines = [
+        f"soak {data['seconds']:g} s at {data['rate_units_per_s']} units/s"
+        f" (maximum {data['maximum_units_per_s']}), {data['hosts']} threads:"
+        f" {data['completed']}/{data['units']} completed",
+        "minute  units  p50 ms  p95 ms  worker RSS MiB",
+        *(
+            f"{m['minute']:>6} {m['units']:>6} {report.cell(m['p50_ms']):>7}"
+            f" {report.cell(m['p95_ms']):>7} {report.cell(m['worker_rss_mib']):>15}"
+            for m in data["minutes"]
+        ),
+        f"flat (±15% of the median): {data['flat']}",
+        f"tables before: {data['tables_before']}",
+        f"tables after: {data['tables_after']}",
+        f"timeout lines {data['worker_log_timeout_lines']}, failed passes {data['failed_passes']}",
+    ]
+    return data, "\n".join(lines), data["completed"] == data["units"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     with _log_dir(args.logs) as logs:
-        if args.shape == "agent":
+        if args.soak is not None:
+            data, text, complete = _soak(args, logs)
+        elif args.shape == "agent":
             data, text, complete = _agent_shape(args, logs)
         else:
             runs = asyncio.run(bench(args, logs))

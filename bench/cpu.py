@@ -63,7 +63,7 @@ def snapshot(groups: Mapping[str, Iterable[int]], *, alone: Iterable[int] = ()) 
     stats = _all()
     seconds: dict[str, float] = {}
     for name, roots in groups.items():
-        pids = set().union(*(_tree(root, stats) for root in roots))
+        pids: set[int] = set().union(*(_tree(root, stats) for root in roots))
         seconds[name] = sum(stats[p].own_s + stats[p].children_s for p in pids)
     solo = [stats[p].own_s for p in alone if p in stats]
     if solo:
@@ -74,3 +74,9 @@ def snapshot(groups: Mapping[str, Iterable[int]], *, alone: Iterable[int] = ()) 
 def used(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """CPU seconds per group between two snapshots."""
     return {name: max(after[name] - before.get(name, 0.0), 0.0) for name in after}
+
+
+def trees(roots: Iterable[int]) -> set[int]:
+    """The live processes of the trees under ``roots`` (the roots included)."""
+    stats = _all()
+    return set().union(*(_tree(root, stats) for root in roots))

@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
@@ -45,6 +45,9 @@ class HistoryCounts:
     runs: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
     """The measured workflows' events by type (``WORKFLOW_TASK_STARTED``, …)."""
+    workflow_task_problems: dict[str, int] = field(default_factory=dict)
+    """Workflow tasks timed out by timeout type, and failed by cause (``timed_out:START_TO_CLOSE``,
+    ``failed:UNHANDLED_COMMAND``, …)."""
 
 
 async def list_runs(client: Client, task_queue: str, expected: set[str]) -> list[WorkflowExecution]:
@@ -122,6 +125,11 @@ def _tally(counts: HistoryCounts, event: HistoryEvent) -> None:
             counts.activity_timeouts += started.attempt - 1
     elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
         counts.workflow_task_timeouts += 1
+        timeout = event.workflow_task_timed_out_event_attributes.timeout_type
+        _add(counts.workflow_task_problems, f"timed_out:{TimeoutType.Name(timeout)[13:]}")
+    elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+        cause = event.workflow_task_failed_event_attributes.cause
+        _add(counts.workflow_task_problems, f"failed:{WorkflowTaskFailedCause.Name(cause)[27:]}")
     elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED:
         counts.activity_failures += 1
     elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
@@ -132,6 +140,10 @@ def _tally(counts: HistoryCounts, event: HistoryEvent) -> None:
                 counts.activity_timeouts += 1
             else:
                 counts.activity_failures += 1
+
+
+def _add(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
 
 
 def _is_timeout(failure: Failure) -> bool:

@@ -63,6 +63,7 @@ class SideRun:
     activity_tasks: int = 0
     local_activities: int = 0
     events_by_type: dict[str, int] = field(default_factory=dict)
+    workflow_task_problems: dict[str, int] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds of the measured phase by process group (`bench.cpu`): ``workers``,
     ``temporal``, ``postgres`` (the headline sums these) and ``bench`` (the client)."""
@@ -105,6 +106,7 @@ class SideRun:
             "sweeper_history_events": self.sweeper_events,
             "activity_timeouts": self.activity_timeouts,
             "workflow_task_timeouts": self.workflow_task_timeouts,
+            "workflow_task_problems": self.workflow_task_problems,
             "activity_failures": self.activity_failures,
             "worker_log_timeout_lines": self.log_timeout_lines,
             "failed_passes": self.failed_passes,

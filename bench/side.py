@@ -184,6 +184,7 @@ class _Runner:
         run.activity_tasks = counts.activity_tasks
         run.local_activities = counts.local_activities
         run.events_by_type = counts.by_type
+        run.workflow_task_problems = counts.workflow_task_problems
 
 
 async def _drive(

@@ -41,48 +41,58 @@ CLAIMABLE = ("admitted", "ready", "input-applied", "running")
 """Head states a claim may take (``running`` only once its lease lapsed)."""
 
 
-_LOCK_FOR_CLAIM = """
-SELECT h.pass_epoch, t.producer_epoch,
-       (SELECT json_build_object('submission_id', s.submission_id, 'state', s.state,
-                                 'agent_id', s.agent_id, 'agent_digest', s.agent_digest,
-                                 'input', s.input, 'created_at', s.created_at,
-                                 'leased', s.lease_expires_at > clock_timestamp(),
-                                 'parent_submission_id', s.parent_submission_id,
-                                 'abort_requested', s.abort_requested)
-          FROM threadwarden.submissions s
-         WHERE s.thread_id = t.thread_id AND s.state <> 'settled'
-         ORDER BY s.sequence LIMIT 1) AS head
-  FROM threadwarden.hosts h JOIN threadwarden.threads t ON t.host_id = h.host_id
- WHERE h.host_id = $1 AND t.thread_id = $2
-   FOR UPDATE OF h, t
-"""
-"""The host and thread rows (locked in that order) and the thread's head."""
 _CLAIM = """
-WITH s AS (
-  UPDATE threadwarden.submissions
-     SET state = 'running', agent_digest = $4, epoch = $3, attempt_id = $5,
-         ownership_token = $6, attempts = attempts + 1,
+WITH locked AS (
+  SELECT h.pass_epoch, t.producer_epoch
+    FROM threadwarden.hosts h JOIN threadwarden.threads t ON t.host_id = h.host_id
+   WHERE h.host_id = $1 AND t.thread_id = $2
+     FOR UPDATE OF h, t
+), head AS (
+  SELECT s.submission_id, s.state, s.agent_id, s.agent_digest, s.input, s.created_at,
+         s.lease_expires_at > clock_timestamp() AS leased, s.parent_submission_id,
+         s.abort_requested, $4::jsonb ->> s.agent_id AS worker_digest
+    FROM threadwarden.submissions s
+   WHERE s.thread_id = $2 AND s.state <> 'settled' AND EXISTS (SELECT 1 FROM locked)
+   ORDER BY s.sequence LIMIT 1
+), s AS (
+  UPDATE threadwarden.submissions u
+     SET state = 'running', agent_digest = head.worker_digest, epoch = l.producer_epoch + 1,
+         attempt_id = $5, ownership_token = $6, attempts = u.attempts + 1,
          lease_expires_at = clock_timestamp() + make_interval(secs => $7::float8 / 1000)
-   WHERE submission_id = $1 AND state = $8
-     AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())
-  RETURNING submission_id
+    FROM head, locked l
+   WHERE u.submission_id = head.submission_id AND u.state = head.state
+     AND l.pass_epoch = $3 AND head.state = ANY($8::text[])
+     AND (u.lease_expires_at IS NULL OR u.lease_expires_at <= clock_timestamp())
+     AND head.worker_digest IS NOT NULL
+     AND (head.agent_digest IS NULL OR head.agent_digest = head.worker_digest)
+  RETURNING u.submission_id, u.epoch, head.agent_id
 ), t AS (
-  UPDATE threadwarden.threads SET producer_epoch = $3
-   WHERE thread_id = $2 AND EXISTS (SELECT 1 FROM s)
+  UPDATE threadwarden.threads SET producer_epoch = s.epoch FROM s WHERE thread_id = $2
 )
-SELECT
-  (SELECT json_agg(j ORDER BY j.sequence) FROM (
-     SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records
-      WHERE submission_id = $1 AND step IS NOT NULL) j) AS journal,
-  (SELECT json_agg(n ORDER BY n.sequence) FROM (
-     SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records
-      WHERE thread_id = $2 AND submission_id <> $1
-        AND ($10::text[] IS NULL OR kind = ANY($10::text[]))
-      ORDER BY sequence DESC LIMIT $9) n)
-    AS history
-  FROM s
+SELECT (SELECT pass_epoch FROM locked) AS pass_epoch,
+       (SELECT producer_epoch FROM locked) AS producer_epoch,
+       (SELECT row_to_json(head) FROM head) AS head,
+       CASE WHEN (SELECT pass_epoch FROM locked) IS NULL
+            THEN (SELECT pass_epoch FROM threadwarden.hosts WHERE host_id = $1) END AS host_epoch,
+       EXISTS (SELECT 1 FROM s) AS claimed,
+       (SELECT json_agg(j ORDER BY j.sequence) FROM (
+          SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
+            FROM threadwarden.records r, s
+           WHERE r.submission_id = s.submission_id AND r.step IS NOT NULL) j) AS journal,
+       (SELECT json_agg(n ORDER BY n.sequence) FROM (
+          SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
+            FROM threadwarden.records r, s
+           WHERE r.thread_id = $2 AND r.submission_id <> s.submission_id
+             AND (NOT ($10::jsonb ? s.agent_id)
+                  OR r.kind IN (SELECT jsonb_array_elements_text($10::jsonb -> s.agent_id)))
+           ORDER BY r.sequence DESC LIMIT $9) n) AS history
 """
-"""Take the head (if it is still as read), bump the producer epoch; the journal and history."""
+"""A claim in one statement (one round trip, no explicit transaction): lock the host and thread
+rows (in that order), read the thread's head and, when it is claimable here (the pass is
+current, the head is not leased, this worker has its binding at its pinned digest), take it
+and bump the producer epoch; with the journal and history of a taken head. What was read is
+returned either way, so the caller raises what refused the claim. ``$4``: agent id → digest
+this worker runs; ``$10``: agent id → the only record kinds its history loads."""
 _FENCE = """
 WITH fence AS (
   SELECT 1 FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
@@ -178,51 +188,49 @@ class Attempts:
         `BindingDigestMismatch` and the claim is released in the same transaction: the work
         stays pending and nothing is written.
         """
-        async with self._pool.acquire() as conn, conn.transaction():
-            found = await conn.fetchrow(_LOCK_FOR_CLAIM, host_id, thread_id)
-            if found is None:
-                await _check_pass(conn, host_id, pass_epoch)
-                return None  # the thread is not (or no longer) this host's
-            _raise_if_stale(host_id, pass_epoch, found["pass_epoch"])
-            head = found["head"]
-            if head is None or head["state"] not in CLAIMABLE or head["leased"]:
-                return None
-            digest = _binding_digest(head, bindings)
-            epoch = int(found["producer_epoch"]) + 1
-            attempt_id, token = f"att_{uuid.uuid4().hex}", secrets.token_hex(16)
-            kinds = (history_kinds or {}).get(head["agent_id"])
-            taken = await conn.fetchrow(
-                _CLAIM,
-                head["submission_id"],
-                thread_id,
-                epoch,
-                digest,
-                attempt_id,
-                token,
-                self._lease_ms,
-                head["state"],
-                HISTORY_LIMIT,
-                None if kinds is None else sorted(kinds),
-            )
-            if taken is None:  # the head moved under us: not claimable now
-                return None
-            return Claim(
-                host_id=host_id,
-                pass_epoch=pass_epoch,
-                thread_id=thread_id,
-                submission_id=head["submission_id"],
-                agent_id=head["agent_id"],
-                agent_digest=digest,
-                input=head["input"],
-                epoch=epoch,
-                attempt_id=attempt_id,
-                ownership_token=token,
-                history=[HistoryRecord(**r) for r in taken["history"] or []],
-                journal=[HistoryRecord(**r) for r in taken["journal"] or []],
-                admitted_at=head.get("created_at"),
-                parent_submission_id=head.get("parent_submission_id"),
-                abort_requested=bool(head.get("abort_requested")),
-            )
+        attempt_id, token = f"att_{uuid.uuid4().hex}", secrets.token_hex(16)
+        kinds = {agent: sorted(k) for agent, k in (history_kinds or {}).items()}
+        found = await self._pool.fetchrow(
+            _CLAIM,
+            host_id,
+            thread_id,
+            pass_epoch,
+            bindings,
+            attempt_id,
+            token,
+            self._lease_ms,
+            list(CLAIMABLE),
+            HISTORY_LIMIT,
+            kinds,
+        )
+        assert found is not None  # one row, always
+        if found["pass_epoch"] is None:  # the thread is not (or no longer) this host's
+            _raise_if_stale(host_id, pass_epoch, found["host_epoch"])
+            return None
+        _raise_if_stale(host_id, pass_epoch, found["pass_epoch"])
+        head = found["head"]
+        if head is None or head["state"] not in CLAIMABLE or head["leased"]:
+            return None
+        digest = _binding_digest(head, bindings)
+        if not found["claimed"]:  # the head moved under us: not claimable now
+            return None
+        return Claim(
+            host_id=host_id,
+            pass_epoch=pass_epoch,
+            thread_id=thread_id,
+            submission_id=head["submission_id"],
+            agent_id=head["agent_id"],
+            agent_digest=digest,
+            input=head["input"],
+            epoch=int(found["producer_epoch"]) + 1,
+            attempt_id=attempt_id,
+            ownership_token=token,
+            history=[HistoryRecord(**r) for r in found["history"] or []],
+            journal=[HistoryRecord(**r) for r in found["journal"] or []],
+            admitted_at=head.get("created_at"),
+            parent_submission_id=head.get("parent_submission_id"),
+            abort_requested=bool(head.get("abort_requested")),
+        )
 
     async def renew_lease(self, claim: Claim) -> bool:
         """Extend the lease while the attempt is alive; False once ownership is gone.
@@ -438,7 +446,7 @@ async def _fenced_in(
     return value
 
 
-def _binding_digest(head: asyncpg.Record, bindings: dict[str, str]) -> str:
+def _binding_digest(head: dict[str, Any], bindings: dict[str, str]) -> str:
     digest = bindings.get(head["agent_id"])
     if digest is None:
         raise BindingUnavailable(

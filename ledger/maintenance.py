@@ -259,13 +259,15 @@ class Maintenance:
         *,
         generation: int | None = None,
         extra_deadline: datetime | None = None,
+        heads: bool = False,
     ) -> Report:
-        """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan.
+        """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan,
+        unless ``heads`` asks for the lane heads too (for the run's current details).
 
         ``generation`` is what begin observed; a mutation committed since keeps its prompt alarm.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            row = await _lock_fenced(conn, host_id, epoch, deadlines=True)
+            row = await _lock_fenced(conn, host_id, epoch, deadlines=True, remaining=heads)
             dirty, processed = int(row["dirty"]), int(row["processed"])
             plan = d.plan_caught_up_alarm(
                 dirty=dirty,
@@ -284,6 +286,7 @@ class Maintenance:
             processed=processed,
             nonterminal=int(row["nonterminal"]),
             alarm_at=alarm_at,
+            heads=_shown_heads(row)[0] if heads else None,
         )
 
     async def recover(self, host_id: str, epoch: int) -> Recovery:
@@ -469,15 +472,8 @@ class Maintenance:
     ) -> tuple[Report, list[Any]]:
         """The finish's decision on the host row as read: its report and `_SET_FINISH`'s values."""
         remaining: list[dict[str, Any]] = row["remaining"] or []
-        heads: dict[str, dict[str, Any]] = {}
-        for r in remaining:
-            heads.setdefault(r["thread_id"], r)
+        shown, retries = _shown_heads(row)
         stored = binding_retries_from_json(row["binding_retries"])
-        retries = [  # pruned: entries of submissions no longer at the head are dropped
-            r
-            for r in stored
-            if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
-        ]
         next_eligible = [] if other_lanes_at is None else [to_ms(other_lanes_at)]
         if selected is not None:
             entry = next((r for r in stored if r.submission_id == selected), None)
@@ -503,7 +499,7 @@ class Maintenance:
             nonterminal=len(remaining),
             alarm_at=alarm_at,
             progressed=progressed,
-            heads=[_head_detail(h, retries) for h in list(heads.values())[:HEADS_SHOWN]],
+            heads=shown,
         )
         args = [
             plan.processed,
@@ -557,6 +553,20 @@ class Maintenance:
             nonterminal=int(row["nonterminal"]),
             alarm_at=alarm_at,
         )
+
+
+def _shown_heads(row: asyncpg.Record) -> tuple[list[HeadDetail], list[d.BindingRetry]]:
+    """From a read with ``remaining``: the first `HEADS_SHOWN` lane heads with what each waits
+    for, and the binding-retry entries still at a head (the others are pruned)."""
+    heads: dict[str, dict[str, Any]] = {}
+    for r in row["remaining"] or []:
+        heads.setdefault(r["thread_id"], r)
+    retries = [
+        r
+        for r in binding_retries_from_json(row["binding_retries"])
+        if r.thread_id in heads and heads[r.thread_id]["submission_id"] == r.submission_id
+    ]
+    return [_head_detail(h, retries) for h in list(heads.values())[:HEADS_SHOWN]], retries
 
 
 async def _read_fenced(conn: Connection, host_id: str, epoch: int, query: str) -> asyncpg.Record:

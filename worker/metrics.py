@@ -269,7 +269,7 @@ class ActivityMetering:
         return activity.defn(name=name)(wrapper)
 
     def _began(self, step: c.BeginPassInput, result: c.BeginPassResult, _: float) -> None:
-        self.domain.pass_began(step.host_id, result.epoch, step.now)
+        self.domain.pass_began(step.host_id, result.epoch, result.begun_at or step.now)
 
     def _finished(self, step: c.PassStepInput, report: c.PassReport, _: float) -> None:
         self.domain.pass_finished(step.host_id, step.epoch, report)

@@ -419,6 +419,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                 task_queue=settings.task_queue,
                 local=head_queues(settings.task_queue, self.registry),
             ),
+            inline={b.agent_id: b.digest for b in self.registry.bindings.values() if b.inline},
         )
         steps = MaintenanceActivities(
             maintenance,
@@ -470,11 +471,13 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             auxiliary.backfill_projection,
             sweep.sweep,
         ]
+        run_head = metering.wrap(attempts.run_head)
         return _Assembly(
             pool,
             owns,
-            [metering.wrap(fn) for fn in main],
-            metering.wrap(attempts.run_head),
+            # run_head on the main worker too: its inline heads run there as local activities.
+            [*(metering.wrap(fn) for fn in main), run_head],
+            run_head,
             telemetry,
         )
 

@@ -17,6 +17,8 @@ STATUS_QUERY = "status"
 BEGIN_PASS = "begin_pass"
 PREPARE_NATIVE = "prepare_native"
 RUN_HEAD = "run_head"
+WORKER_SHUTDOWN = "WorkerShutdown"
+"""The error type of an inline head cut off by its worker's shutdown."""
 HEAD_UNSTARTED = "head_unstarted"
 FINISH_PASS = "finish_pass"
 FINISH_CAUGHT_UP = "finish_caught_up"
@@ -106,6 +108,8 @@ class AuxiliaryPlan(BaseModel):
 
 class BeginPassResult(BaseModel):
     epoch: int
+    begun_at: datetime | None = None
+    """The clock begin ran with: the pass's start (its yield and deadline count from it)."""
     generation: int
     caught_up: bool
     stalls: int
@@ -160,6 +164,9 @@ class NativePlan(BaseModel):
     unpolled: bool = False
     """Temporal says no worker polls the head's task queue: no worker has its binding (at that
     digest), so the head is binding-unavailable at once, without waiting to be started."""
+    inline: bool = False
+    """The worker that prepared the pass has the head's binding (at its pinned digest) and the
+    binding is inline: the attempt runs there, as a local activity of this pass."""
     other_lanes_at: datetime | None = None
     """When the earliest eligible lane besides the selected one may run; None when no other
     lane is eligible (the finish's binding delay is taken over the pre-attempt set)."""
@@ -231,6 +238,9 @@ class FinishCaughtUpInput(PassStepInput):
     now: datetime
     generation: int
     """The generation begin observed."""
+    heads: bool = False
+    """Read the lane heads too: the run shows none yet (a new run, or one whose earlier passes
+    were lost with a refused workflow task) and some submission is nonterminal."""
 
 
 class RearmFailureInput(PassStepInput):
@@ -307,6 +317,9 @@ class PassReport(BaseModel):
     read them (a caught-up finish, a failure rearm)."""
     host_timed_out: bool = False
     """The host plug-in's running wave outlived its join bound and was cancelled."""
+    reported_at: datetime | None = None
+    """The clock the step computed the alarm with (the workflow's own clock stands still while
+    passes follow each other inside one workflow task)."""
 
 
 class SweeperInput(BaseModel):

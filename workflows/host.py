@@ -25,6 +25,12 @@ MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""
 FAILURE_FALLBACK = timedelta(seconds=5)
 """How long to wait when even the failure rearm could not run (e.g. the database is down)."""
+CHAIN_LIMIT = timedelta(seconds=5)
+"""Passes whose steps are all local activities follow each other inside one workflow task; once
+that task has run this long, the next pass waits for a 1 ms timer, so the task completes: its
+steps' markers are recorded (a task that fails, e.g. because a wake arrived as the run was
+about to complete, loses only its own), the clock moves on, and other workflows get the slot."""
+CHAIN_BREAK = timedelta(milliseconds=1)
 BUSY_UPSERT_INTERVAL = timedelta(seconds=1)
 """While passes run back to back, search attributes are upserted at most this often (each
 upsert is a history event and a visibility write); a run that waits or goes idle always
@@ -87,7 +93,9 @@ class HostWorkflow:
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
             self._phase = "pass"
-            report = await MaintenancePass(self._host_id, self._show_head).run()
+            report = await MaintenancePass(
+                self._host_id, self._show_head, heads_known=self._heads is not None
+            ).run()
             self._passes += 1
             self._last = report
             if report is not None and report.alarm_at is None and not self._wake_pending:
@@ -101,13 +109,24 @@ class HostWorkflow:
             if wait:
                 with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
                     await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
+            elif self._chained_too_long(report):
+                await workflow.sleep(CHAIN_BREAK, summary="end a long workflow task")
             if (
                 passes_in_run >= MAX_PASSES_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
             ):
                 break
+        # A task of its own for the continue-as-new: a wake arriving meanwhile makes the server
+        # refuse it, and the refused task's markers (its passes) would be lost with it.
+        await workflow.sleep(CHAIN_BREAK, summary="continue as new")
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(c.HostInput(host_id=host.host_id, passes=self._passes))
+
+    def _chained_too_long(self, report: c.PassReport | None) -> bool:
+        """Whether this workflow task has run `CHAIN_LIMIT` (the pass's own clock against the
+        task's start, which is what `workflow.now()` stays at within one task)."""
+        at = report.reported_at if report is not None else None
+        return at is not None and at - workflow.now() >= CHAIN_LIMIT
 
     def _wait(self, report: c.PassReport | None) -> timedelta | None:
         """How long the run waits before the next pass: None to go straight on (the pass made
@@ -116,7 +135,10 @@ class HostWorkflow:
             return None
         if report is None or report.alarm_at is None:
             return FAILURE_FALLBACK
-        wait = report.alarm_at - workflow.now()
+        # The pass's own clock: the workflow's stands still while passes follow each other
+        # inside one workflow task.
+        now = max(workflow.now(), report.reported_at or workflow.now())
+        wait = report.alarm_at - now
         return wait if wait > timedelta(0) else None
 
     def _publish(self, report: c.PassReport | None, phase: str) -> None:

@@ -1,9 +1,11 @@
 """One maintenance pass, as the host workflow runs it: the steps, their order and time bounds.
 
 Every step is an activity with an explicit timeout and a single attempt; the protocol's durable
-backoff (``rearm_failure``) governs retries. The common pass is two activities: ``begin_pass``
+backoff (``rearm_failure``) governs retries. The common pass is two steps: ``begin_pass``
 (a local activity: begin, recovery when needed, lane selection) and ``run_head`` (the attempt,
-its binding-retry record and, when no auxiliary work runs beside it, the finish). The pass
+its binding-retry record and, when no auxiliary work runs beside it, the finish): a local
+activity too when the binding is inline and this worker has it, else an activity on the agent's
+task queue. The pass
 deadline cancels the pass cooperatively: the head attempt is cancelled (and releases its claim)
 before the failure is recorded.
 """
@@ -49,6 +51,12 @@ class PassDeadline(Exception):
     """The pass ran past its deadline and was cancelled."""
 
 
+class WorkerStopping(RuntimeError):
+    """The worker running this workflow task stops: the task fails (an error that is not a
+    Temporal failure fails the task, not the workflow), so no further local step starts on it
+    and another worker takes the task over from its last recorded step."""
+
+
 class PassFailed(Exception):
     """A step reported a failure after begin committed (the pass rearms with it)."""
 
@@ -56,8 +64,16 @@ class PassFailed(Exception):
 class MaintenancePass:
     """Runs one pass of ``host_id``."""
 
-    def __init__(self, host_id: str, on_head: Callable[[c.NativePlan], None] | None = None) -> None:
+    def __init__(
+        self,
+        host_id: str,
+        on_head: Callable[[c.NativePlan], None] | None = None,
+        *,
+        heads_known: bool = True,
+    ) -> None:
         self._host_id = host_id
+        self._heads_known = heads_known
+        """The run already shows the lane heads (else a caught-up finish reads them)."""
         self._on_head = on_head
         """Told of the head about to run (the host workflow shows it in the Temporal UI)."""
         self._native_only = False
@@ -79,6 +95,9 @@ class MaintenancePass:
             workflow.logger.warning("begin failed on host %s: %s", self._host_id, _cause(error))
             return None
         step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
+        # Begin's clock: the workflow's stands still while passes follow each other inside one
+        # workflow task (their steps being local activities).
+        started = max(started, begin.begun_at or started)
         if begin.error is not None:  # after begin's commit: the observed generation rearms
             return await self._rearm(step, begin, begin.error)
         try:
@@ -137,7 +156,10 @@ class MaintenancePass:
                 report = await _step(
                     c.FINISH_CAUGHT_UP,
                     c.FinishCaughtUpInput(
-                        **step.model_dump(), now=workflow.now(), generation=begin.generation
+                        **step.model_dump(),
+                        now=workflow.now(),
+                        generation=begin.generation,
+                        heads=not self._heads_known and begin.nonterminal > 0,
                     ),
                     c.PassReport,
                     self._host_id,
@@ -181,7 +203,9 @@ class MaintenancePass:
             if self._on_head is not None:
                 self._on_head(native)
             head = None
-            if not native.unpolled:  # else no worker polls its queue: binding-unavailable now
+            if native.inline:  # this worker has the (short-turned) binding: the attempt runs here
+                head = await self._run_inline_head(step, begin, started, native, fold=folded)
+            elif not native.unpolled:  # else no worker polls its queue: binding-unavailable now
                 head = await self._run_head(step, begin, started, native, fold=folded)
             if head is None:  # no worker with the binding started it: binding-unavailable
                 head = await self._head_unstarted(step, begin, started, native, fold=folded)
@@ -275,6 +299,37 @@ class MaintenancePass:
                 and cause.type == TimeoutType.SCHEDULE_TO_START
             ):
                 return None
+            raise
+        return cast(c.RunHeadResult, result)
+
+    async def _run_inline_head(
+        self,
+        step: c.PassStepInput,
+        begin: c.BeginPassResult,
+        started: datetime,
+        native: c.NativePlan,
+        *,
+        fold: bool,
+    ) -> c.RunHeadResult:
+        """The head attempt as a local activity, on the worker that prepared the pass (it has
+        the binding): no activity task to dispatch, and the next pass may follow inside the
+        same workflow task. Should another worker replay the pass without the binding, the
+        attempt finds none and the head backs off as binding-unavailable."""
+        try:
+            result = await workflow.execute_local_activity(
+                c.RUN_HEAD,
+                self._head_input(step, begin, started, native, fold=fold),
+                result_type=c.RunHeadResult,
+                schedule_to_start_timeout=STEP_QUEUE,
+                start_to_close_timeout=timedelta(milliseconds=begin.pass_deadline_ms)
+                + HEAD_CANCEL_GRACE,
+                retry_policy=ONE_ATTEMPT,
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"{c.RUN_HEAD} {_head_subject(native)}",
+            )
+        except ApplicationError as error:
+            if error.type == c.WORKER_SHUTDOWN:  # fail this workflow task, not the pass
+                raise WorkerStopping(str(error)) from None
             raise
         return cast(c.RunHeadResult, result)
 

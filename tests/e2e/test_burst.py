@@ -2,20 +2,23 @@
 
 200 threads × 5 submissions, admitted 200-way at once, against one worker whose Postgres pool
 has 4 connections (its slots are cut to fit). Every submission settles completed, and no pass
-fails: no step times out and no pass is rearmed.
+fails: no step times out and no pass is rearmed. And 1,000 threads × 1 onto one worker process
+with the defaults, its peak RSS reported.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.helpers.polling import eventually
+from tests.helpers.processes import worker_process
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
@@ -76,20 +79,7 @@ async def test_burst_of_1000_submissions_settles_every_one_without_a_failed_pass
         what=f"{UNITS} submissions settled",
     )
     assert settled == UNITS
-
-    outcomes = await pool.fetch(
-        "SELECT outcome, count(*) AS n FROM threadwarden.submissions"
-        " WHERE thread_id LIKE $1 GROUP BY outcome",
-        f"{ids}-%",
-    )
-    assert {r["outcome"]: r["n"] for r in outcomes} == {"completed": UNITS}
-    # No pass failed: none was rearmed (a failed pass records its retry and error) ...
-    failed = await pool.fetchval(
-        "SELECT count(*) FROM threadwarden.hosts"
-        " WHERE host_id LIKE $1 AND (retry IS NOT NULL OR last_outcome = 'failed')",
-        f"{ids}-%",
-    )
-    assert failed == 0
+    await _all_completed_and_no_pass_failed(pool, ids, UNITS)
     # ... and nothing timed out or failed on the way (the worker logs every such step).
     trouble = [
         r.getMessage()
@@ -100,3 +90,82 @@ async def test_burst_of_1000_submissions_settles_every_one_without_a_failed_pass
         )
     ]
     assert trouble == []
+
+
+WIDE_THREADS, ADMIT_AT_ONCE = 1_000, 200
+RSS_BOUND_KIB = 1024 * 1024
+"""A generous bound on the worker's peak RSS (1 GiB; it peaks far below): a leak per thread
+or per pass would cross it, a bounded worker never does."""
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("slow")  # the long, heavy tests one after another
+@pytest.mark.timeout(1200)
+async def test_burst_of_1000_threads_on_one_worker_process_settles_without_a_timeout(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+    tmp_path: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    """1,000 threads × 1 submission, admitted 200 at a time, onto one `threadwarden worker`
+    process with the product's defaults: every submission settles completed, no pass fails,
+    the worker logs no timeout, and its peak RSS stays bounded (reported)."""
+    product = Settings(task_queue=settings.task_queue, data_dir=settings.data_dir)  # defaults
+    threads = [f"{ids}-{n:04d}" for n in range(WIDE_THREADS)]
+    async with worker_process(product, connections, tmp_path / "worker") as worker:
+        for start in range(0, WIDE_THREADS, ADMIT_AT_ONCE):
+            batch = threads[start : start + ADMIT_AT_ONCE]
+            await asyncio.gather(
+                *(client.submit(t, agent_id="scripted", input=[{"say": "hi"}]) for t in batch)
+            )
+        settled = await eventually(
+            lambda: pool.fetchval(
+                "SELECT count(*) FROM threadwarden.submissions"
+                " WHERE thread_id LIKE $1 AND state = 'settled'",
+                f"{ids}-%",
+            ),
+            lambda n: n == WIDE_THREADS,
+            timeout_s=1100,
+            what=f"{WIDE_THREADS} submissions settled",
+        )
+        peak_kib = _peak_rss_kib(worker.pid)
+    assert settled == WIDE_THREADS
+    await _all_completed_and_no_pass_failed(pool, ids, WIDE_THREADS)
+    log = (tmp_path / "worker" / "stderr").read_text()
+    trouble = [
+        line
+        for line in log.splitlines()
+        if any(w in line for w in ("timed out", "Timeout", "pass failed", "PoolExhausted"))
+    ]
+    assert trouble == []
+    record_property("worker_peak_rss_mib", round(peak_kib / 1024, 1))
+    print(f"worker peak RSS: {peak_kib / 1024:.1f} MiB")  # the figure the bench notes quote
+    assert 0 < peak_kib < RSS_BOUND_KIB
+
+
+async def _all_completed_and_no_pass_failed(pool: asyncpg.Pool[Any], ids: str, units: int) -> None:
+    """Every submission of the test's threads completed, and no pass failed: none was rearmed
+    (a failed pass records its retry and error)."""
+    outcomes = await pool.fetch(
+        "SELECT outcome, count(*) AS n FROM threadwarden.submissions"
+        " WHERE thread_id LIKE $1 GROUP BY outcome",
+        f"{ids}-%",
+    )
+    assert {r["outcome"]: r["n"] for r in outcomes} == {"completed": units}
+    failed = await pool.fetchval(
+        "SELECT count(*) FROM threadwarden.hosts"
+        " WHERE host_id LIKE $1 AND (retry IS NOT NULL OR last_outcome = 'failed')",
+        f"{ids}-%",
+    )
+    assert failed == 0
+
+
+def _peak_rss_kib(pid: int) -> int:
+    """The process's peak resident set (VmHWM), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")

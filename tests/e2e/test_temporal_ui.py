@@ -14,12 +14,15 @@ from temporalio.client import Client
 
 from tests.helpers.checks import quiescent
 from tests.helpers.polling import eventually
+from tests.helpers.workers import with_queued_scripted
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 SLOW = [{"say": "before"}, {"sleep_ms": 3_000}, {"say": "after"}]
+_MARKER = EventType.EVENT_TYPE_MARKER_RECORDED
 
 
 def _summary(event: HistoryEvent) -> str | None:
@@ -40,28 +43,36 @@ async def _details(temporal: Client, host: str) -> str:
 
 
 async def test_a_running_submission_shows_in_the_details_and_every_step_is_summarised(
-    worker: None, client: ThreadwardenClient, connections: Connections, ids: str
+    settings: Settings, client: ThreadwardenClient, connections: Connections, ids: str
 ) -> None:
     temporal = await connect_temporal(connections.temporal_address, "default")
-    receipt = await client.submit(ids, agent_id="scripted", input=SLOW)
-    await eventually(
-        lambda: client.thread_status(ids),
-        lambda s: s.submissions[0].state == "running",
-        what="the head running",
-    )
-    running = await _details(temporal, ids)
-    assert f"running `{receipt.submission_id}` on thread `{ids}` (agent `scripted`)" in running
-
-    await eventually(
-        lambda: client.thread_status(ids),
-        lambda s: s.submissions[0].state == "settled",
-        what="settled",
-    )
-    await quiescent(client, connections, ids)
+    async with running_worker(settings, connections, with_queued_scripted()):
+        receipt = await client.submit(ids, agent_id="queued", input=SLOW)
+        await eventually(
+            lambda: client.thread_status(ids),
+            lambda s: s.submissions[0].state == "running",
+            what="the head running",
+        )
+        running = await _details(temporal, ids)
+        assert f"running `{receipt.submission_id}` on thread `{ids}` (agent `queued`)" in running
+        await eventually(
+            lambda: client.thread_status(ids),
+            lambda s: s.submissions[0].state == "settled",
+            what="settled",
+        )
+        await quiescent(client, connections, ids)
+        inline = f"{ids}-inline"
+        quick = await client.submit(inline, agent_id="scripted", input=[{"say": "hi"}])
+        await client.result(quick.submission_id, timeout=60)
+        await quiescent(client, connections, inline)
     history = await temporal.get_workflow_handle(host_workflow_id(ids)).fetch_history()
     events = list(history.events)
     heads = _summaries(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
-    assert f"run_head {receipt.submission_id} on {ids} (agent scripted)" in heads
+    assert f"run_head {receipt.submission_id} on {ids} (agent queued)" in heads
+    # An inline binding's head is a local activity: its marker carries the same summary.
+    handle = temporal.get_workflow_handle(host_workflow_id(inline))
+    markers = _summaries(list((await handle.fetch_history()).events), _MARKER)
+    assert f"run_head {quick.submission_id} on {inline} (agent scripted)" in markers, markers
     steps = _summaries(events, EventType.EVENT_TYPE_MARKER_RECORDED)
     assert f"begin_pass {ids}" in steps, steps
     # Written after a pass, never per head: at most one upsert per pass, none naming a head.

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 
 from temporalio.client import Client
 
+from threadwarden.bindings import BindingRegistry
 from threadwarden.failpoints import Failpoints
+from threadwarden.scripted import scripted_binding
+from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
@@ -23,3 +27,15 @@ async def worker_without_sweeper(
             yield w.client
         finally:
             failpoints.release_all()
+
+
+QUEUED = "queued"
+"""A copy of the built-in scripted binding that is not inline: its heads are dispatched to its
+agent queue as regular activities."""
+
+
+def with_queued_scripted() -> BindingRegistry:
+    """The default registry (the inline ``scripted``) plus its non-inline copy, `QUEUED`."""
+    registry = default_registry()
+    registry.register(dataclasses.replace(scripted_binding(), agent_id=QUEUED, inline=False))
+    return registry

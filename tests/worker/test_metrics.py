@@ -107,7 +107,8 @@ async def test_metrics_scrape_after_submissions_shows_threadwarden_and_temporal_
             return (
                 value(scrape[1], completed) >= 3
                 and value(scrape[1], failed) >= 1
-                and "temporal_activity_execution_latency" in scrape[1]
+                # the heads of the inline scripted binding are local activities
+                and "temporal_local_activity_execution_latency" in scrape[1]
             )
 
         status, text = await eventually(

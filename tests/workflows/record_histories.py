@@ -14,6 +14,7 @@ from pathlib import Path
 import asyncpg
 
 from tests.helpers.polling import eventually
+from tests.helpers.workers import with_queued_scripted
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.client import ThreadwardenClient
@@ -23,7 +24,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v9"
+VERSION = "v10"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -44,11 +45,15 @@ async def record() -> None:
                 head_start_timeout_ms=1_000,
             )
             failpoints = Failpoints()
-            async with (  # no host plug-in: the head activity finishes each pass itself
-                running_worker(settings, connections, failpoints=failpoints),
+            registry = with_queued_scripted()  # scripted heads inline, queued's dispatched
+            async with (  # no host plug-in: the head step finishes each pass itself
+                running_worker(settings, connections, registry, failpoints=failpoints),
                 ThreadwardenClient.connect(settings, connections) as client,
             ):
                 await _record_settled(client, connections, "replay-settled", "settled")
+                await _record_settled(
+                    client, connections, "replay-queued", "settled_queued", agent="queued"
+                )
                 await _record_stalled(client, connections)
                 await _record_begin_fault(client, connections, failpoints)
             waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
@@ -71,10 +76,15 @@ async def record() -> None:
 
 
 async def _record_settled(
-    client: ThreadwardenClient, connections: Connections, thread: str, name: str
+    client: ThreadwardenClient,
+    connections: Connections,
+    thread: str,
+    name: str,
+    *,
+    agent: str = "scripted",
 ) -> None:
     for n in range(3):  # several passes in one run, the later ones started by progress
-        await client.submit(thread, agent_id="scripted", input=[{"say": f"hi {n}"}])
+        await client.submit(thread, agent_id=agent, input=[{"say": f"hi {n}"}])
     await eventually(
         lambda: client.thread_status(thread),
         lambda s: all(x.state == "settled" for x in s.submissions),

@@ -25,15 +25,28 @@ def _summaries(events: list[HistoryEvent], kind: int) -> list[str]:
     return [s for e in events if e.event_type == kind and (s := _summary(e)) is not None]
 
 
+def _events(name: str) -> list[HistoryEvent]:
+    [path] = sorted(HISTORIES.glob(f"host_pass_{name}_v*.json"))
+    return list(json_format.Parse(path.read_text(), History()).events)
+
+
 def test_a_recorded_history_carries_the_step_summaries() -> None:
-    [path] = sorted(HISTORIES.glob("host_pass_settled_v*.json"))
-    history = json_format.Parse(path.read_text(), History())
-    events = list(history.events)
+    # Dispatched heads (a binding that is not inline): run_head is an activity naming its
+    # submission and thread; begin_pass (local) names its host. The head finishes the pass
+    # itself, so no finish step appears.
+    events = _events("settled_queued")
     heads = _summaries(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
     assert heads and all(h.startswith("run_head sub_") and "(agent " in h for h in heads), heads
+    assert all(" on replay-queued (agent queued)" in h for h in heads), heads
     steps = _summaries(events, EventType.EVENT_TYPE_MARKER_RECORDED)
-    assert any(s.startswith("begin_pass ") for s in steps), steps
-    # The common pass: begin_pass (local) names its host, run_head its submission and thread
-    # (it finishes the pass itself, so no finish step appears).
-    assert set(steps) == {"begin_pass replay-settled"}, steps
+    assert set(steps) == {"begin_pass replay-queued"}, steps
+
+
+def test_an_inline_head_is_a_local_activity_with_the_same_summary() -> None:
+    events = _events("settled")
+    assert not _summaries(events, EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
+    steps = _summaries(events, EventType.EVENT_TYPE_MARKER_RECORDED)
+    heads = [s for s in steps if s.startswith("run_head ")]
+    assert len(heads) == 3, steps  # the three submissions, one inline head each
     assert all(" on replay-settled (agent scripted)" in h for h in heads), heads
+    assert set(steps) - set(heads) == {"begin_pass replay-settled"}, steps
