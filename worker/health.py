@@ -41,7 +41,10 @@ class MetricsEndpoint:
         pool: asyncpg.Pool[Any],
         *,
         ready: Callable[[], bool],
+        sdk_metrics: tuple[str, int] | None = None,
     ) -> None:
+        self._sdk_metrics = sdk_metrics
+        """Where the Temporal SDK's core renders its metrics (`MeteredRuntime`), if it does."""
         self._telemetry = telemetry
         self._pool = pool
         self._ready = ready
@@ -104,7 +107,28 @@ class MetricsEndpoint:
             await self._telemetry.refresh_gauges()
         except Exception as error:  # the counters are still worth serving
             logger.warning("metrics: reading the ledger gauges failed: %r", error)
-        return 200, CONTENT_TYPE_LATEST, generate_latest(self._telemetry.registry)
+        own = generate_latest(self._telemetry.registry)
+        return 200, CONTENT_TYPE_LATEST, own + await self._sdk_text()
+
+    async def _sdk_text(self) -> bytes:
+        """The Temporal SDK's metrics as its core renders them (empty when it does not, or
+        does not answer within `HEALTH_TIMEOUT_S`)."""
+        if self._sdk_metrics is None:
+            return b""
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT_S):
+                reader, writer = await asyncio.open_connection(*self._sdk_metrics)
+                try:
+                    writer.write(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                    await writer.drain()
+                    answer = await reader.read()
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError) as error:
+            logger.warning("metrics: the Temporal SDK's metrics were not read: %r", error)
+            return b""
+        head, _, body = answer.partition(b"\r\n\r\n")
+        return body if head.split(b" ", 2)[1:2] == [b"200"] else b""
 
     async def _ledger_answers(self) -> tuple[bool, str]:
         try:

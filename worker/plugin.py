@@ -19,7 +19,6 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, ClientConfig
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.service import ConnectConfig, ServiceClient
@@ -340,18 +339,21 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
     async def _serve_metrics(
         self, stack: contextlib.AsyncExitStack, worker: Worker, assembly: _Assembly
     ) -> None:
-        """The worker's endpoint (and, when its client's runtime buffers them, the Temporal
-        SDK's metrics drained onto it) until the worker stops."""
+        """The worker's endpoint (with the Temporal SDK's metrics appended, when its client's
+        runtime renders them) until the worker stops."""
         telemetry, bind = assembly.telemetry, self.settings.metrics_bind
         if telemetry is None or bind is None:
             return
         stack.callback(telemetry.shutdown)
         runtime = worker.client.service_client.config.runtime
-        if isinstance(runtime, MeteredRuntime):
-            await stack.enter_async_context(
-                MetricsExporter(runtime.metric_buffer, telemetry.provider, meter_name="temporalio")
-            )
-        endpoint = MetricsEndpoint(telemetry, assembly.pool, ready=lambda: worker.is_running)
+        endpoint = MetricsEndpoint(
+            telemetry,
+            assembly.pool,
+            ready=lambda: worker.is_running,
+            sdk_metrics=runtime.sdk_metrics_address
+            if isinstance(runtime, MeteredRuntime)
+            else None,
+        )
         await stack.enter_async_context(serving(endpoint, bind))
 
     def _head_worker(self, client: Client, queue: str, polls: int, assembly: _Assembly) -> Worker:
