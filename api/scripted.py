@@ -229,5 +229,9 @@ async def _sleep_with_heartbeats(context: AttemptContext, seconds: float) -> Non
 def scripted_binding() -> Binding:
     """The reference binding every worker registers by default."""
     return Binding(
-        agent_id=SCRIPTED_AGENT_ID, digest=SCRIPTED_DIGEST, handler=run_scripted, inline=True
+        agent_id=SCRIPTED_AGENT_ID,
+        digest=SCRIPTED_DIGEST,
+        handler=run_scripted,
+        history_kinds=frozenset(),  # its steps never read the thread's history
+        inline=True,
     )

@@ -21,14 +21,19 @@ from threadwarden.ledger.pool import Connection
 
 BATCH = 50
 
-_REFRESH = """
+REFRESH = """
 INSERT INTO threadwarden.thread_summaries (thread_id, host_id, last_sequence, last_kind, states)
 SELECT t.thread_id, t.host_id, t.next_record - 1,
        (SELECT kind FROM threadwarden.records r
          WHERE r.thread_id = t.thread_id AND r.sequence = t.next_record - 1),
        COALESCE((SELECT jsonb_object_agg(state, n) FROM (
                    SELECT state, count(*) AS n FROM threadwarden.submissions s
-                    WHERE s.thread_id = t.thread_id GROUP BY state) c), '{}'::jsonb)
+                    WHERE s.thread_id = t.thread_id AND s.state <> 'settled' GROUP BY state
+                   UNION ALL
+                   SELECT 'settled', t.next_sequence - 1 - (
+                            SELECT count(*) FROM threadwarden.submissions s
+                             WHERE s.thread_id = t.thread_id AND s.state <> 'settled')) c
+                  WHERE n > 0), '{}'::jsonb)
   FROM threadwarden.threads t WHERE t.thread_id = ANY($1::text[])
 ON CONFLICT (thread_id) DO UPDATE
    SET last_sequence = EXCLUDED.last_sequence, last_kind = EXCLUDED.last_kind,
@@ -51,7 +56,7 @@ class ThreadSummary(BaseModel):
 
 async def refresh(conn: Connection, thread_ids: list[str]) -> None:
     """Recompute the summaries of ``thread_ids`` from the ledger."""
-    await conn.execute(_REFRESH, thread_ids)
+    await conn.execute(REFRESH, thread_ids)
 
 
 class Projection:
