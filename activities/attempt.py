@@ -69,6 +69,12 @@ def _checked(outcome: object) -> Outcome:
     return outcome
 
 
+def _stopping() -> ApplicationError:
+    return ApplicationError(
+        "the worker is shutting down", type=c.WORKER_SHUTDOWN, non_retryable=True
+    )
+
+
 async def _cancel_on_shutdown(task: asyncio.Task[Any] | None) -> None:
     """Cancel an inline head's attempt once its worker begins to shut down, as the SDK does
     for a regular activity (a local activity would hold the shutdown until it ended)."""
@@ -126,11 +132,17 @@ class AttemptActivities:
     @activity.defn(name=c.RUN_HEAD)
     @domain_errors
     async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
-        """The head attempt, its binding-retry record and (when asked) the pass's finish.
+        """The head attempt, its binding-retry record and (when asked) the pass's finish."""
+        return await self.run(step)
 
-        Heartbeats throughout, so a dead worker is noticed within the heartbeat timeout and
-        the pass deadline's cancellation arrives promptly, in every phase.
+    async def run(self, step: c.RunHeadInput) -> c.RunHeadResult:
+        """`run_head`'s body, also run by ``begin_pass`` for an inline head (in its activity).
+
+        A regular activity heartbeats throughout, so a dead worker is noticed within the
+        heartbeat timeout and the pass deadline's cancellation arrives promptly, in every phase.
         """
+        if activity.info().is_local and activity.is_worker_shutdown():
+            raise _stopping()  # claim nothing on a stopping worker
         # An inline head (a local activity) sends no heartbeats, and the SDK does not cancel it
         # when its worker shuts down: it cancels itself.
         beside = asyncio.create_task(
@@ -154,9 +166,7 @@ class AttemptActivities:
                 # An inline head cut off by its worker's shutdown: the workflow fails its task
                 # (no further step of the pass may start on a stopping worker); the pass
                 # re-runs on another worker from its last recorded step.
-                raise ApplicationError(
-                    "the worker is shutting down", type=c.WORKER_SHUTDOWN, non_retryable=True
-                ) from None
+                raise _stopping() from None
             raise
         finally:
             beside.cancel()

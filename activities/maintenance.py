@@ -1,8 +1,13 @@
 """The short, host-row steps of a maintenance pass (run as local activities)."""
 
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from threadwarden.activities.auxiliary import host_deadline
 from threadwarden.activities.errors import domain_errors
@@ -16,8 +21,13 @@ from threadwarden.hosts import (
     validate_allowance,
 )
 from threadwarden.ledger.deadlines import AuxiliaryDue
+from threadwarden.ledger.maintenance import BeginResult as Begun
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.workflows import contracts as c
+
+STEP_S = 30.0
+"""How long begin itself may take (recovery and selection included), the bound of the short
+pass steps (`workflows/passes.py` ``SHORT_STEP``)."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,9 @@ class MaintenanceActivities:
         gating: bool = False,
         host: HostMaintenance | None = None,
     ) -> None:
+        self.inline_head: Callable[[c.RunHeadInput], Awaitable[c.RunHeadResult]] | None = None
+        """Runs a head attempt here (`AttemptActivities.run`, set by the assembly): begin runs
+        an inline head itself when nothing else of the pass is due."""
         self._host = host
         self._maintenance = maintenance
         self._steps = steps
@@ -58,8 +71,59 @@ class MaintenanceActivities:
         local activity for the common pass). A failure after begin committed is reported, not
         raised, so that the workflow still rearms with the generation begin observed: in
         ``error`` (before the native work: ``native_only`` false) or in ``native.error``."""
-        await self._failpoints.hit("maintenance:begin:before")
         now = clock(step.now)
+        # The step's own bound (its local activity's timeout leaves room for an inline head).
+        async with asyncio.timeout(STEP_S):
+            result, begun = await self._begin(step, now)
+        native, plan = result.native, result.auxiliary
+        if (
+            self.inline_head is not None
+            and native is not None
+            and native.inline
+            and native.error is None
+            and native.thread_id is not None
+            and plan.quiet
+        ):
+            try:
+                result.head = await self.inline_head(self._head_input(step, begun, native, now))
+            except StalePass:
+                raise  # a newer pass took over: nothing to rearm
+            except ApplicationError as error:
+                if error.type == c.WORKER_SHUTDOWN:
+                    raise
+                result.head = c.RunHeadResult(failure=_describe(error), native_failure=True)
+            except (
+                Exception
+            ) as failure:  # the attempt's fault fails the pass (native), as in run_head
+                result.head = c.RunHeadResult(failure=_describe(failure), native_failure=True)
+        return result
+
+    def _head_input(
+        self, step: c.BeginPassInput, begun: Begun, native: c.NativePlan, now: datetime
+    ) -> c.RunHeadInput:
+        """The selected head's attempt, finishing the pass (as the workflow would ask it)."""
+        assert native.thread_id is not None and native.submission_id is not None
+        return c.RunHeadInput(
+            host_id=step.host_id,
+            epoch=begun.epoch,
+            thread_id=native.thread_id,
+            submission_id=native.submission_id,
+            binding_retry_pending=native.binding_retry_pending,
+            repaired=native.repaired,
+            yield_after=now + timedelta(milliseconds=self._limits.yield_after_ms),
+            pass_deadline=now + timedelta(milliseconds=self._limits.pass_deadline_ms),
+            finish=c.FinishPlan(
+                generation=begun.generation,
+                stalls=begun.stalls,
+                jitter=random.random(),
+                other_lanes_at=native.other_lanes_at,
+            ),
+        )
+
+    async def _begin(
+        self, step: c.BeginPassInput, now: datetime
+    ) -> tuple[c.BeginPassResult, Begun]:
+        await self._failpoints.hit("maintenance:begin:before")
         begun = await self._maintenance.begin(step.host_id, now)
         error = None
         try:
@@ -81,7 +145,7 @@ class MaintenanceActivities:
             except Exception as failure:  # begin committed: the pass fails, its retry is recorded
                 activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
                 native = c.NativePlan(error=_describe(failure))
-        return c.BeginPassResult(
+        result = c.BeginPassResult(
             **begun.model_dump(exclude={"due", "view"}),
             begun_at=now,
             yield_after_ms=self._limits.yield_after_ms,
@@ -92,6 +156,7 @@ class MaintenanceActivities:
             native=native,
             error=error,
         )
+        return result, begun
 
     def _auxiliary_plan(self, due: AuxiliaryDue) -> c.AuxiliaryPlan:
         """What auxiliary work is due, and the host plug-in's allowance, validated now."""

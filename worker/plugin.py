@@ -451,6 +451,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             waker=waker,
             checkpoints=Checkpoints(pool),
         )
+        steps.inline_head = attempts.run
         sweep = SweepActivities(
             Sweeps(pool),
             client,

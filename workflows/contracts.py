@@ -105,6 +105,14 @@ class AuxiliaryPlan(BaseModel):
     host_work_due: bool = False
     """Host work marked durably (`hosts.host_work_due_at`) has come: the first wave takes it."""
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing is due before or beside the native work: no publication to drain first, no
+        wave, delivery or backfill to start beside it."""
+        return self.publication_due is None and not (
+            self.host_waves or self.host_work_due or self.messages_due or self.projection_due
+        )
+
 
 class BeginPassResult(BaseModel):
     epoch: int
@@ -133,6 +141,10 @@ class BeginPassResult(BaseModel):
     """Begin committed, then its step failed (e.g. at ``maintenance:begin:after``): the
     generation is observed, so the pass fails and records its retry (``native_only`` false,
     as no native work had started)."""
+    head: "RunHeadResult | None" = None
+    """Begin ran the selected head itself (an inline binding this worker has, nothing else of
+    the pass due) and, unless the attempt failed the pass, the pass's finish: the whole pass
+    was this one step."""
 
 
 class PassStepInput(BaseModel):

@@ -30,6 +30,10 @@ T = TypeVar("T")
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 SHORT_STEP = timedelta(seconds=30)
 """Start-to-close of a local pass step: one or two short transactions."""
+BEGIN_BOUND = timedelta(milliseconds=3_600_000) + timedelta(seconds=60)
+"""Start-to-close of ``begin_pass``: it may run an inline head to the end of its pass (the
+longest pass deadline the settings allow, plus the head's cancel grace); begin's own work is
+bounded to 30 s inside the activity."""
 STEP_QUEUE = timedelta(seconds=30)
 """How long a local step may wait for a local-activity slot before the pass fails (queueing
 is bounded apart from running)."""
@@ -87,8 +91,11 @@ class MaintenancePass:
                 c.BeginPassInput(host_id=self._host_id, now=started),
                 c.BeginPassResult,
                 self._host_id,
+                start_to_close=BEGIN_BOUND,
             )
         except STEP_FAILURES as error:
+            if isinstance(error, ApplicationError) and error.type == c.WORKER_SHUTDOWN:
+                raise WorkerStopping(str(error)) from None
             # Begin did not commit (a failure after its commit is reported in its result), so
             # no generation was observed and there is nothing to rearm: the mutation's
             # pre-arm and the sweeper converge the host.
@@ -202,10 +209,12 @@ class MaintenancePass:
             folded = scope.idle
             if self._on_head is not None:
                 self._on_head(native)
-            head = None
-            if native.inline:  # this worker has the (short-turned) binding: the attempt runs here
+            # An inline head: begin ran it when nothing else of the pass was due (one step
+            # per pass), else it runs here as a local activity of its own.
+            head = begin.head
+            if head is None and native.inline:
                 head = await self._run_inline_head(step, begin, started, native, fold=folded)
-            elif not native.unpolled:  # else no worker polls its queue: binding-unavailable now
+            elif head is None and not native.unpolled:  # else no poller: binding-unavailable
                 head = await self._run_head(step, begin, started, native, fold=folded)
             if head is None:  # no worker with the binding started it: binding-unavailable
                 head = await self._head_unstarted(step, begin, started, native, fold=folded)
@@ -392,14 +401,21 @@ def _head_subject(native: c.NativePlan) -> str:
     return f"{native.submission_id} on {native.thread_id} (agent {native.agent_id}{pinned})"
 
 
-async def _step(name: str, arg: object, result_type: type[T], subject: str) -> T:
+async def _step(
+    name: str,
+    arg: object,
+    result_type: type[T],
+    subject: str,
+    *,
+    start_to_close: timedelta = SHORT_STEP,
+) -> T:
     """A local pass step; its summary (shown in the Temporal UI) names the step and subject."""
     result = await workflow.execute_local_activity(
         name,
         arg,
         result_type=result_type,
         schedule_to_start_timeout=STEP_QUEUE,
-        start_to_close_timeout=SHORT_STEP,
+        start_to_close_timeout=start_to_close,
         retry_policy=ONE_ATTEMPT,
         summary=f"{name} {subject}",
     )

@@ -88,8 +88,9 @@ async def test_terminated_host_run_leaves_a_zombie_finish_that_writes_nothing(
     records_before = await client.records(ids)
 
     async def zombie_refused() -> bool:
-        # No auxiliary work ran beside the attempt, so its activity finishes the pass itself.
-        return refused_as_stale(caplog, "run_head")
+        # No auxiliary work was due and the scripted binding is inline: begin_pass ran the
+        # attempt and finishes the pass itself.
+        return refused_as_stale(caplog, "begin_pass")
 
     failpoints.release("maintenance:finish:before")  # the terminated run's finish runs on
     await eventually(zombie_refused, bool, what="the zombie finish refused with StalePass")

@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tests.helpers.polling import eventually
+from tests.helpers.workers import QUEUED, with_queued_scripted
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import OtelEnvironment, Settings, otel_environment
@@ -119,11 +120,11 @@ async def test_otlp_export_carries_threadwarden_ids_from_client_to_sql_and_no_pa
     marker = f"payload-{uuid.uuid4().hex}"
     thread = f"{ids}-traced"
     try:
-        async with (
-            running_worker(settings, connections),
+        async with (  # a dispatched head (an inline one runs inside begin_pass)
+            running_worker(settings, connections, with_queued_scripted()),
             ThreadwardenClient.connect(settings, connections) as client,
         ):
-            receipt = await client.submit(thread, agent_id="scripted", input=[{"say": marker}])
+            receipt = await client.submit(thread, agent_id=QUEUED, input=[{"say": marker}])
             assert (await client.result(receipt.submission_id, timeout=60)).outcome == "completed"
 
         def chained(spans: list[Span]) -> bool:
@@ -156,7 +157,7 @@ async def test_otlp_export_carries_threadwarden_ids_from_client_to_sql_and_no_pa
         "threadwarden.host_id": thread,
         "threadwarden.thread_id": thread,
         "threadwarden.submission_id": receipt.submission_id,
-        "threadwarden.agent_id": "scripted",
+        "threadwarden.agent_id": QUEUED,
     }.items() <= attributes(head[0]).items()
     client_span = next(s for s in spans if s.name == "SignalWithStartWorkflow:HostMaintenance")
     assert attributes(client_span)["threadwarden.host_id"] == thread

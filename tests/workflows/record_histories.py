@@ -24,7 +24,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v10"
+VERSION = "v11"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
