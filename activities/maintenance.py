@@ -70,7 +70,10 @@ class MaintenanceActivities:
         """Begin; when the native path is certain to run, recovery and selection too (one
         local activity for the common pass). A failure after begin committed is reported, not
         raised, so that the workflow still rearms with the generation begin observed: in
-        ``error`` (before the native work: ``native_only`` false) or in ``native.error``."""
+        ``error`` (before the native work: ``native_only`` false) or in ``native.error``.
+
+        When the selected head's binding is inline here and nothing else of the pass is due,
+        begin runs the attempt too, with the pass's finish (``head``): one step per pass."""
         now = clock(step.now)
         # The step's own bound (its local activity's timeout leaves room for an inline head).
         async with asyncio.timeout(STEP_S):
@@ -92,9 +95,7 @@ class MaintenanceActivities:
                 if error.type == c.WORKER_SHUTDOWN:
                     raise
                 result.head = c.RunHeadResult(failure=_describe(error), native_failure=True)
-            except (
-                Exception
-            ) as failure:  # the attempt's fault fails the pass (native), as in run_head
+            except Exception as failure:  # fails the pass (native), as run_head reports it
                 result.head = c.RunHeadResult(failure=_describe(failure), native_failure=True)
         return result
 
