@@ -279,10 +279,11 @@ class Binding:
 
     ``inline`` declares the handler's turns short (seconds, not minutes): a pass whose worker
     has this binding runs the head there, as a local activity inside the pass's workflow task,
-    instead of dispatching it to the agent's task queue (no activity task, no heartbeats, about
-    half the Temporal work per unit). A worker without the binding still routes the head to the
-    agent's queue. Leave it false for turns that wait on a model for long: a local activity
-    holds its workflow task open, heartbeating it every few seconds into the history.
+    instead of dispatching it to the agent's task queue (no activity task, no heartbeats; with
+    nothing else of the pass due, begin runs it and a pass is one local activity). A worker
+    without the binding still routes the head to the agent's queue. Leave it false for turns
+    that wait on a model for long: a local activity holds its workflow task open, heartbeating
+    it every few seconds into the history.
     """
 
     agent_id: str

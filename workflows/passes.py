@@ -1,11 +1,12 @@
 """One maintenance pass, as the host workflow runs it: the steps, their order and time bounds.
 
 Every step is an activity with an explicit timeout and a single attempt; the protocol's durable
-backoff (``rearm_failure``) governs retries. The common pass is two steps: ``begin_pass``
-(a local activity: begin, recovery when needed, lane selection) and ``run_head`` (the attempt,
-its binding-retry record and, when no auxiliary work runs beside it, the finish): a local
-activity too when the binding is inline and this worker has it, else an activity on the agent's
-task queue. The pass
+backoff (``rearm_failure``) governs retries. The common pass is ``begin_pass`` (a local
+activity: begin, recovery when needed, lane selection) and the head attempt (with its
+binding-retry record and, when no auxiliary work runs beside it, the finish): run by
+``begin_pass`` itself for an inline binding this worker has when nothing else is due (one step
+per pass), else ``run_head``, a local activity for such a binding, an activity on the agent's
+task queue for any other. The pass
 deadline cancels the pass cooperatively: the head attempt is cancelled (and releases its claim)
 before the failure is recorded.
 """
