@@ -8,12 +8,11 @@ approval (``suspended``) or for an operator's decision on a side effect (``unkno
 import asyncio
 import contextlib
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from opentelemetry import trace
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from threadwarden.activities.context import (
     DECISIVE,
@@ -28,7 +27,7 @@ from threadwarden.activities.context import (
 from threadwarden.activities.errors import domain_errors
 from threadwarden.activities.lease import LeaseKeeper, beat
 from threadwarden.activities.lease import stop as lease_stop
-from threadwarden.activities.pass_steps import PassSteps
+from threadwarden.activities.pass_steps import INLINE_GRACE_MS, PassSteps, describe
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
 from threadwarden.errors import (
@@ -69,22 +68,12 @@ def _checked(outcome: object) -> Outcome:
     return outcome
 
 
-def _stopping() -> ApplicationError:
-    return ApplicationError(
-        "the worker is shutting down", type=c.WORKER_SHUTDOWN, non_retryable=True
-    )
-
-
 async def _cancel_on_shutdown(task: asyncio.Task[Any] | None) -> None:
     """Cancel an inline head's attempt once its worker begins to shut down, as the SDK does
     for a regular activity (a local activity would hold the shutdown until it ended)."""
     await activity.wait_for_worker_shutdown()
     if task is not None:
         task.cancel()
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"[:500]
 
 
 class _PassFault(Exception):
@@ -97,8 +86,10 @@ class _PassFault(Exception):
         """Whether the attempt still holds the head (and should give it back)."""
 
 
-class AttemptActivities:
-    """Runs one attempt on the head of the lane the pass selected."""
+class HeadRunner:
+    """Runs one attempt on the head the pass selected, then the pass's steps after it: one
+    instance per worker, given to both the ``run_head`` activity and ``begin_pass`` (which runs
+    an inline head itself when nothing else of its pass is due)."""
 
     def __init__(
         self,
@@ -129,45 +120,48 @@ class AttemptActivities:
         self._lease_s = lease_ms / 1000
         self._lease_renew_s = lease_renew_ms / 1000
 
-    @activity.defn(name=c.RUN_HEAD)
-    @domain_errors
-    async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
-        """The head attempt, its binding-retry record and (when asked) the pass's finish."""
-        return await self.run(step)
-
     async def run(self, step: c.RunHeadInput) -> c.RunHeadResult:
-        """`run_head`'s body, also run by ``begin_pass`` for an inline head (in its activity).
+        """The head attempt, its binding-retry record and (when asked) the pass's finish.
 
-        A regular activity heartbeats throughout, so a dead worker is noticed within the
-        heartbeat timeout and the pass deadline's cancellation arrives promptly, in every phase.
+        Dispatched (a regular activity on the agent's queue) it heartbeats throughout, so a
+        dead worker is noticed within the heartbeat timeout and the pass deadline's
+        cancellation arrives promptly. Inline (a local activity of the pass) it runs for the
+        inline budget: past it the attempt yields at its next committed step, and one still in
+        a step after the grace is cut off; either way the head goes back (``handed_off``) and
+        its next attempt is dispatched. An inline attempt whose worker shuts down gives the head
+        back too (``shutdown``; the SDK neither cancels a local activity nor heartbeats it).
         """
-        if activity.info().is_local and activity.is_worker_shutdown():
-            raise _stopping()  # claim nothing on a stopping worker
-        # An inline head (a local activity) sends no heartbeats, and the SDK does not cancel it
-        # when its worker shuts down: it cancels itself.
+        inline = activity.info().is_local
+        if inline and activity.is_worker_shutdown():
+            return c.RunHeadResult(shutdown=True)  # claim nothing on a stopping worker
         beside = asyncio.create_task(
-            _cancel_on_shutdown(asyncio.current_task())
-            if activity.info().is_local
-            else self._heartbeat()
+            _cancel_on_shutdown(asyncio.current_task()) if inline else self._heartbeat()
         )
+        now = datetime.now(UTC)
+        left = (step.pass_deadline - now).total_seconds()
+        cut, yield_after = left, step.yield_after
+        if inline:
+            budget = self._steps.limits.inline_budget_ms / 1000
+            cut = min(left, budget + INLINE_GRACE_MS / 1000)
+            yield_after = min(yield_after, now + timedelta(seconds=budget))
         try:
-            left = (step.pass_deadline - datetime.now(UTC)).total_seconds()
             try:
-                async with asyncio.timeout(max(left, 0.001)):
-                    result = await self._attempt(step)
+                async with asyncio.timeout(max(cut, 0.001)):
+                    result = await self._attempt(step, yield_after)
             except TimeoutError:  # the attempt released its claim before the timeout ended it
-                activity.logger.warning("attempt on %s hit the pass deadline", step.thread_id)
-                return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
+                if cut >= left:
+                    activity.logger.warning("attempt on %s hit the pass deadline", step.thread_id)
+                    return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
+                result = c.RunHeadResult(submission_id=step.submission_id, stopped="ready")
+            except asyncio.CancelledError:
+                if inline and activity.is_worker_shutdown():
+                    _uncancel()  # our own cancellation (the shutdown watch): the step ends here
+                    return c.RunHeadResult(submission_id=step.submission_id, shutdown=True)
+                raise
             if result.failure is not None:  # the pass failed: its durable retry is what follows
                 return result
+            result.handed_off = inline and result.stopped == "ready"
             return await self._steps.after_head(step, result)
-        except asyncio.CancelledError:
-            if activity.is_worker_shutdown() and activity.info().is_local:
-                # An inline head cut off by its worker's shutdown: the workflow fails its task
-                # (no further step of the pass may start on a stopping worker); the pass
-                # re-runs on another worker from its last recorded step.
-                raise _stopping() from None
-            raise
         finally:
             beside.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -178,7 +172,7 @@ class AttemptActivities:
             await asyncio.sleep(self._lease_renew_s)
             beat()
 
-    async def _attempt(self, step: c.RunHeadInput) -> c.RunHeadResult:
+    async def _attempt(self, step: c.RunHeadInput, yield_after: datetime) -> c.RunHeadResult:
         bindings = self._registry.bindings
         digests = {agent: binding.digest for agent, binding in bindings.items()}
         kinds = {
@@ -189,7 +183,12 @@ class AttemptActivities:
         await self._failpoints.hit("claim")
         try:
             claim = await self._attempts.claim_head(
-                step.host_id, step.epoch, step.thread_id, bindings=digests, history_kinds=kinds
+                step.host_id,
+                step.epoch,
+                step.thread_id,
+                bindings=digests,
+                submission_id=step.submission_id,
+                history_kinds=kinds,
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
             # Logged by the binding-retry step, at error level at most once per 15 minutes.
@@ -209,7 +208,7 @@ class AttemptActivities:
         if claim.abort_requested:  # a parent asked to abort: its children first
             return await self._abort(claim)
         try:
-            outcome = _checked(await self._run_binding(claim, step.yield_after))
+            outcome = _checked(await self._run_binding(claim, yield_after))
         except AbortRequested:
             return await self._abort(claim)
         except AttemptStop as stop:
@@ -352,7 +351,7 @@ class AttemptActivities:
         activity.logger.warning(  # the text (it may quote payload) is the recorded reason
             "binding %s raised %s on %s", claim.agent_id, type(error).__name__, claim.submission_id
         )
-        return Failed(f"binding raised {_describe(error)}")
+        return Failed(f"binding raised {describe(error)}")
 
     async def _release(self, claim: Claim) -> None:
         """Give the head back (``ready``) at once; shielded and best effort: if it fails, the
@@ -376,7 +375,7 @@ def _judge(
     if isinstance(fault, DECISIVE):
         raise fault
     if fault is not None:
-        raise _PassFault(f"attempt {claim.attempt_id}: {_describe(fault)}", owned=True)
+        raise _PassFault(f"attempt {claim.attempt_id}: {describe(fault)}", owned=True)
     if isinstance(error, _PassFault):
         raise error
     if isinstance(error, INFRASTRUCTURE):  # by type only: the binding's text may quote payload
@@ -385,7 +384,27 @@ def _judge(
         )
 
 
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
 def _cancelling() -> bool:
     """Whether the running task (the activity) is being cancelled from outside."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+class AttemptActivities:
+    """The ``run_head`` activity: registered on the agent queues (a dispatched head) and on the
+    main task queue (an inline head, run as a local activity of its pass)."""
+
+    def __init__(self, runner: HeadRunner) -> None:
+        self._runner = runner
+
+    @activity.defn(name=c.RUN_HEAD)
+    @domain_errors
+    async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
+        """The head attempt, its binding-retry record and (when asked) the pass's finish."""
+        return await self._runner.run(step)

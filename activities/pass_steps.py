@@ -1,10 +1,15 @@
-"""The pass steps shared by the begin step and the head activity: recovery with selection, the
-binding-retry record and the native finish. Each is fenced by the pass epoch; the head activity
-runs the last two itself when nothing else of its pass is running (one activity per unit)."""
+"""The pass steps shared by the begin step and the head activity: recovery with selection and
+the head's route (decided here, once), the binding-retry record and the native finish. Each is
+fenced by the pass epoch; the head activity runs the last two itself when nothing else of its
+pass is running (one activity per unit)."""
 
 import logging
+import random
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from temporalio import activity
 
 from threadwarden.activities.auxiliary import host_deadline
 from threadwarden.activities.pollers import HeadPollers
@@ -14,9 +19,37 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.maintenance import HostView, Maintenance
 from threadwarden.ledger.models import from_ms
+from threadwarden.protocol.passes import PassReport, Selection
 from threadwarden.workflows import contracts as c
 
 logger = logging.getLogger(__name__)
+
+SHORT_STEP_MS = 30_000
+"""How long a short pass step may take (begin with recovery and selection, a finish): the
+bound of the workflow's local steps (`workflows/passes.py` ``SHORT_STEP``)."""
+INLINE_GRACE_MS = 1_000
+"""An inline attempt past its budget yields at its next committed step; one still in a step
+this much later is cut off (it gives the head back) and the head moves to its agent's queue."""
+
+
+@dataclass(frozen=True)
+class PassLimits:
+    """The time bounds of one pass, handed to the workflow by begin."""
+
+    yield_after_ms: int = 600_000
+    pass_deadline_ms: int = 840_000
+    head_heartbeat_ms: int = 30_000
+    head_start_ms: int = 60_000
+    projection_timeout_ms: int = 30_000
+    inline_budget_ms: int = 2_000
+    """How long an inline attempt runs on the pass's worker before it hands its head over to
+    the agent's queue (docs/architecture.md, "The route of a head")."""
+
+    @property
+    def inline_bound_ms(self) -> int:
+        """The longest an inline head's local activity runs: its budget, the cut-off's grace,
+        and the binding-retry record and finish after it."""
+        return self.inline_budget_ms + INLINE_GRACE_MS + SHORT_STEP_MS
 
 
 class PassSteps:
@@ -28,7 +61,7 @@ class PassSteps:
         *,
         failpoints: Failpoints,
         host: HostMaintenance | None,
-        head_start_ms: int = 60_000,
+        limits: PassLimits,
         waker: Waker | None = None,
         pollers: HeadPollers | None = None,
         inline: Mapping[str, str] | None = None,
@@ -37,60 +70,90 @@ class PassSteps:
         """The inline bindings this worker has: agent id → digest."""
         self._waker = waker
         self._pollers = pollers
-        self._head_start_ms = head_start_ms
+        self.limits = limits
         self._maintenance = maintenance
         self._failpoints = failpoints
         self._host = host
 
-    async def prepare_native(
-        self, host_id: str, epoch: int, now: datetime, view: HostView | None = None
-    ) -> c.NativePlan:
-        """Recovery (only when some head is stalled), then round-robin selection, and whether
-        any worker polls the selected head's task queue.
+    async def route(
+        self,
+        step: c.PassStepInput,
+        now: datetime,
+        *,
+        begun_at: datetime,
+        generation: int,
+        stalls: int,
+        folded: bool,
+        view: HostView | None = None,
+    ) -> c.Route:
+        """Recovery (only when some head is stalled), round-robin selection, then where the
+        selected head runs: the one place a head's attempt is planned.
 
         ``view`` is what begin read; recovery changes the heads, so after it they are re-read.
+        ``folded``: nothing runs beside the native work, so the attempt finishes the pass.
         """
         repaired = 0
         if view is None or view.stalled:
-            recovery = await self._maintenance.recover(host_id, epoch)
+            recovery = await self._maintenance.recover(step.host_id, step.epoch)
             repaired, view = recovery.repaired, None
             for parent_host in dict.fromkeys(recovery.parent_hosts):
                 if self._waker is not None:  # a child recovery settled: its parent may go on
                     await self._waker.wake(parent_host, reason="child-settled")
         await self._failpoints.hit("maintenance:select:before")
         selection = await self._maintenance.select_lane(
-            host_id, epoch, now, view, head_wait_ms=self._head_start_ms
+            step.host_id, step.epoch, now, view, head_wait_ms=self.limits.head_start_ms
         )
         await self._failpoints.hit("maintenance:select:after")
-        unpolled = inline = False
-        agent, pinned = selection.agent_id, selection.agent_digest
-        if agent is not None and agent in self._inline:
-            inline = pinned is None or pinned == self._inline[agent]
-        if self._pollers is not None and agent is not None and not inline:
-            unpolled = await self._pollers.unpolled(agent, pinned)
-        return c.NativePlan(
-            repaired=repaired, unpolled=unpolled, inline=inline, **selection.model_dump()
+        if selection.thread_id is None:
+            return c.Idle(repaired=repaired, other_lanes_at=selection.other_lanes_at)
+        assert selection.submission_id is not None and selection.agent_id is not None
+        finish = None
+        if folded:
+            finish = c.FinishPlan(generation=generation, stalls=stalls, jitter=random.random())
+        head = c.RunHeadInput(
+            **step.model_dump(),
+            thread_id=selection.thread_id,
+            submission_id=selection.submission_id,
+            agent_id=selection.agent_id,
+            agent_digest=selection.agent_digest,
+            binding_retry_pending=selection.binding_retry_pending,
+            repaired=repaired,
+            other_lanes_at=selection.other_lanes_at,
+            yield_after=begun_at + timedelta(milliseconds=self.limits.yield_after_ms),
+            pass_deadline=begun_at + timedelta(milliseconds=self.limits.pass_deadline_ms),
+            finish=finish,
+        )
+        if self._runs_inline(selection):
+            return c.RunHere(head=head, bound_ms=self.limits.inline_bound_ms)
+        if self._pollers is not None and await self._pollers.unpolled(
+            selection.agent_id, selection.agent_digest
+        ):
+            return c.NoPoller(head=head)
+        return c.Dispatch(head=head)
+
+    def _runs_inline(self, selection: Selection) -> bool:
+        """The head's first attempt, of an inline binding this worker has at the head's pinned
+        digest, on a worker that is not shutting down."""
+        digest = self._inline.get(selection.agent_id or "")
+        return (
+            digest is not None
+            and selection.agent_digest in (None, digest)
+            and selection.attempts == 0
+            and not activity.is_worker_shutdown()
         )
 
     async def record_binding_result(
-        self,
-        host_id: str,
-        epoch: int,
-        *,
-        thread_id: str,
-        submission_id: str,
-        error: str | None,
-        now: datetime,
+        self, step: c.RunHeadInput, submission_id: str, error: str | None
     ) -> None:
         """Back the head off while its binding is missing; a success removes its entry."""
         await self._failpoints.hit("maintenance:binding-retry:before")
         entry, report = await self._maintenance.record_binding_result(
-            host_id,
-            epoch,
-            thread_id=thread_id,
+            step.host_id,
+            step.epoch,
+            thread_id=step.thread_id,
             submission_id=submission_id,
             failed=error is not None,
-            now=now,
+            now=datetime.now(UTC),
         )
         await self._failpoints.hit("maintenance:binding-retry:after")
         if entry is not None:
@@ -106,24 +169,23 @@ class PassSteps:
                 error,
             )
 
-    async def finish(self, step: c.FinishPassInput) -> c.PassReport:
+    async def finish(self, step: c.FinishPassInput) -> PassReport:
         """Acknowledge the observed generation and set the alarm (brief §3.5 (e) 8–9)."""
         await self._failpoints.hit("maintenance:finish:before")
-        now = clock(step.now)
         report = await self._maintenance.finish(
             step.host_id,
             step.epoch,
             generation=step.generation,
             stalls=step.stalls,
             progressed=step.progressed,
-            now=now,
+            now=clock(step.now),
             jitter=step.jitter,
             extra_deadline=await host_deadline(self._host, step.host_id),
             selected=step.selected_submission_id,
             other_lanes_at=step.other_lanes_at,
         )
         await self._failpoints.hit("maintenance:finish:after")
-        return c.PassReport(**report.model_dump(), reported_at=now)
+        return report
 
     async def after_head(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
         """Brief §3.5 (e) after the head attempt (or after no worker started it): the
@@ -133,17 +195,12 @@ class PassSteps:
         if head.binding_error is not None or step.binding_retry_pending:
             try:
                 await self.record_binding_result(
-                    step.host_id,
-                    step.epoch,
-                    thread_id=step.thread_id,
-                    submission_id=head.submission_id or step.submission_id,
-                    error=head.binding_error,
-                    now=datetime.now(UTC),
+                    step, head.submission_id or step.submission_id, head.binding_error
                 )
             except StalePass:
                 raise
             except Exception as error:
-                head.failure, head.native_failure = _describe(error), True
+                head.failure, head.native_failure = describe(error), True
                 return head
         if step.finish is None:
             return head
@@ -154,17 +211,17 @@ class PassSteps:
                     epoch=step.epoch,
                     generation=step.finish.generation,
                     stalls=step.finish.stalls,
-                    progressed=head.outcome is not None or step.repaired > 0,
+                    progressed=c.head_progressed(step, head),
                     now=datetime.now(UTC),
                     jitter=step.finish.jitter,
                     selected_submission_id=step.submission_id,
-                    other_lanes_at=step.finish.other_lanes_at,
+                    other_lanes_at=step.other_lanes_at,
                 )
             )
         except StalePass:
             raise
         except Exception as error:
-            head.failure = _describe(error)
+            head.failure = describe(error)
         return head
 
 
@@ -175,5 +232,6 @@ def clock(now: datetime) -> datetime:
     return max(now, datetime.now(UTC))
 
 
-def _describe(error: BaseException) -> str:
+def describe(error: BaseException) -> str:
+    """An error as a pass records it: its type and text, at most 500 characters."""
     return f"{type(error).__name__}: {error}"[:500]

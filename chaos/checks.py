@@ -12,6 +12,13 @@ one child, which settled exactly once, left exactly one child-settled marker and
 exactly once (``call-joined`` at the call's step, naming its real settlement), and no parent
 settled before one of its children. The ``call-started`` records of calls awaited together
 may commit in any order (their children are established concurrently); each is still checked.
+
+Messages (sent by the workload's long sends, admitted on their destination threads by
+threadwarden's delivery) are planned inside their senders and checked like every submission
+(lost, admitted twice, outcome, history, FIFO service on their thread), plus their link: each
+one's row names its sender's message (``source_message_id``). Where a delivery admits a message
+among a thread's own submissions is not dictated: only the run's own submissions must be
+admitted in submission order.
 """
 
 from __future__ import annotations
@@ -23,7 +30,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from chaos.workload import OPTIONAL_KINDS, Ids, Linked, Planned, Record, agent_view, all_planned
+from chaos.workload import (
+    OPTIONAL_KINDS,
+    Ids,
+    Linked,
+    Planned,
+    Record,
+    agent_view,
+    all_planned,
+    message_of,
+)
 
 VIOLATIONS = (
     "lost",
@@ -39,6 +55,7 @@ VIOLATIONS = (
     "duplicate_children",
     "parents_settled_before_children",
     "wrong_child_markers",
+    "unlinked_messages",
 )
 """The counts that must all be 0 for a run to pass."""
 
@@ -54,6 +71,8 @@ class SubmissionRow:
     epoch: int
     parent_submission_id: str | None = None
     parent_call_step: int | None = None
+    source_message_id: str | None = None
+    """The message a delivery admitted it from."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +114,11 @@ class Counts:
     agent_turns: int = 0
     """Submissions that are a framework agent's turn (among ``submissions``)."""
     agent_turns_settled: int = 0
+    messages: int = 0
+    """Messages the submissions' sends admit on other threads (not among ``submissions``)."""
+    messages_settled: int = 0
     lost: int = 0
-    """Submissions and children that never settled."""
+    """Submissions, children and messages that never settled."""
     duplicate_admissions: int = 0
     duplicate_settlements: int = 0
     fifo_violations: int = 0
@@ -115,9 +137,11 @@ class Counts:
     """Children whose settlement is missing or later than their settled parent's."""
     wrong_child_markers: int = 0
     """Settled children without exactly one marker of their outcome; markers of no child."""
+    unlinked_messages: int = 0
+    """Message rows that do not name their sender's message as their source."""
     unsettled_states: dict[str, int] = field(default_factory=dict)
-    """How many planned submissions (children included) sit in each nonterminal state (or
-    ``missing``)."""
+    """How many planned submissions (children and messages included) sit in each nonterminal
+    state (or ``missing``)."""
 
     @property
     def clean(self) -> bool:
@@ -222,6 +246,7 @@ def check(
         submissions=len(planned),
         children=sum(len(plan.children) for plan in planned),
         agent_turns=sum(plan.framework for plan in planned),
+        messages=sum(len(plan.messages) for plan in planned),
     )
     counts.unexpected_submissions = sum(
         len(rows) for key, rows in ledger.by_key.items() if key not in ledger.wanted
@@ -236,7 +261,9 @@ def check(
             unsettled[rows[0].state if rows else "missing"] += 1
             continue
         counts.agent_turns_settled += plan.framework
-        if plan.parent is None:
+        if plan.sender is not None:
+            counts.messages_settled += 1
+        elif plan.parent is None:
             counts.settled += 1
             counts.failed_on_purpose += plan.outcome == "failed"
         else:
@@ -259,6 +286,7 @@ def check(
     counts.duplicate_joins = duplicate_joins(records)
     counts.duplicate_children = duplicate_children(ledger)
     counts.wrong_child_markers = wrong_child_markers(submissions, markers)
+    counts.unlinked_messages = unlinked_messages(ledger)
     counts.fifo_violations = fifo_violations(submissions, records)
     counts.stale_writes = stale_writes(submissions, records)
     return counts
@@ -379,10 +407,27 @@ def wrong_child_markers(submissions: Sequence[SubmissionRow], markers: Sequence[
     return wrong
 
 
+def unlinked_messages(ledger: _Ledger) -> int:
+    """Rows of planned messages whose ``source_message_id`` is not their message as their
+    sender's row sent it (none: no sender row, or a row admitted from elsewhere)."""
+    unlinked = 0
+    for plan in ledger.wanted.values():
+        if plan.sender is None:
+            continue
+        senders = ledger.by_key.get(plan.sender, [])
+        sent = {message_of(row.submission_id, plan) for row in senders}
+        unlinked += sum(
+            row.source_message_id not in sent for row in ledger.by_key.get(plan.key, [])
+        )
+    return unlinked
+
+
 def fifo_violations(submissions: Sequence[SubmissionRow], records: Sequence[RecordRow]) -> int:
-    """Per thread, consecutive submissions (in admitted order) that break FIFO: admitted out of
-    the order they were submitted in, or the later one wrote a record before the earlier one
-    settled or after it (every record of the earlier one, settlement included, comes first)."""
+    """Per thread, consecutive submissions (in admitted order) that break FIFO: the later one
+    is one of the run's own admitted out of the order they were submitted in (compared with the
+    lane's last own one before it: messages and strangers in between have no place in that
+    order), or the later one wrote a record before the earlier one settled or after it (every
+    record of the earlier one, settlement included, comes first)."""
     settled: set[str] = set()
     spans: dict[str, tuple[int, int]] = {}
     for record in records:
@@ -392,8 +437,10 @@ def fifo_violations(submissions: Sequence[SubmissionRow], records: Sequence[Reco
         spans[record.submission_id] = (min(low, record.sequence), max(high, record.sequence))
     violations = 0
     for lane in _lanes(submissions):
+        previous = -1  # the submission order of the lane's last own submission so far
         for earlier, later in zip(lane, lane[1:], strict=False):
-            violations += _order(earlier) > _order(later) or _served_first(
+            previous = _order(earlier) if _order(earlier) >= 0 else previous
+            violations += previous > _order(later) >= 0 or _served_first(
                 earlier.submission_id, later.submission_id, spans, settled
             )
     return violations
@@ -417,7 +464,8 @@ def _lanes(rows: Iterable[Row]) -> list[list[Row]]:
 
 
 def _order(row: SubmissionRow) -> int:
-    """The submission's place in its thread's order of submission (from its workload key)."""
+    """The submission's place in its thread's order of submission (from its workload key);
+    -1 for one that is not the run's own (a message's ``….m0``, a child's ``….c0``)."""
     key = workload_key(row) or ""
     _, _, n = key.rpartition(".")
     return int(n) if n.isdigit() else -1

@@ -1,7 +1,8 @@
 """``python -m chaos`` (``make chaos``): admit a seeded workload onto threadwarden while its
-workers are SIGKILLed, PostgreSQL is stopped hard and Temporal is killed, with failpoints firing
-inside attempts; then check the ledger. Prints one JSON line; exits 0 only when nothing was lost,
-duplicated, reordered or settled with the wrong outcome."""
+workers are SIGKILLed or deployed (SIGTERM, then a new one), PostgreSQL is stopped hard and
+Temporal is killed, with failpoints firing inside attempts; then check the ledger. Prints one
+JSON line; exits 0 only when nothing was lost, duplicated, reordered or settled with the wrong
+outcome, and every worker told to stop exited within 90 s."""
 
 from __future__ import annotations
 
@@ -16,14 +17,28 @@ from pathlib import Path
 from bench.cli import _non_negative_int, _positive_float, _positive_int
 from chaos.faults import DEFAULT_FAILPOINTS
 from chaos.run import MAX_WORKERS, Options, run
+from chaos.workers import EXIT_DEADLINE_S
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
+
+LONG_SEND_SHARE = 0.15
+"""``--long-send-share`` when ``--deploys`` is given and it is not."""
 
 
 def _workers(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_WORKERS:
         raise argparse.ArgumentTypeError(f"expected at most {MAX_WORKERS} (Postgres connections)")
+    return value
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text}")
     return value
 
 
@@ -56,6 +71,18 @@ def parse_args(argv: list[str] | None) -> Options:
     add("--postgres-stops", type=_non_negative_int, default=defaults.postgres_stops, help="(2)")
     add("--temporal-kills", type=_non_negative_int, default=defaults.temporal_kills, help="(1)")
     add(
+        "--deploys",
+        type=_non_negative_int,
+        default=defaults.deploys,
+        help=f"graceful worker restarts: SIGTERM, exit within {EXIT_DEADLINE_S:g}s, a new one (0)",
+    )
+    add(
+        "--long-send-share",
+        type=_share,
+        help="share of scripted submissions that send a message to another thread, then sleep"
+        f" 10 s ({LONG_SEND_SHARE:g} with --deploys, else 0)",
+    )
+    add(
         "--failpoints",
         type=_failpoints,
         default=DEFAULT_FAILPOINTS,
@@ -67,6 +94,8 @@ def parse_args(argv: list[str] | None) -> Options:
     add("--keep", type=_fresh_dir, help="keep data dirs and worker logs in this new folder")
     add("--json", action="store_true", help="print only the JSON line (no progress on stderr)")
     args = parser.parse_args(argv)
+    if args.long_send_share is None:
+        args.long_send_share = LONG_SEND_SHARE if args.deploys else 0.0
     named = {f.name: getattr(args, f.name) for f in fields(Options) if hasattr(args, f.name)}
     return Options(**named, timeout_s=args.timeout, logs=args.keep, quiet=args.json)
 

@@ -14,17 +14,18 @@ from chaos.checks import MarkerRow, RecordRow, SubmissionRow
 
 PROGRESS_SQL = (
     "SELECT count(*) FILTER (WHERE state = 'settled') AS settled, count(*) AS admitted"
-    " FROM threadwarden.submissions WHERE parent_submission_id IS NULL"
+    " FROM threadwarden.submissions"
+    " WHERE parent_submission_id IS NULL AND source_message_id IS NULL"
 )
-"""The run's own submissions (children, admitted by their parents' calls, are not among
-them)."""
+"""The run's own submissions (children, admitted by their parents' calls, and messages,
+admitted by deliveries, are not among them)."""
 UNQUIET_HOSTS_SQL = (
     "SELECT count(*) FROM threadwarden.hosts"
     " WHERE processed < dirty OR alarm_at IS NOT NULL OR nonterminal > 0"
 )
 SUBMISSIONS_SQL = (
     "SELECT submission_id, thread_id, sequence, input, state, outcome, epoch,"
-    " parent_submission_id, parent_call_step FROM threadwarden.submissions"
+    " parent_submission_id, parent_call_step, source_message_id FROM threadwarden.submissions"
 )
 RECORDS_SQL = (
     "SELECT thread_id, sequence, submission_id, kind, body, epoch, step, record_id, created_at"
@@ -62,6 +63,7 @@ async def read_ledger(
             epoch=r["epoch"],
             parent_submission_id=r["parent_submission_id"],
             parent_call_step=r["parent_call_step"],
+            source_message_id=r["source_message_id"],
         )
         for r in await conn.fetch(SUBMISSIONS_SQL)
     ]

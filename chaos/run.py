@@ -5,10 +5,12 @@ threads, at most ``in_flight`` unsettled at a time (so they keep coming while fa
 A submit that fails is retried with the same idempotency key until it is admitted. Fault ``i``
 of ``k`` strikes once ``(i + 1) / (k + 1)`` of the submissions have settled; between faults, a
 worker that exited on its own is started again. Then the run waits (bounded) until every
-submission settled and every host is quiet, and checks the ledger.
+submission settled and every host is quiet, stops the workers (SIGTERM, timed) and checks the
+ledger.
 
-Progress counts the run's own submissions: children (admitted by their parents' calls) are
-waited for through their hosts, which stay unquiet while a child is unsettled.
+Progress counts the run's own submissions: children (admitted by their parents' calls) and
+messages (admitted by deliveries) are waited for through their hosts, which stay unquiet while
+one is unsettled or undelivered.
 """
 
 from __future__ import annotations
@@ -75,6 +77,10 @@ class Options:
     worker_kills: int = 3
     postgres_stops: int = 2
     temporal_kills: int = 1
+    deploys: int = 0
+    long_send_share: float = 0.0
+    """Share of the scripted submissions that send a message, then sleep 10 s (`chaos.workload`);
+    the command line's default is 0.15 with ``--deploys``, else 0."""
     failpoints: str = DEFAULT_FAILPOINTS
     in_flight: int = 150
     outage_ms: int = 2000
@@ -129,7 +135,9 @@ class Progress:
 async def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
     """Run the chaos and return the report (see `report`)."""
     started = time.monotonic()
-    planned = plan_workload(options.submissions, options.threads, options.seed)
+    planned = plan_workload(
+        options.submissions, options.threads, options.seed, long_send_share=options.long_send_share
+    )
     outcome = Outcome()
     async with chaos_stack(options.logs) as stack:
         workers = ChaosWorkers(_command(stack, options), options.workers, stack.scratch)
@@ -150,9 +158,8 @@ async def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
         finally:
             await conn.close()
         fired = failpoints_fired(workers.stderr_files)
-        exits = workers.unplanned_exits
     seconds = time.monotonic() - started
-    return report(options, counts, outcome, fired, unquiet, exits, seconds)
+    return report(options, counts, outcome, fired, unquiet, workers, seconds)
 
 
 async def _drive(
@@ -238,6 +245,7 @@ async def _conduct(
         postgres_stops=options.postgres_stops,
         temporal_kills=options.temporal_kills,
         seed=options.seed,
+        deploys=options.deploys,
     )
     victims = random.Random(options.seed + 1)
     for index, fault in enumerate(faults):

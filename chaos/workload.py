@@ -16,6 +16,14 @@ run, so they are planned inside their parent (`Planned.children`) and counted ap
 that fails on purpose settles ``failed`` and its parent goes on. What a delegation records and
 returns names submission ids only the ledger knows: `Planned.records` and `Planned.settlement`
 take them as `Ids`.
+
+With a ``long_send_share`` (`plan_workload`), that share of the scripted submissions run a long
+send instead of their seeded script: they say their key, ``send`` a message to another scripted
+thread of the run (on that thread's host) and then sleep `LONG_SLEEP_MS`, so that a deploy lands
+while a delivery and a long head are in flight. The message (``[{"say": "t.n.m0"}]``) is
+admitted on its destination thread by threadwarden's delivery, never by the run: it is planned
+inside its sender (`Planned.messages`), counted apart and checked like every submission, its
+sender's ``message-sent`` record naming the message id only the ledger's ids give.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from threadwarden.ledger.admission import payload_digest
+from threadwarden.ledger.messages import message_id_for
 
 AGENT = "scripted"
 TOOL = "lookup"
@@ -39,6 +48,8 @@ DELEGATION_RATIOS = (0.08, 0.04, 0.02)
 ``calls`` of two."""
 CHILD_FAIL_RATIO = 0.2
 """Share of children that fail on purpose."""
+LONG_SLEEP_MS = 10_000
+"""How long a long send's head sleeps after its ``send`` step."""
 OPTIONAL_KINDS = frozenset({"children-awaited"})
 """Record kinds a script may or may not leave: a parent whose children all settled before it
 suspended goes on without waiting (and without the record)."""
@@ -110,6 +121,13 @@ class Planned:
     agent: str = AGENT
     """``scripted`` (the script is ``steps``), or a framework agent of `chaos.agents` (its
     turn is ``{"prompt": key}``, ``steps`` empty)."""
+    messages: tuple[Planned, ...] = ()
+    """The messages its ``send`` steps admit on other threads, in send order."""
+    sender: str | None = None
+    """A message's sender (its key); the message's ``n`` says nothing of its place on its
+    thread, where deliveries admit it whenever they run."""
+    send_step: int | None = None
+    """A message's journal step in its sender's script (the message id derives from it)."""
 
     @property
     def framework(self) -> bool:
@@ -123,6 +141,14 @@ class Planned:
     @property
     def outcome(self) -> str:
         return "failed" if any("fail" in step for step in self.steps) else "completed"
+
+    @property
+    def send(self) -> dict[str, Any]:
+        """A message's ``send`` object, as its sender's script holds it."""
+        send: dict[str, Any] = {"thread": self.thread, "input": self.steps}
+        if self.host is not None:
+            send["host"] = self.host
+        return send
 
     @property
     def call(self) -> dict[str, Any]:
@@ -173,6 +199,7 @@ class Planned:
         groups: dict[int, list[Planned]] = {}
         for child in self.children:
             groups.setdefault(child.group, []).append(child)
+        messages = iter(self.messages)
         for step in self.steps:
             if "fail" in step:
                 break
@@ -185,6 +212,8 @@ class Planned:
                 written.append(("tool-result", {"tool": TOOL, "result": result}))
             elif "call" in step or "calls" in step:
                 written.extend(self._delegation(groups.pop(min(groups)), ids))
+            elif "send" in step:
+                written.append(("message-sent", _sent(next(messages), ids)))
         return written
 
     def _delegation(self, children: list[Planned], ids: Ids) -> list[Record]:
@@ -218,6 +247,23 @@ class Planned:
             "depth": 1,
             "budget": None,
         }
+
+
+def _sent(message: Planned, ids: Ids) -> dict[str, Any]:
+    """The body of the ``message-sent`` record of ``message``'s send (``ids`` its sender's)."""
+    return {
+        "message_id": message_of(ids.submission_id, message),
+        "to_thread": message.thread,
+        "to_host": message.host,
+        "agent_id": AGENT,
+        "input": message.steps,
+    }
+
+
+def message_of(sender_submission_id: str, message: Planned) -> str:
+    """The id of ``message`` as sent by submission ``sender_submission_id``."""
+    assert message.send_step is not None
+    return message_id_for(sender_submission_id, message.send_step)
 
 
 def _joined(child: Planned, link: Linked) -> dict[str, Any]:
@@ -278,19 +324,28 @@ def host_name(index: int) -> str:
     return f"chaos-h{pair:03d}" if pair % 2 == 0 else f"chaos-h{pair:03d}-{index % 2}"
 
 
-def plan_workload(submissions: int, threads: int, seed: int) -> list[Planned]:
+def plan_workload(
+    submissions: int, threads: int, seed: int, *, long_send_share: float = 0.0
+) -> list[Planned]:
     """``submissions`` spread round-robin over ``threads``, each with its seeded script (and
     its children, inside it); every `AGENT_EVERY`th thread's turns go to a framework agent
-    instead (the two frameworks by turns)."""
+    instead (the two frameworks by turns). A seeded ``long_send_share`` of the scripted ones
+    (when another scripted thread exists) run a long send instead (`_long_send`)."""
     planned = []
+    scripted = [index for index in range(threads) if not _framework(index)]
     for number in range(submissions):
         index, n = number % threads, number // threads
         thread = thread_name(index)
         key = f"{thread}.{n}"
         host = host_name(index)
-        if index % AGENT_EVERY == AGENT_EVERY - 1:
+        if _framework(index):
             agent = FRAMEWORKS[(index // AGENT_EVERY) % len(FRAMEWORKS)]
             planned.append(Planned(key, thread, host, n, [], agent=agent))
+            continue
+        sending = random.Random(f"{seed}/{key}/send")
+        others = [other for other in scripted if other != index]
+        if long_send_share > 0 and others and sending.random() < long_send_share:
+            planned.append(_long_send(key, thread, host, n, sending.choice(others)))
             continue
         steps = _script(key, random.Random(f"{seed}/{key}"))
         delegating = random.Random(f"{seed}/{key}/calls")
@@ -300,8 +355,36 @@ def plan_workload(submissions: int, threads: int, seed: int) -> list[Planned]:
 
 
 def all_planned(planned: list[Planned]) -> list[Planned]:
-    """The submissions and their children."""
-    return [*planned, *(child for plan in planned for child in plan.children)]
+    """The submissions, their children and the messages they send."""
+    children = [child for plan in planned for child in plan.children]
+    messages = [message for plan in planned for message in plan.messages]
+    return [*planned, *children, *messages]
+
+
+def _framework(index: int) -> bool:
+    return index % AGENT_EVERY == AGENT_EVERY - 1
+
+
+def _long_send(key: str, thread: str, host: str, n: int, to: int) -> Planned:
+    """Submission ``key`` as a long send to workload thread ``to`` (on its host, which the
+    thread may not have yet when the message arrives): say the key, send the message (journal
+    step 2), sleep `LONG_SLEEP_MS`."""
+    message_key = f"{key}.m0"
+    message = Planned(
+        message_key,
+        thread_name(to),
+        host_name(to),
+        0,
+        [{"say": message_key}],
+        sender=key,
+        send_step=2,
+    )
+    steps: list[dict[str, Any]] = [
+        {"say": key},
+        {"send": message.send},
+        {"sleep_ms": LONG_SLEEP_MS},
+    ]
+    return Planned(key, thread, host, n, steps, messages=(message,))
 
 
 def _script(key: str, rng: random.Random) -> list[dict[str, Any]]:

@@ -43,14 +43,16 @@ CLAIMABLE = ("admitted", "ready", "input-applied", "running")
 
 _CLAIM = """
 WITH locked AS (
-  SELECT h.pass_epoch, t.producer_epoch
+  SELECT h.pass_epoch, t.producer_epoch, t.next_record
     FROM threadwarden.hosts h JOIN threadwarden.threads t ON t.host_id = h.host_id
    WHERE h.host_id = $1 AND t.thread_id = $2
      FOR UPDATE OF h, t
+), seen AS (
+  SELECT next_record FROM threadwarden.threads WHERE thread_id = $2
 ), head AS (
   SELECT s.submission_id, s.state, s.agent_id, s.agent_digest, s.input, s.created_at,
          s.lease_expires_at > clock_timestamp() AS leased, s.parent_submission_id,
-         s.abort_requested, $4::jsonb ->> s.agent_id AS worker_digest
+         $4::jsonb ->> s.agent_id AS worker_digest
     FROM threadwarden.submissions s
    WHERE s.thread_id = $2 AND s.state <> 'settled' AND EXISTS (SELECT 1 FROM locked)
    ORDER BY s.sequence LIMIT 1
@@ -59,22 +61,26 @@ WITH locked AS (
      SET state = 'running', agent_digest = head.worker_digest, epoch = l.producer_epoch + 1,
          attempt_id = $5, ownership_token = $6, attempts = u.attempts + 1,
          lease_expires_at = clock_timestamp() + make_interval(secs => $7::float8 / 1000)
-    FROM head, locked l
+    FROM head, locked l, seen
    WHERE u.submission_id = head.submission_id AND u.state = head.state
+     AND head.submission_id = COALESCE($11, head.submission_id)
+     AND l.next_record = seen.next_record
      AND l.pass_epoch = $3 AND head.state = ANY($8::text[])
      AND (u.lease_expires_at IS NULL OR u.lease_expires_at <= clock_timestamp())
      AND head.worker_digest IS NOT NULL
      AND (head.agent_digest IS NULL OR head.agent_digest = head.worker_digest)
-  RETURNING u.submission_id, u.epoch, head.agent_id
+  RETURNING u.submission_id, u.epoch, head.agent_id, u.abort_requested
 ), t AS (
   UPDATE threadwarden.threads SET producer_epoch = s.epoch FROM s WHERE thread_id = $2
 )
 SELECT (SELECT pass_epoch FROM locked) AS pass_epoch,
        (SELECT producer_epoch FROM locked) AS producer_epoch,
+       (SELECT next_record FROM locked) IS DISTINCT FROM (SELECT next_record FROM seen)
+         AS moved,
        (SELECT row_to_json(head) FROM head) AS head,
        CASE WHEN (SELECT pass_epoch FROM locked) IS NULL
             THEN (SELECT pass_epoch FROM threadwarden.hosts WHERE host_id = $1) END AS host_epoch,
-       EXISTS (SELECT 1 FROM s) AS claimed,
+       (SELECT abort_requested FROM s) AS abort_requested,
        (SELECT json_agg(j ORDER BY j.sequence) FROM (
           SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
             FROM threadwarden.records r, s
@@ -89,10 +95,18 @@ SELECT (SELECT pass_epoch FROM locked) AS pass_epoch,
 """
 """A claim in one statement (one round trip, no explicit transaction): lock the host and thread
 rows (in that order), read the thread's head and, when it is claimable here (the pass is
-current, the head is not leased, this worker has its binding at its pinned digest), take it
-and bump the producer epoch; with the journal and history of a taken head. What was read is
-returned either way, so the caller raises what refused the claim. ``$4``: agent id → digest
-this worker runs; ``$10``: agent id → the only record kinds its history loads."""
+current, the head is the submission the pass selected and is not leased, this worker has its
+binding at its pinned digest), take it and bump the producer epoch; with the journal and
+history of a taken head. What was read is returned either way, so the caller raises what
+refused the claim. ``$4``: agent id → digest this worker runs; ``$10``: agent id → the only
+record kinds its history loads; ``$11``: the selected submission.
+
+The statement reads from the snapshot it started with, before its lock wait: when the thread's
+record counter moved while it waited (``moved``: a record committed meanwhile), the journal it
+would return may miss that record, so it takes nothing and the caller runs it again. The abort
+request is returned by the update, from the row as locked."""
+CLAIM_TRIES = 3
+"""Claims run again when records committed during their lock wait (then the head is left)."""
 _FENCE = """
 WITH fence AS (
   SELECT 1 FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
@@ -176,9 +190,12 @@ class Attempts:
         thread_id: str,
         *,
         bindings: dict[str, str],
+        submission_id: str | None = None,
         history_kinds: dict[str, frozenset[str]] | None = None,
     ) -> Claim | None:
-        """Claim the thread's head for a new attempt, or None when it is not claimable.
+        """Claim the thread's head for a new attempt, or None when it is not claimable: it is
+        not ``submission_id`` (the head the pass selected; None, for tests and tools: any head)
+        or it cannot be taken now.
 
         ``history_kinds`` maps an agent id to the only record kinds its history loads (an
         agent not in it loads every kind).
@@ -190,29 +207,37 @@ class Attempts:
         """
         attempt_id, token = f"att_{uuid.uuid4().hex}", secrets.token_hex(16)
         kinds = {agent: sorted(k) for agent, k in (history_kinds or {}).items()}
-        found = await self._pool.fetchrow(
-            _CLAIM,
-            host_id,
-            thread_id,
-            pass_epoch,
-            bindings,
-            attempt_id,
-            token,
-            self._lease_ms,
-            list(CLAIMABLE),
-            HISTORY_LIMIT,
-            kinds,
-        )
-        assert found is not None  # one row, always
+        found: asyncpg.Record | None = None
+        for _ in range(CLAIM_TRIES):
+            found = await self._pool.fetchrow(
+                _CLAIM,
+                host_id,
+                thread_id,
+                pass_epoch,
+                bindings,
+                attempt_id,
+                token,
+                self._lease_ms,
+                list(CLAIMABLE),
+                HISTORY_LIMIT,
+                kinds,
+                submission_id,
+            )
+            assert found is not None  # one row, always
+            if not found["moved"]:
+                break
+        assert found is not None
         if found["pass_epoch"] is None:  # the thread is not (or no longer) this host's
             _raise_if_stale(host_id, pass_epoch, found["host_epoch"])
             return None
         _raise_if_stale(host_id, pass_epoch, found["pass_epoch"])
         head = found["head"]
-        if head is None or head["state"] not in CLAIMABLE or head["leased"]:
+        if head is None or submission_id not in (None, head["submission_id"]):
+            return None  # the selected head settled or left: this pass claims no other
+        if head["state"] not in CLAIMABLE or head["leased"]:
             return None
         digest = _binding_digest(head, bindings)
-        if not found["claimed"]:  # the head moved under us: not claimable now
+        if found["abort_requested"] is None:  # not taken: the head moved under us, or kept moving
             return None
         return Claim(
             host_id=host_id,
@@ -229,7 +254,7 @@ class Attempts:
             journal=[HistoryRecord(**r) for r in found["journal"] or []],
             admitted_at=head.get("created_at"),
             parent_submission_id=head.get("parent_submission_id"),
-            abort_requested=bool(head.get("abort_requested")),
+            abort_requested=bool(found["abort_requested"]),
         )
 
     async def renew_lease(self, claim: Claim) -> bool:

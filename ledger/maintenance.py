@@ -7,6 +7,7 @@ functions of `threadwarden.protocol.decisions`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from datetime import datetime
@@ -31,6 +32,7 @@ from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.recovery import Recovery, recover_host
 from threadwarden.ledger.status import children_awaited, latest_wait, waiting_for
 from threadwarden.protocol import decisions as d
+from threadwarden.protocol.passes import HeadView, PassReport, Selection
 
 _STALLED_PARENT_HOSTS = """
 SELECT DISTINCT pt.host_id
@@ -55,9 +57,10 @@ SELECT {_HOST_COLUMNS}, {DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1
 _HEADS_JSON = """
 (SELECT json_agg(json_build_object('thread_id', x.thread_id, 'submission_id', x.submission_id,
                                    'state', x.state, 'agent_id', x.agent_id,
-                                   'agent_digest', x.agent_digest) ORDER BY x.thread_id)
+                                   'agent_digest', x.agent_digest, 'attempts', x.attempts)
+                   ORDER BY x.thread_id)
    FROM (SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state, s.agent_id,
-                s.agent_digest
+                s.agent_digest, s.attempts
            FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
           WHERE t.host_id = h.host_id AND s.state <> 'settled'
           ORDER BY s.thread_id, s.sequence) x)
@@ -115,6 +118,7 @@ class Head(BaseModel):
     state: str
     agent_id: str
     agent_digest: str | None = None
+    attempts: int = 0
 
 
 class HostView(BaseModel):
@@ -146,53 +150,16 @@ class BeginResult(BaseModel):
     """The lane heads and selection state, read only when the host had new work."""
 
 
-class Selection(BaseModel):
-    thread_id: str | None
-    submission_id: str | None = None
-    agent_id: str | None = None
-    agent_digest: str | None = None
-    binding_retry_pending: bool = False
-    other_lanes_at: datetime | None = None
-    """When the earliest eligible lane besides the selected one may run (the selection time,
-    or the binding-retry ``not_before`` of its head); None when no other lane is eligible.
-    The finish's binding delay is taken over this pre-attempt eligible set (brief §3.5 (e) 8)."""
-
-
 HEADS_SHOWN = 10
 """Lane heads a finish reports (for the host workflow's current details in the Temporal UI)."""
 
 
-class HeadDetail(BaseModel):
-    """A lane head as the finish saw it: what it is and what it waits for."""
-
-    thread_id: str
-    submission_id: str
-    agent_id: str
-    state: str
-    waiting_for: str | None = None
-    parent_submission_id: str | None = None
-    """Set on a child: the submission that delegated to it."""
-    children: list[str] | None = None
-    """Set while ``waiting_for`` is ``child``: the children it still waits for."""
-
-
-class Report(BaseModel):
-    outcome: str
-    generation: int
-    processed: int
-    nonterminal: int
-    alarm_at: datetime | None
-    progressed: bool = False
-    heads: list[HeadDetail] | None = None
-    """The first `HEADS_SHOWN` lane heads, in thread order (None: this step did not read them)."""
-
-
-def _head_detail(head: dict[str, Any], retries: Sequence[d.BindingRetry]) -> HeadDetail:
+def _head_detail(head: dict[str, Any], retries: Sequence[d.BindingRetry]) -> HeadView:
     """What a head waits for, as `status` words it (a person, an operator, its binding, its
     children)."""
     wait = head.get("wait")
     blocked = any(r.submission_id == head["submission_id"] for r in retries)
-    return HeadDetail(
+    return HeadView(
         thread_id=head["thread_id"],
         submission_id=head["submission_id"],
         agent_id=head["agent_id"],
@@ -260,7 +227,7 @@ class Maintenance:
         generation: int | None = None,
         extra_deadline: datetime | None = None,
         heads: bool = False,
-    ) -> Report:
+    ) -> PassReport:
         """Caught-up path: set the alarm to the earliest need, or clear it. No ledger scan,
         unless ``heads`` asks for the lane heads too (for the run's current details).
 
@@ -280,13 +247,14 @@ class Maintenance:
             )
             alarm_at = _alarm_at(plan, row["alarm_at"])
             await conn.execute(_SET_ALARM, host_id, epoch, alarm_at, "caught-up", None, None)
-        return Report(
+        return PassReport(
             outcome="caught-up",
             generation=dirty,
             processed=processed,
             nonterminal=int(row["nonterminal"]),
             alarm_at=alarm_at,
             heads=_shown_heads(row)[0] if heads else None,
+            reported_at=now,
         )
 
     async def recover(self, host_id: str, epoch: int) -> Recovery:
@@ -368,6 +336,7 @@ class Maintenance:
             submission_id=head_of[picked],
             agent_id=by_thread[picked].agent_id,
             agent_digest=by_thread[picked].agent_digest,
+            attempts=by_thread[picked].attempts,
             binding_retry_pending=any(r.thread_id == picked for r in current),
             other_lanes_at=other_lanes_at,
         )
@@ -384,12 +353,17 @@ class Maintenance:
     ) -> tuple[d.BindingRetry | None, bool]:
         """Replace this submission's binding-retry entry (success removes it).
 
+        Idempotent within the pass: a failure already recorded at this epoch (the pass's
+        step re-ran after its result was lost) counts once.
+
         Returns the new entry and whether this failure should be reported at error level.
         """
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch)
             entries = binding_retries_from_json(row["binding_retries"])
             previous = next((e for e in entries if e.submission_id == submission_id), None)
+            if failed and previous is not None and previous.epoch == epoch:
+                return previous, False
             entry, report = d.plan_binding_retry(
                 previous,
                 thread_id=thread_id,
@@ -397,6 +371,8 @@ class Maintenance:
                 failed=failed,
                 now=to_ms(now),
             )
+            if entry is not None:
+                entry = dataclasses.replace(entry, epoch=epoch)
             kept = [e for e in entries if e.submission_id != submission_id]
             if entry is not None:
                 kept.append(entry)
@@ -420,7 +396,7 @@ class Maintenance:
         extra_deadline: datetime | None = None,
         selected: str | None = None,
         other_lanes_at: datetime | None = None,
-    ) -> Report:
+    ) -> PassReport:
         """Acknowledge only the observed generation; keep the alarm while work remains.
 
         The binding delay is taken over the lanes eligible before the attempt: ``selected``
@@ -469,7 +445,7 @@ class Maintenance:
         extra_deadline: datetime | None,
         selected: str | None,
         other_lanes_at: datetime | None,
-    ) -> tuple[Report, list[Any]]:
+    ) -> tuple[PassReport, list[Any]]:
         """The finish's decision on the host row as read: its report and `_SET_FINISH`'s values."""
         remaining: list[dict[str, Any]] = row["remaining"] or []
         shown, retries = _shown_heads(row)
@@ -492,7 +468,7 @@ class Maintenance:
             timing=self._timing,
         )
         alarm_at = _alarm_at(plan.alarm, row["alarm_at"])
-        report = Report(
+        report = PassReport(
             outcome="actionable",
             generation=int(row["dirty"]),
             processed=plan.processed,
@@ -500,6 +476,7 @@ class Maintenance:
             alarm_at=alarm_at,
             progressed=progressed,
             heads=shown,
+            reported_at=from_ms(now_ms),
         )
         args = [
             plan.processed,
@@ -521,20 +498,34 @@ class Maintenance:
         jitter: float,
         error: str,
         extra_deadline: datetime | None = None,
-    ) -> Report:
-        """Record the durable backoff of a failed pass and set its alarm."""
+    ) -> PassReport:
+        """Record the durable backoff of a failed pass and set its alarm.
+
+        Idempotent within the pass: a retry already recorded at this epoch (the rearm re-ran
+        after its result was lost) is reported as it stands, its stalls counted once."""
         now_ms = to_ms(now)
         async with self._pool.acquire() as conn, conn.transaction():
             row = await _lock_fenced(conn, host_id, epoch, deadlines=True)
             dirty = int(row["dirty"])
+            recorded = retry_from_json(row["retry"])
+            if recorded is not None and recorded.epoch == epoch:
+                return PassReport(
+                    outcome="failed",
+                    generation=dirty,
+                    processed=int(row["processed"]),
+                    nonterminal=int(row["nonterminal"]),
+                    alarm_at=row["alarm_at"],
+                    reported_at=now,
+                )
             retry = d.plan_failure_retry(
-                retry_from_json(row["retry"]),
+                recorded,
                 generation=generation,
                 native_only=native_only,
                 now=now_ms,
                 jitter=jitter,
                 timing=self._timing,
             )
+            retry = dataclasses.replace(retry, epoch=epoch)
             plan = d.plan_failure_alarm(
                 retry,
                 dirty=dirty,
@@ -546,16 +537,17 @@ class Maintenance:
             await conn.execute(
                 _SET_ALARM, host_id, epoch, alarm_at, "failed", retry_to_json(retry), error
             )
-        return Report(
+        return PassReport(
             outcome="failed",
             generation=dirty,
             processed=int(row["processed"]),
             nonterminal=int(row["nonterminal"]),
             alarm_at=alarm_at,
+            reported_at=now,
         )
 
 
-def _shown_heads(row: asyncpg.Record) -> tuple[list[HeadDetail], list[d.BindingRetry]]:
+def _shown_heads(row: asyncpg.Record) -> tuple[list[HeadView], list[d.BindingRetry]]:
     """From a read with ``remaining``: the first `HEADS_SHOWN` lane heads with what each waits
     for, and the binding-retry entries still at a head (the others are pruned)."""
     heads: dict[str, dict[str, Any]] = {}

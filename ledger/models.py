@@ -137,6 +137,7 @@ def retry_from_json(value: dict[str, Any] | None) -> Retry | None:
         not_before=int(value["not_before"]),
         native_only=bool(value["native_only"]),
         stalls=int(value["stalls"]),
+        epoch=int(value.get("epoch", 0)),
     )
 
 
@@ -144,12 +145,15 @@ def retry_to_json(retry: Retry | None) -> dict[str, Any] | None:
     """Encode a retry for the ``hosts.retry`` column (instants as epoch ms)."""
     if retry is None:
         return None
-    return {
+    encoded = {
         "generation": retry.generation,
         "not_before": retry.not_before,
         "native_only": retry.native_only,
         "stalls": retry.stalls,
     }
+    if retry.epoch:  # recorded by a failure rearm: the pass that recorded it
+        encoded["epoch"] = retry.epoch
+    return encoded
 
 
 def binding_retries_from_json(value: list[dict[str, Any]]) -> list[BindingRetry]:
@@ -161,6 +165,7 @@ def binding_retries_from_json(value: list[dict[str, Any]]) -> list[BindingRetry]
             attempts=int(v["attempts"]),
             not_before=int(v["not_before"]),
             reported_at=int(v["reported_at"]),
+            epoch=int(v.get("epoch", 0)),
         )
         for v in value
     ]
@@ -175,6 +180,7 @@ def binding_retries_to_json(entries: list[BindingRetry]) -> list[dict[str, Any]]
             "attempts": e.attempts,
             "not_before": e.not_before,
             "reported_at": e.reported_at,
+            "epoch": e.epoch,
         }
         for e in entries
     ]

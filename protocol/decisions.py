@@ -38,6 +38,8 @@ class Retry:
     not_before: int
     native_only: bool
     stalls: int
+    epoch: int = 0
+    """The pass that recorded it (a pass's rearm counts once, however often it runs)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class BindingRetry:
     attempts: int
     not_before: int
     reported_at: int
+    epoch: int = 0
+    """The pass that recorded the last failure (it counts once in that pass)."""
 
 
 def plan_binding_retry(

@@ -285,12 +285,13 @@ class ActivityMetering:
         return activity.defn(name=name)(wrapper)
 
     def _began(self, step: c.BeginPassInput, result: c.BeginPassResult, elapsed_s: float) -> None:
-        started = result.begun_at or step.now
+        started = result.begun_at
         self.domain.pass_began(step.host_id, result.epoch, started)
-        if result.head is not None:  # begin ran the inline head (and finished its pass)
-            self.domain.head_ended(result.head, elapsed_s)
-            if result.head.report is not None:
-                self.domain.pass_finished(step.host_id, result.epoch, result.head.report, started)
+        if isinstance(result.route, c.RanHere):  # begin ran the head (and finished its pass)
+            head = result.route.result
+            self.domain.head_ended(head, elapsed_s)
+            if head.report is not None:
+                self.domain.pass_finished(step.host_id, result.epoch, head.report, started)
 
     def _finished(self, step: c.PassStepInput, report: c.PassReport, _: float) -> None:
         self.domain.pass_finished(step.host_id, step.epoch, report)

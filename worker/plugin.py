@@ -32,10 +32,10 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from threadwarden.activities.attempt import AttemptActivities
+from threadwarden.activities.attempt import AttemptActivities, HeadRunner
 from threadwarden.activities.auxiliary import AuxiliaryActivities
-from threadwarden.activities.maintenance import MaintenanceActivities, PassLimits
-from threadwarden.activities.pass_steps import PassSteps
+from threadwarden.activities.maintenance import MaintenanceActivities
+from threadwarden.activities.pass_steps import PassLimits, PassSteps
 from threadwarden.activities.pollers import HeadPollers
 from threadwarden.activities.sweep import SweepActivities
 from threadwarden.activities.wake import Waker
@@ -414,7 +414,14 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             maintenance,
             failpoints=failpoints,
             host=self._host,
-            head_start_ms=settings.head_start_timeout_ms,
+            limits=PassLimits(
+                yield_after_ms=settings.yield_after_ms,
+                pass_deadline_ms=settings.pass_deadline_ms,
+                head_heartbeat_ms=settings.lease_ms,
+                head_start_ms=settings.head_start_timeout_ms,
+                projection_timeout_ms=settings.projection_dispatch_timeout_ms,
+                inline_budget_ms=settings.inline_budget_ms,
+            ),
             waker=waker,
             pollers=HeadPollers(
                 client,
@@ -423,21 +430,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             ),
             inline={b.agent_id: b.digest for b in self.registry.bindings.values() if b.inline},
         )
-        steps = MaintenanceActivities(
-            maintenance,
-            steps=pass_steps,
-            gating=publications.gating,
-            host=self._host,
-            failpoints=failpoints,
-            limits=PassLimits(
-                yield_after_ms=settings.yield_after_ms,
-                pass_deadline_ms=settings.pass_deadline_ms,
-                head_heartbeat_ms=settings.lease_ms,
-                head_start_ms=settings.head_start_timeout_ms,
-                projection_timeout_ms=settings.projection_dispatch_timeout_ms,
-            ),
-        )
-        attempts = AttemptActivities(
+        runner = HeadRunner(
             Attempts(pool, lease_ms=settings.lease_ms, minimum_alarm_delay_ms=delay),
             self.registry,
             lease_ms=settings.lease_ms,
@@ -451,7 +444,15 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             waker=waker,
             checkpoints=Checkpoints(pool),
         )
-        steps.inline_head = attempts.run
+        steps = MaintenanceActivities(
+            maintenance,
+            steps=pass_steps,
+            runner=runner,
+            gating=publications.gating,
+            host=self._host,
+            failpoints=failpoints,
+        )
+        attempts = AttemptActivities(runner)
         sweep = SweepActivities(
             Sweeps(pool),
             client,

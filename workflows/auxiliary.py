@@ -56,13 +56,6 @@ class AuxiliaryScope:
         self._others: list[asyncio.Task[None]] = []
         self.host_timed_out = False
 
-    @staticmethod
-    def none_due(plan: c.AuxiliaryPlan) -> bool:
-        """Nothing would be started beside the native work."""
-        return not (
-            plan.host_waves or plan.host_work_due or plan.messages_due or plan.projection_due
-        )
-
     def start(self) -> None:
         """Fork the due work; nothing here can fail the pass before its native opportunity."""
         if self._plan.host_waves or self._plan.host_work_due:

@@ -5,9 +5,14 @@ and instants only; bodies stay in Postgres.
 """
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
+
+# The payloads the ledger's pass steps return, re-exported: one definition each.
+from threadwarden.protocol.passes import HeadView as HeadView
+from threadwarden.protocol.passes import PassOutcome as PassOutcome
+from threadwarden.protocol.passes import PassReport as PassReport
 
 HOST_WORKFLOW = "HostMaintenance"
 SWEEPER_WORKFLOW = "Sweeper"
@@ -17,8 +22,6 @@ STATUS_QUERY = "status"
 BEGIN_PASS = "begin_pass"
 PREPARE_NATIVE = "prepare_native"
 RUN_HEAD = "run_head"
-WORKER_SHUTDOWN = "WorkerShutdown"
-"""The error type of an inline head cut off by its worker's shutdown."""
 HEAD_UNSTARTED = "head_unstarted"
 FINISH_PASS = "finish_pass"
 FINISH_CAUGHT_UP = "finish_caught_up"
@@ -29,7 +32,6 @@ DELIVER_MESSAGES = "deliver_messages"
 HOST_WAVE = "host_wave"
 BACKFILL_PROJECTION = "backfill_projection"
 
-PassOutcome = Literal["caught-up", "actionable", "failed"]
 PASS_DEADLINE_ERROR = "maintenance pass deadline"
 """The error a pass that ran past its deadline records."""
 
@@ -75,7 +77,7 @@ class HostStatus(BaseModel):
     wake_pending: bool
     last_outcome: PassOutcome | None
     next_alarm: datetime | None
-    last_pass: "PassReport | None" = None
+    last_pass: PassReport | None = None
     """The last pass's report (the memo is not written per pass: history is a cost)."""
 
 
@@ -106,45 +108,17 @@ class AuxiliaryPlan(BaseModel):
     """Host work marked durably (`hosts.host_work_due_at`) has come: the first wave takes it."""
 
     @property
-    def quiet(self) -> bool:
-        """Nothing is due before or beside the native work: no publication to drain first, no
-        wave, delivery or backfill to start beside it."""
-        return self.publication_due is None and not (
+    def nothing_beside(self) -> bool:
+        """No wave, delivery or backfill is started beside the native work."""
+        return not (
             self.host_waves or self.host_work_due or self.messages_due or self.projection_due
         )
 
-
-class BeginPassResult(BaseModel):
-    epoch: int
-    begun_at: datetime | None = None
-    """The clock begin ran with: the pass's start (its yield and deadline count from it)."""
-    generation: int
-    caught_up: bool
-    stalls: int
-    nonterminal: int
-    yield_after_ms: int = 600_000
-    """The head attempt yields at a committed boundary after pass start + this."""
-    pass_deadline_ms: int = 840_000
-    """The whole pass is cancelled (and its retry recorded) at pass start + this."""
-    head_heartbeat_ms: int = 30_000
-    """Heartbeat timeout of the head attempt: the attempt lease, so a dead worker is noticed
-    when its lease lapses."""
-    head_start_ms: int = 60_000
-    """How long the head attempt may wait on its agent's task queue for a worker with the
-    binding to start it; past that the head counts as binding-unavailable (binding retry)."""
-    auxiliary: AuxiliaryPlan
-    """What auxiliary work is due."""
-    native: "NativePlan | None" = None
-    """Recovery and lane selection, done by begin when the native path is certain to run
-    (not caught up, no required publication pending)."""
-    error: str | None = None
-    """Begin committed, then its step failed (e.g. at ``maintenance:begin:after``): the
-    generation is observed, so the pass fails and records its retry (``native_only`` false,
-    as no native work had started)."""
-    head: "RunHeadResult | None" = None
-    """Begin ran the selected head itself (an inline binding this worker has, nothing else of
-    the pass due) and, unless the attempt failed the pass, the pass's finish: the whole pass
-    was this one step."""
+    @property
+    def quiet(self) -> bool:
+        """Nothing is due before or beside the native work: no publication to drain first,
+        nothing beside it."""
+        return self.publication_due is None and self.nothing_beside
 
 
 class PassStepInput(BaseModel):
@@ -154,55 +128,27 @@ class PassStepInput(BaseModel):
     epoch: int
 
 
-class PrepareNativeInput(PassStepInput):
-    now: datetime
-
-
-class NativePlan(BaseModel):
-    """Recovery and lane selection: the native work's preparation."""
-
-    repaired: int = 0
-    """Stalled heads recovery repaired (progress, even when no lane is runnable)."""
-    thread_id: str | None = None
-    """The selected lane (None: nothing runnable)."""
-    submission_id: str | None = None
-    """The selected thread's head."""
-    agent_id: str | None = None
-    """The head's agent: its attempt runs on that agent's task queue."""
-    agent_digest: str | None = None
-    """The digest the head is pinned to (None: any digest of the agent)."""
-    binding_retry_pending: bool = False
-    """The head has a binding-retry record (a success must remove it)."""
-    unpolled: bool = False
-    """Temporal says no worker polls the head's task queue: no worker has its binding (at that
-    digest), so the head is binding-unavailable at once, without waiting to be started."""
-    inline: bool = False
-    """The worker that prepared the pass has the head's binding (at its pinned digest) and the
-    binding is inline: the attempt runs there, as a local activity of this pass."""
-    other_lanes_at: datetime | None = None
-    """When the earliest eligible lane besides the selected one may run; None when no other
-    lane is eligible (the finish's binding delay is taken over the pre-attempt set)."""
-    error: str | None = None
-    """Recovery or selection failed after begin committed: the pass fails (native)."""
-
-
 class FinishPlan(BaseModel):
     """What the finish needs from begin, when the head activity finishes the pass itself."""
 
     generation: int
     stalls: int
     jitter: float = Field(ge=0, lt=1)
-    other_lanes_at: datetime | None = None
-    """`NativePlan.other_lanes_at`."""
 
 
 class RunHeadInput(PassStepInput):
+    """One head attempt, as the route decided it (built in one place: `PassSteps.route`)."""
+
     thread_id: str
     submission_id: str
-    """The head selection picked (the binding retry is recorded against it)."""
+    """The head selection picked: the attempt claims this submission or nothing."""
+    agent_id: str
+    agent_digest: str | None = None
     binding_retry_pending: bool = False
     repaired: int = 0
     """What recovery repaired in this pass (counts as progress for the finish)."""
+    other_lanes_at: datetime | None = None
+    """`Selection.other_lanes_at` (the finish's binding delay)."""
     yield_after: datetime
     pass_deadline: datetime
     """Past this the attempt is cancelled (it releases its claim first) and the pass fails."""
@@ -210,12 +156,11 @@ class RunHeadInput(PassStepInput):
     """Set when nothing else of the pass is running: the activity finishes the pass too, so a
     unit costs one activity instead of an activity and a step."""
 
-
-class HeadUnstartedInput(BaseModel):
-    head: RunHeadInput
-    """The head activity no worker started."""
-    error: str
-    """Why: no worker with the agent's binding (at its pinned digest) polled in time."""
+    @property
+    def subject(self) -> str:
+        """``sub_… on support-42 (agent helper)``: what the head's steps work on (summaries)."""
+        pinned = f" at {self.agent_digest}" if self.agent_digest else ""
+        return f"{self.submission_id} on {self.thread_id} (agent {self.agent_id}{pinned})"
 
 
 class RunHeadResult(BaseModel):
@@ -226,12 +171,143 @@ class RunHeadResult(BaseModel):
     binding_error: str | None = None
     stopped: Literal["ready", "suspended", "unknown"] | None = None
     """The attempt ended without settling: it yielded, or waits for a person."""
-    report: "PassReport | None" = None
+    handed_off: bool = False
+    """An inline attempt reached its inline budget and gave the head back: the next pass
+    dispatches it to the agent's queue (progress: that pass follows at once)."""
+    shutdown: bool = False
+    """The attempt ran inline on a worker that began to shut down: it gave the head back (or
+    never claimed it) and the pass ends without a rearm; the next pass runs elsewhere."""
+    report: PassReport | None = None
     """The finish's report, when the activity finished the pass."""
     failure: str | None = None
-    """A later step of the pass failed after the attempt (binding-retry record or finish)."""
+    """The pass failed: in the attempt (infrastructure, the pass deadline) or in a later step
+    of the pass (the binding-retry record, the finish)."""
     native_failure: bool = False
-    """That failure belongs to the native work (the binding-retry record)."""
+    """That failure belongs to the native work (the attempt or the binding-retry record)."""
+
+
+def head_progressed(head: RunHeadInput, result: RunHeadResult) -> bool:
+    """The attempt settled its head or handed it over, or recovery repaired one: the next
+    pass may follow at once."""
+    return result.outcome is not None or result.handed_off or head.repaired > 0
+
+
+class CaughtUp(BaseModel):
+    """Nothing new, or a backoff window is open: auxiliary work only, then the caught-up finish."""
+
+    route: Literal["caught-up"] = "caught-up"
+
+
+class Held(BaseModel):
+    """A required sink has unpublished records: drain them first; if none is left pending, the
+    native work is prepared then (`PREPARE_NATIVE`), else the pass finishes as caught up."""
+
+    route: Literal["held"] = "held"
+
+
+class Idle(BaseModel):
+    """No lane is runnable: the native finish only."""
+
+    route: Literal["idle"] = "idle"
+    repaired: int = 0
+    """Stalled heads recovery repaired (progress, even when no lane is runnable)."""
+    other_lanes_at: datetime | None = None
+
+
+class RanHere(BaseModel):
+    """Begin ran the head itself (an inline binding this worker has, nothing else of the pass
+    due) and, unless it failed the pass or its worker stops, the pass's finish."""
+
+    route: Literal["ran-here"] = "ran-here"
+    head: RunHeadInput
+    result: RunHeadResult
+
+
+class RunHere(BaseModel):
+    """An inline binding this worker has, beside auxiliary work: ``run_head`` as a local
+    activity of the pass, bounded by the inline budget."""
+
+    route: Literal["run-here"] = "run-here"
+    head: RunHeadInput
+    bound_ms: int
+    """The local activity's start-to-close: inline budget, its grace and the finish."""
+
+
+class Dispatch(BaseModel):
+    """Any other binding (or an inline one past its first attempt): ``run_head`` on the agent's
+    task queue, where only workers with the binding (at its digest) poll."""
+
+    route: Literal["dispatch"] = "dispatch"
+    head: RunHeadInput
+
+
+class NoPoller(BaseModel):
+    """Temporal says no worker polls the head's task queue: the head backs off as
+    binding-unavailable at once (`HEAD_UNSTARTED`)."""
+
+    route: Literal["no-poller"] = "no-poller"
+    head: RunHeadInput
+
+
+class BeginFailed(BaseModel):
+    """Begin committed (the generation is observed), then its step failed: the pass rearms."""
+
+    route: Literal["failed"] = "failed"
+    error: str
+    native: bool
+    """The failure was in the native preparation (recovery or selection), not before it."""
+
+
+Route = Annotated[
+    CaughtUp | Held | Idle | RanHere | RunHere | Dispatch | NoPoller | BeginFailed,
+    Field(discriminator="route"),
+]
+"""What a pass does after begin, decided once, by begin (or, after the publication gate held
+it, by `PREPARE_NATIVE`): docs/architecture.md, "The route of a head"."""
+
+
+class BeginPassResult(BaseModel):
+    epoch: int
+    begun_at: datetime
+    """The clock begin ran with: the pass's start (its yield and deadline count from it)."""
+    generation: int
+    stalls: int
+    nonterminal: int
+    pass_deadline_ms: int = 840_000
+    """The whole pass is cancelled (and its retry recorded) at pass start + this."""
+    head_heartbeat_ms: int = 30_000
+    """Heartbeat timeout of a dispatched head attempt: the attempt lease, so a dead worker is
+    noticed when its lease lapses."""
+    head_start_ms: int = 60_000
+    """How long a dispatched head attempt may wait on its agent's task queue for a worker with
+    the binding to start it; past that the head counts as binding-unavailable."""
+    auxiliary: AuxiliaryPlan
+    """What auxiliary work is due."""
+    route: Route
+
+
+class PrepareNativeInput(PassStepInput):
+    now: datetime
+    begun_at: datetime
+    """The pass's start (the head's yield and deadline count from it)."""
+    generation: int
+    stalls: int
+    folded: bool
+    """Nothing runs beside the native work: the head's attempt finishes the pass."""
+
+
+class Prepared(BaseModel):
+    """`PREPARE_NATIVE`'s route (a model around the union, as activity results are)."""
+
+    route: Route
+
+
+class HeadUnstartedInput(BaseModel):
+    head: RunHeadInput
+    """The head activity no worker started."""
+    unpolled: bool
+    """No worker polled its queue at all (else none started it within ``waited_ms``)."""
+    waited_ms: int = 0
 
 
 class FinishPassInput(PassStepInput):
@@ -243,7 +319,7 @@ class FinishPassInput(PassStepInput):
     selected_submission_id: str | None = None
     """The head selection picked (None: no lane was runnable)."""
     other_lanes_at: datetime | None = None
-    """`NativePlan.other_lanes_at`."""
+    """`Selection.other_lanes_at`."""
 
 
 class FinishCaughtUpInput(PassStepInput):
@@ -300,40 +376,6 @@ class BackfillResult(BaseModel):
     timed_out: bool = False
 
 
-class HeadView(BaseModel):
-    """A lane head after the pass, for the host workflow's current details."""
-
-    thread_id: str
-    submission_id: str
-    agent_id: str
-    state: str
-    waiting_for: str | None = None
-    parent_submission_id: str | None = None
-    """Set on a child submission: the submission that delegated to it."""
-    children: list[str] | None = None
-    """Set while ``waiting_for`` is ``child``: the child submissions it still waits for."""
-
-
-class PassReport(BaseModel):
-    """What the finish step wrote: the host's visible state after the pass."""
-
-    outcome: PassOutcome
-    generation: int
-    processed: int
-    nonterminal: int
-    alarm_at: datetime | None
-    progressed: bool = False
-    """The pass settled a submission or repaired one: more work may be ready right away."""
-    heads: list[HeadView] | None = None
-    """The first lane heads (at most ten) and what each waits for; None when the step did not
-    read them (a caught-up finish, a failure rearm)."""
-    host_timed_out: bool = False
-    """The host plug-in's running wave outlived its join bound and was cancelled."""
-    reported_at: datetime | None = None
-    """The clock the step computed the alarm with (the workflow's own clock stands still while
-    passes follow each other inside one workflow task)."""
-
-
 class SweeperInput(BaseModel):
     iterations: int = 0
 
@@ -345,8 +387,3 @@ class SweepInput(BaseModel):
 class SweepResult(BaseModel):
     woken: int
     interval_ms: int
-
-
-HostStatus.model_rebuild()
-BeginPassResult.model_rebuild()
-RunHeadResult.model_rebuild()

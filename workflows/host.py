@@ -59,10 +59,10 @@ class HostWorkflow:
         self._passes = 0
         self._last: c.PassReport | None = None
         self._shown: dict[str, Any] = {}
+        """The search attribute values as last upserted (carried over by continue-as-new)."""
         self._heads: list[c.HeadView] | None = None
         """The lane heads the last pass that read them reported (a caught-up pass reads none:
         nothing changed in the lanes since, so the details keep showing them)."""
-        """The search attribute values as last upserted (carried over by continue-as-new)."""
         self._upserted_at: datetime | None = None
 
     @workflow.signal(name=c.WAKE_SIGNAL)
@@ -93,9 +93,10 @@ class HostWorkflow:
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
             self._phase = "pass"
-            report = await MaintenancePass(
+            maintenance = MaintenancePass(
                 self._host_id, self._show_head, heads_known=self._heads is not None
-            ).run()
+            )
+            report = await maintenance.run()
             self._passes += 1
             self._last = report
             if report is not None and report.alarm_at is None and not self._wake_pending:
@@ -104,9 +105,13 @@ class HostWorkflow:
                 return c.HostResult(
                     host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
                 )
-            wait = self._wait(report)
+            wait = None if maintenance.stopped else self._wait(report)
             self._publish(report, "waiting" if wait else "pass")
-            if wait:
+            if maintenance.stopped:
+                # Its worker shuts down: this task completes with a timer (its passes stay
+                # recorded), and the next pass runs where the next task goes.
+                await workflow.sleep(CHAIN_BREAK, summary="the head's worker stops")
+            elif wait:
                 with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
                     await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
             elif self._chained_too_long(report):
@@ -158,13 +163,13 @@ class HostWorkflow:
             values[NEXT_ALARM.name] = report.alarm_at
         self._upsert(values)
 
-    def _show_head(self, native: c.NativePlan) -> None:
+    def _show_head(self, head: c.RunHeadInput) -> None:
         """The head the pass is about to run, in the current details at once (no history
         event; the search attributes are written after the pass)."""
-        pinned = f" at digest `{native.agent_digest}`" if native.agent_digest else ""
+        pinned = f" at digest `{head.agent_digest}`" if head.agent_digest else ""
         workflow.set_current_details(
-            f"**pass** · running `{native.submission_id}` on thread `{native.thread_id}`"
-            f" (agent `{native.agent_id}`{pinned})"
+            f"**pass** · running `{head.submission_id}` on thread `{head.thread_id}`"
+            f" (agent `{head.agent_id}`{pinned})"
         )
 
     def _upsert(self, values: dict[str, Any]) -> None:
@@ -218,7 +223,3 @@ def _head_line(head: c.HeadView) -> str:
         f"- `{head.thread_id}`: `{head.submission_id}` {head.state}"
         f" (agent `{head.agent_id}`{waits}{parent})"
     )
-
-
-def _continue_as_new_suggested() -> bool:
-    return workflow.info().is_continue_as_new_suggested()

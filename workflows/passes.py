@@ -1,14 +1,13 @@
 """One maintenance pass, as the host workflow runs it: the steps, their order and time bounds.
 
 Every step is an activity with an explicit timeout and a single attempt; the protocol's durable
-backoff (``rearm_failure``) governs retries. The common pass is ``begin_pass`` (a local
-activity: begin, recovery when needed, lane selection) and the head attempt (with its
-binding-retry record and, when no auxiliary work runs beside it, the finish): run by
-``begin_pass`` itself for an inline binding this worker has when nothing else is due (one step
-per pass), else ``run_head``, a local activity for such a binding, an activity on the agent's
-task queue for any other. The pass
-deadline cancels the pass cooperatively: the head attempt is cancelled (and releases its claim)
-before the failure is recorded.
+backoff (``rearm_failure``) governs retries. ``begin_pass`` (a local activity: begin, recovery
+when needed, lane selection) decides the pass's route once (`contracts.Route`); this module
+follows it: the caught-up finish, the publication gate, or the head attempt (run by begin
+itself, as a local ``run_head`` here, or as ``run_head`` on the agent's task queue) and the
+native finish, with the auxiliary work beside. The pass deadline cancels the pass
+cooperatively: the head attempt is cancelled (and releases its claim) before the failure is
+recorded. A head whose worker shuts down ends the pass without a rearm (`stopped`).
 """
 
 import asyncio
@@ -31,15 +30,14 @@ T = TypeVar("T")
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 SHORT_STEP = timedelta(seconds=30)
 """Start-to-close of a local pass step: one or two short transactions."""
-BEGIN_BOUND = timedelta(milliseconds=3_600_000) + timedelta(seconds=60)
-"""Start-to-close of ``begin_pass``: it may run an inline head to the end of its pass (the
-longest pass deadline the settings allow, plus the head's cancel grace); begin's own work is
-bounded to 30 s inside the activity."""
+BEGIN_BOUND = timedelta(seconds=90)
+"""Start-to-close of ``begin_pass``: its own part (30 s), then an inline head it may run (its
+budget of at most 5 s, the cut-off's grace, and the head's binding-retry record and finish)."""
 STEP_QUEUE = timedelta(seconds=30)
 """How long a local step may wait for a local-activity slot before the pass fails (queueing
 is bounded apart from running)."""
 HEAD_CANCEL_GRACE = timedelta(seconds=60)
-"""The head activity outlives the pass deadline by this much, so that the deadline's
+"""A dispatched head outlives the pass deadline by this much, so that the deadline's
 cancellation (not a server timeout) ends it and it can release its claim first."""
 
 
@@ -56,14 +54,18 @@ class PassDeadline(Exception):
     """The pass ran past its deadline and was cancelled."""
 
 
-class WorkerStopping(RuntimeError):
-    """The worker running this workflow task stops: the task fails (an error that is not a
-    Temporal failure fails the task, not the workflow), so no further local step starts on it
-    and another worker takes the task over from its last recorded step."""
+class PassStopped(Exception):
+    """The head ran on a worker that is shutting down and gave its head back: the pass ends
+    without a rearm (begin's pre-arm keeps the host due) and the next pass runs elsewhere."""
 
 
 class PassFailed(Exception):
     """A step reported a failure after begin committed (the pass rearms with it)."""
+
+    def __init__(self, error: str, *, native: bool) -> None:
+        super().__init__(error)
+        self.native = native
+        """The failure belongs to the native work alone (``native_only`` of the retry)."""
 
 
 class MaintenancePass:
@@ -72,7 +74,7 @@ class MaintenancePass:
     def __init__(
         self,
         host_id: str,
-        on_head: Callable[[c.NativePlan], None] | None = None,
+        on_head: Callable[[c.RunHeadInput], None] | None = None,
         *,
         heads_known: bool = True,
     ) -> None:
@@ -82,9 +84,11 @@ class MaintenancePass:
         self._on_head = on_head
         """Told of the head about to run (the host workflow shows it in the Temporal UI)."""
         self._native_only = False
+        self.stopped = False
+        """The pass ended because its head's worker is shutting down (`PassStopped`)."""
 
     async def run(self) -> c.PassReport | None:
-        """Begin, then the caught-up or native path; on any failure, the durable rearm."""
+        """Begin, then its route; on any failure, the durable rearm."""
         started = workflow.now()
         try:
             begin = await _step(
@@ -95,31 +99,36 @@ class MaintenancePass:
                 start_to_close=BEGIN_BOUND,
             )
         except STEP_FAILURES as error:
-            if isinstance(error, ApplicationError) and error.type == c.WORKER_SHUTDOWN:
-                raise WorkerStopping(str(error)) from None
-            # Begin did not commit (a failure after its commit is reported in its result), so
-            # no generation was observed and there is nothing to rearm: the mutation's
-            # pre-arm and the sweeper converge the host.
+            # Raised before begin's commit, when superseded, or past the step's bound (an
+            # inline head it ran gave its claim back when cancelled): no generation to rearm
+            # with; begin's pre-arm and the sweeper converge the host.
             workflow.logger.warning("begin failed on host %s: %s", self._host_id, _cause(error))
             return None
         step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
         # Begin's clock: the workflow's stands still while passes follow each other inside one
         # workflow task (their steps being local activities).
-        started = max(started, begin.begun_at or started)
-        if begin.error is not None:  # after begin's commit: the observed generation rearms
-            return await self._rearm(step, begin, begin.error)
+        started = max(started, begin.begun_at)
         try:
+            if isinstance(begin.route, c.RanHere):
+                self._native_only = True
+                return self._concluded(begin.route.result)
+            if isinstance(begin.route, c.BeginFailed):
+                raise PassFailed(begin.route.error, native=begin.route.native)
             return await self._within_deadline(step, begin, started)
+        except PassStopped:
+            workflow.logger.info("pass on %s stopped with its worker", self._host_id)
+            self.stopped = True
+            return None
         except STEP_FAILURES as error:
             cause = _cause(error)
             if isinstance(cause, ApplicationError) and cause.type == "StalePass":
                 workflow.logger.info("pass on %s superseded: %s", self._host_id, cause)
                 return None
-            return await self._rearm(step, begin, str(cause))
+            return await self._rearm(step, begin, str(cause), native=self._native_only)
         except PassFailed as failure:
-            return await self._rearm(step, begin, str(failure))
+            return await self._rearm(step, begin, str(failure), native=failure.native)
         except PassDeadline:
-            return await self._rearm(step, begin, c.PASS_DEADLINE_ERROR)
+            return await self._rearm(step, begin, c.PASS_DEADLINE_ERROR, native=self._native_only)
 
     async def _within_deadline(
         self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
@@ -127,7 +136,7 @@ class MaintenancePass:
         """The body, cancelled at the pass deadline. When no auxiliary work runs beside the
         native work the head activity keeps the deadline itself (a timer per pass is two
         history events); otherwise a workflow timer does."""
-        if AuxiliaryScope.none_due(begin.auxiliary):
+        if begin.auxiliary.nothing_beside:
             return await self._body(step, begin, started)
         deadline = started + timedelta(milliseconds=begin.pass_deadline_ms)
         body = asyncio.ensure_future(self._body(step, begin, started))
@@ -146,20 +155,20 @@ class MaintenancePass:
     ) -> c.PassReport:
         """Brief §3.5 (b)–(e): auxiliary work beside the native work, the publication gate,
         then the caught-up (or publication-blocked) finish or the native path."""
-        plan = begin.auxiliary
+        plan, route = begin.auxiliary, begin.route
         scope = AuxiliaryScope(step, plan, started + timedelta(milliseconds=begin.pass_deadline_ms))
         scope.start()
         try:
-            blocked = False
             # Drain when actionable or a retry is due (an empty outbox has nothing to drain).
             if plan.publication_due is not None and (
-                not begin.caught_up or plan.publication_drain_due
+                not isinstance(route, c.CaughtUp) or plan.publication_drain_due
             ):
                 publication = await _step(
                     c.DRAIN_PUBLICATIONS, step, c.PublicationResult, self._host_id
                 )
-                blocked = publication.pending is not None
-            if begin.caught_up or blocked:
+                if isinstance(route, c.Held) and publication.pending is None:
+                    route = await self._prepare(step, begin, started, folded=scope.idle)
+            if isinstance(route, (c.CaughtUp, c.Held)):  # caught up, or held by the gate
                 await scope.finish()
                 report = await _step(
                     c.FINISH_CAUGHT_UP,
@@ -173,59 +182,56 @@ class MaintenancePass:
                     self._host_id,
                 )
             else:
-                report = await self._native(step, begin, started, scope)
+                report = await self._native(step, begin, route, scope)
         except (Exception, asyncio.CancelledError):
-            # The pass failed or hit its deadline: the scope closes before the failure rearm.
-            # (Not on GeneratorExit: an evicted workflow must not await.)
+            # The pass failed, hit its deadline or stopped: the scope closes first. (Not on
+            # GeneratorExit: an evicted workflow must not await.)
             await scope.close()
             raise
         report.host_timed_out = scope.host_timed_out
         return report
 
+    async def _prepare(
+        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime, *, folded: bool
+    ) -> c.Route:
+        """Recovery, selection and the head's route, after the publication gate let them."""
+        prepared = await _step(
+            c.PREPARE_NATIVE,
+            c.PrepareNativeInput(
+                **step.model_dump(),
+                now=workflow.now(),
+                begun_at=started,
+                generation=begin.generation,
+                stalls=begin.stalls,
+                folded=folded,
+            ),
+            c.Prepared,
+            self._host_id,
+        )
+        return prepared.route
+
     async def _native(
-        self,
-        step: c.PassStepInput,
-        begin: c.BeginPassResult,
-        started: datetime,
-        scope: AuxiliaryScope,
+        self, step: c.PassStepInput, begin: c.BeginPassResult, route: c.Route, scope: AuxiliaryScope
     ) -> c.PassReport:
-        """Recovery and selection (done by begin unless the gate held them), one head attempt
-        on the selected lane, then finishAuxiliary and the native finish."""
+        """One head attempt on the selected lane (when one is runnable), then
+        finishAuxiliary and the native finish (unless the attempt finished the pass)."""
         self._native_only = True
-        native = begin.native
-        if native is None:
-            native = await _step(
-                c.PREPARE_NATIVE,
-                c.PrepareNativeInput(**step.model_dump(), now=workflow.now()),
-                c.NativePlan,
-                self._host_id,
-            )
-        if native.error is not None:
-            raise PassFailed(native.error)
-        if native.thread_id is None:
-            progressed = native.repaired > 0
-        else:
-            assert native.submission_id is not None
-            # Nothing runs beside the attempt: it finishes the pass itself (one activity).
-            folded = scope.idle
+        if isinstance(route, c.BeginFailed):
+            raise PassFailed(route.error, native=True)
+        selected, other_lanes_at, progressed = None, None, False
+        if isinstance(route, c.Idle):
+            other_lanes_at, progressed = route.other_lanes_at, route.repaired > 0
+        elif isinstance(route, (c.RunHere, c.Dispatch, c.NoPoller)):
+            head = route.head
             if self._on_head is not None:
-                self._on_head(native)
-            # An inline head: begin ran it when nothing else of the pass was due (one step
-            # per pass), else it runs here as a local activity of its own.
-            head = begin.head
-            if head is None and native.inline:
-                head = await self._run_inline_head(step, begin, started, native, fold=folded)
-            elif head is None and not native.unpolled:  # else no poller: binding-unavailable
-                head = await self._run_head(step, begin, started, native, fold=folded)
-            if head is None:  # no worker with the binding started it: binding-unavailable
-                head = await self._head_unstarted(step, begin, started, native, fold=folded)
-            if head.failure is not None:
-                self._native_only = head.native_failure
-                raise PassFailed(head.failure)
-            if head.report is not None:
+                self._on_head(head)
+            result = await self._attempt(route, begin)
+            report = self._concluded(result)
+            if report is not None:
                 self._native_only = False
-                return head.report
-            progressed = head.outcome is not None or native.repaired > 0
+                return report
+            selected, other_lanes_at = head.submission_id, head.other_lanes_at
+            progressed = c.head_progressed(head, result)
         self._native_only = False
         await scope.finish()
         return await _step(
@@ -237,144 +243,80 @@ class MaintenancePass:
                 progressed=progressed,
                 now=workflow.now(),
                 jitter=workflow.random().random(),
-                selected_submission_id=native.submission_id,
-                other_lanes_at=native.other_lanes_at,
+                selected_submission_id=selected,
+                other_lanes_at=other_lanes_at,
             ),
             c.PassReport,
             self._host_id,
         )
 
-    def _head_input(
-        self,
-        step: c.PassStepInput,
-        begin: c.BeginPassResult,
-        started: datetime,
-        native: c.NativePlan,
-        *,
-        fold: bool,
-    ) -> c.RunHeadInput:
-        assert native.thread_id is not None and native.submission_id is not None
-        finish = None
-        if fold:
-            finish = c.FinishPlan(
-                generation=begin.generation,
-                stalls=begin.stalls,
-                jitter=workflow.random().random(),
-                other_lanes_at=native.other_lanes_at,
-            )
-        return c.RunHeadInput(
-            **step.model_dump(),
-            thread_id=native.thread_id,
-            submission_id=native.submission_id,
-            binding_retry_pending=native.binding_retry_pending,
-            repaired=native.repaired,
-            yield_after=started + timedelta(milliseconds=begin.yield_after_ms),
-            pass_deadline=started + timedelta(milliseconds=begin.pass_deadline_ms),
-            finish=finish,
-        )
+    def _concluded(self, result: c.RunHeadResult) -> c.PassReport | None:
+        """The head's report when its activity finished the pass (None: the finish follows);
+        raises when the pass stopped with its worker or failed."""
+        if result.shutdown:
+            raise PassStopped()
+        if result.failure is not None:
+            raise PassFailed(result.failure, native=result.native_failure)
+        return result.report
 
-    async def _run_head(
-        self,
-        step: c.PassStepInput,
-        begin: c.BeginPassResult,
-        started: datetime,
-        native: c.NativePlan,
-        *,
-        fold: bool,
-    ) -> c.RunHeadResult | None:
-        """The head attempt, on its agent's task queue (only workers with that binding poll
-        it). None when none of them started it within ``head_start_ms``."""
-        assert native.agent_id is not None
-        try:
-            result = await workflow.execute_activity(
-                c.RUN_HEAD,
-                self._head_input(step, begin, started, native, fold=fold),
-                result_type=c.RunHeadResult,
-                task_queue=c.head_task_queue(
-                    workflow.info().task_queue, native.agent_id, native.agent_digest
-                ),
-                schedule_to_start_timeout=timedelta(milliseconds=begin.head_start_ms),
-                start_to_close_timeout=timedelta(milliseconds=begin.pass_deadline_ms)
-                + HEAD_CANCEL_GRACE,
-                heartbeat_timeout=timedelta(milliseconds=begin.head_heartbeat_ms),
-                retry_policy=ONE_ATTEMPT,
-                # On the pass deadline, wait until the attempt has released its claim.
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"{c.RUN_HEAD} {_head_subject(native)}",
-            )
-        except ActivityError as error:
-            cause = error.cause
-            if (
-                isinstance(cause, TemporalTimeoutError)
-                and cause.type == TimeoutType.SCHEDULE_TO_START
-            ):
-                return None
-            raise
-        return cast(c.RunHeadResult, result)
-
-    async def _run_inline_head(
-        self,
-        step: c.PassStepInput,
-        begin: c.BeginPassResult,
-        started: datetime,
-        native: c.NativePlan,
-        *,
-        fold: bool,
+    async def _attempt(
+        self, route: c.RunHere | c.Dispatch | c.NoPoller, begin: c.BeginPassResult
     ) -> c.RunHeadResult:
-        """The head attempt as a local activity, on the worker that prepared the pass (it has
-        the binding): no activity task to dispatch, and the next pass may follow inside the
-        same workflow task. Should another worker replay the pass without the binding, the
-        attempt finds none and the head backs off as binding-unavailable."""
-        try:
+        """The head attempt where its route says: here (a local activity bounded by the
+        inline budget), on the agent's task queue (only workers with that binding poll it), or
+        nowhere: no worker with the binding polls, or none started it within
+        ``head_start_ms``, and the head backs off as binding-unavailable."""
+        head = route.head
+        summary = f"{c.RUN_HEAD} {head.subject}"
+        if isinstance(route, c.RunHere):
             result = await workflow.execute_local_activity(
                 c.RUN_HEAD,
-                self._head_input(step, begin, started, native, fold=fold),
+                head,
                 result_type=c.RunHeadResult,
                 schedule_to_start_timeout=STEP_QUEUE,
-                start_to_close_timeout=timedelta(milliseconds=begin.pass_deadline_ms)
-                + HEAD_CANCEL_GRACE,
+                start_to_close_timeout=timedelta(milliseconds=route.bound_ms),
                 retry_policy=ONE_ATTEMPT,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"{c.RUN_HEAD} {_head_subject(native)}",
+                summary=summary,
             )
-        except ApplicationError as error:
-            if error.type == c.WORKER_SHUTDOWN:  # fail this workflow task, not the pass
-                raise WorkerStopping(str(error)) from None
-            raise
-        return cast(c.RunHeadResult, result)
-
-    async def _head_unstarted(
-        self,
-        step: c.PassStepInput,
-        begin: c.BeginPassResult,
-        started: datetime,
-        native: c.NativePlan,
-        *,
-        fold: bool,
-    ) -> c.RunHeadResult:
-        """Record the unstarted head as binding-unavailable (a binding retry), then (folded)
-        finish: the same record an attempt on a worker without the binding would make."""
-        pinned = f" at digest {native.agent_digest}" if native.agent_digest else ""
-        waited = (
-            "polls its task queue"
-            if native.unpolled
-            else f"started the head within {begin.head_start_ms} ms"
-        )
-        error = (
-            f"agent {native.agent_id}: no worker with its binding{pinned} {waited}"
-            f" (submission {native.submission_id} stays pending)"
-        )
+            return cast(c.RunHeadResult, result)
+        if isinstance(route, c.Dispatch):
+            try:
+                result = await workflow.execute_activity(
+                    c.RUN_HEAD,
+                    head,
+                    result_type=c.RunHeadResult,
+                    task_queue=c.head_task_queue(
+                        workflow.info().task_queue, head.agent_id, head.agent_digest
+                    ),
+                    schedule_to_start_timeout=timedelta(milliseconds=begin.head_start_ms),
+                    start_to_close_timeout=timedelta(milliseconds=begin.pass_deadline_ms)
+                    + HEAD_CANCEL_GRACE,
+                    heartbeat_timeout=timedelta(milliseconds=begin.head_heartbeat_ms),
+                    retry_policy=ONE_ATTEMPT,
+                    # On the pass deadline, wait until the attempt has released its claim.
+                    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                    summary=summary,
+                )
+                return cast(c.RunHeadResult, result)
+            except ActivityError as error:
+                timeout = error.cause
+                if not (
+                    isinstance(timeout, TemporalTimeoutError)
+                    and timeout.type == TimeoutType.SCHEDULE_TO_START
+                ):
+                    raise
         return await _step(
             c.HEAD_UNSTARTED,
             c.HeadUnstartedInput(
-                head=self._head_input(step, begin, started, native, fold=fold), error=error
+                head=head, unpolled=isinstance(route, c.NoPoller), waited_ms=begin.head_start_ms
             ),
             c.RunHeadResult,
-            _head_subject(native),
+            head.subject,
         )
 
     async def _rearm(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, message: str
+        self, step: c.PassStepInput, begin: c.BeginPassResult, message: str, *, native: bool
     ) -> c.PassReport | None:
         workflow.logger.warning("pass failed on host %s: %s", self._host_id, message)
         try:
@@ -383,7 +325,7 @@ class MaintenancePass:
                 c.RearmFailureInput(
                     **step.model_dump(),
                     generation=begin.generation,
-                    native_only=self._native_only,
+                    native_only=native,
                     now=workflow.now(),
                     jitter=workflow.random().random(),
                     error=message[:500],
@@ -394,12 +336,6 @@ class MaintenancePass:
         except STEP_FAILURES as rearm_error:
             workflow.logger.warning("failure rearm failed on %s: %s", self._host_id, rearm_error)
             return None
-
-
-def _head_subject(native: c.NativePlan) -> str:
-    """``sub_… on support-42 (agent helper)``: what a head step works on, for its summary."""
-    pinned = f" at {native.agent_digest}" if native.agent_digest else ""
-    return f"{native.submission_id} on {native.thread_id} (agent {native.agent_id}{pinned})"
 
 
 async def _step(

@@ -4,7 +4,7 @@ workload, fault order, failpoint counting and flags (no services needed)."""
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from itertools import count
 from pathlib import Path
@@ -19,12 +19,14 @@ from chaos.checks import (
     SubmissionRow,
     check,
     child_thread_for,
+    fifo_violations,
     matches,
     workload_key,
 )
 from chaos.cli import parse_args
 from chaos.faults import DEFAULT_FAILPOINTS, failpoints_fired, plan_faults
 from chaos.workload import (
+    LONG_SLEEP_MS,
     OPENAI_AGENTS,
     PYDANTIC_AI,
     Ids,
@@ -33,6 +35,8 @@ from chaos.workload import (
     agent_view,
     all_planned,
     answer,
+    host_name,
+    message_of,
     plan_workload,
 )
 
@@ -44,7 +48,9 @@ def faithful_ledger(planned: list[Planned], *, waited: bool = True) -> Ledger:
     """What an uninterrupted threadwarden leaves: per thread, submissions in order, each one's
     records then its settlement, at one epoch per attempt; a delegating parent's children
     (rows after every submission's) settle, each with its marker, before their parent joins
-    them (``waited``: after it suspended, recording ``children-awaited``)."""
+    them (``waited``: after it suspended, recording ``children-awaited``); the messages of
+    long sends are admitted on their destination threads after that thread's own submissions
+    (rows after the children's), linked to their sender's message, and settle last."""
     submissions: list[SubmissionRow] = []
     children: list[SubmissionRow] = []
     records: list[RecordRow] = []
@@ -90,7 +96,22 @@ def faithful_ledger(planned: list[Planned], *, waited: bool = True) -> Ledger:
                 child_row.submission_id, thread, child.host or thread, settlement
             )
         write(plan, row, Ids(submission_id, linked))
-    return [*submissions, *children], records, markers
+    messages: list[SubmissionRow] = []
+    sequences = Counter(row.thread_id for row in submissions)
+    for plan in planned:
+        for message in plan.messages:
+            assert message.thread is not None
+            sequences[message.thread] += 1
+            sequence = sequences[message.thread]
+            source = message_of(f"s-{plan.key}", message)
+            message_row = SubmissionRow(f"s-{message.key}", message.thread, sequence,
+                                        message.steps, "settled", message.outcome, sequence,
+                                        source_message_id=source)  # fmt: skip
+            messages.append(message_row)
+    for message_row in sorted(messages, key=lambda r: (r.thread_id, r.sequence)):
+        plan = next(p for p in all_planned(planned) if f"s-{p.key}" == message_row.submission_id)
+        write(plan, message_row, Ids(message_row.submission_id))
+    return [*submissions, *children, *messages], records, markers
 
 
 def violations(counts: Counts) -> dict[str, int]:
@@ -483,3 +504,127 @@ def test_flags_default_to_the_full_run_and_refuse_bad_values(tmp_path: Path) -> 
     with pytest.raises(SystemExit):
         parse_args(["--keep", str(tmp_path / "used")])
     assert parse_args(["--failpoints", "", "--json"]).failpoints == ""
+
+
+@pytest.fixture
+def sending() -> list[Planned]:
+    """A seeded workload where long sends message other threads (two to ``chaos-t001``)."""
+    planned = plan_workload(30, 5, seed=2, long_send_share=0.3)
+    assert [(p.key, p.messages[0].thread) for p in planned if p.messages] == [
+        ("chaos-t001.0", "chaos-t002"),
+        ("chaos-t002.0", "chaos-t001"),
+        ("chaos-t000.3", "chaos-t001"),
+    ]
+    return planned
+
+
+def test_workload_long_sends_a_seeded_share_to_other_scripted_threads() -> None:
+    plain = plan_workload(1000, 50, seed=1)
+    planned = plan_workload(1000, 50, seed=1, long_send_share=0.15)
+    senders = [p for p in planned if p.messages]
+    assert 80 < len(senders) < 160  # 15% of the 800 scripted turns
+    assert plan_workload(1000, 50, seed=1, long_send_share=0.0) == plain
+    # The others keep their seeded scripts; the framework agents' turns never send.
+    sent = {p.key for p in senders}
+    assert [p for p in planned if not p.messages] == [p for p in plain if p.key not in sent]
+    assert all(not p.framework for p in senders)
+    messages = [m for p in senders for m in p.messages]
+    assert len(all_planned(planned)) == 1000 + sum(len(p.children) for p in planned) + len(senders)
+    for sender in senders:
+        (message,) = sender.messages
+        index = int(message.thread.removeprefix("chaos-t"))  # type: ignore[union-attr]
+        assert message.thread != sender.thread and index % 5 != 4  # another scripted thread
+        assert message.host == host_name(index)  # that thread's host, whether it exists yet
+        assert (message.key, message.sender) == (f"{sender.key}.m0", sender.key)
+        assert message.send_step == 2  # the journal step after the first say
+        assert message.steps == [{"say": message.key}] and message.outcome == "completed"
+        send = {"thread": message.thread, "input": message.steps, "host": message.host}
+        assert sender.steps == [{"say": sender.key}, {"send": send}, {"sleep_ms": LONG_SLEEP_MS}]
+        assert sender.children == () and sender.outcome == "completed"
+        assert sender.settlement()["result"] == {"said": [sender.key]}
+        sent_body = {
+            "message_id": "msg_abc_2",  # the id threadwarden derives from submission and step
+            "to_thread": message.thread,
+            "to_host": message.host,
+            "agent_id": "scripted",
+            "input": message.steps,
+        }
+        assert sender.records(Ids("sub_abc")) == [
+            ("message", {"text": sender.key}),
+            ("message-sent", sent_body),
+        ]
+        assert message_of("sub_abc", message) == "msg_abc_2"
+    assert LONG_SLEEP_MS == 10_000 and len({m.key for m in messages}) == len(messages)
+
+
+def test_check_expects_the_delivered_messages(sending: list[Planned]) -> None:
+    counts = check(sending, *faithful_ledger(sending))
+    assert violations(counts) == {}
+    assert (counts.submissions, counts.settled) == (30, 30)  # the run's own, messages apart
+    assert (counts.messages, counts.messages_settled) == (3, 3)
+
+
+def test_check_counts_a_message_never_delivered_or_delivered_twice(
+    sending: list[Planned],
+) -> None:
+    submissions, records, markers = faithful_ledger(sending)
+    message = next(s for s in submissions if workload_key(s) == "chaos-t001.0.m0")
+    kept = [r for r in records if r.submission_id != message.submission_id]
+    counts = check(sending, [s for s in submissions if s is not message], kept, markers)
+    assert violations(counts) == {"lost": 1}
+    assert counts.unsettled_states == {"missing": 1}
+    assert (counts.messages, counts.messages_settled, counts.settled) == (3, 2, 30)
+    again = dataclasses.replace(
+        message, submission_id="s-again", sequence=99, state="ready", outcome=None
+    )
+    counts = check(sending, [*submissions, again], records, markers)
+    assert violations(counts) == {"duplicate_admissions": 1}
+
+
+def test_check_counts_a_message_unsettled_or_linked_to_another_send(
+    sending: list[Planned],
+) -> None:
+    submissions, records, markers = faithful_ledger(sending)
+    message = next(s for s in submissions if workload_key(s) == "chaos-t000.3.m0")
+    stuck = dataclasses.replace(message, state="running", outcome=None)
+    settlement = next(
+        r for r in records if r.submission_id == message.submission_id and r.kind == "settlement"
+    )
+    kept = [r for r in records if r is not settlement]
+    counts = check(sending, [stuck if s is message else s for s in submissions], kept, markers)
+    assert violations(counts) == {"lost": 1}
+    assert counts.unsettled_states == {"running": 1}
+    elsewhere = dataclasses.replace(message, source_message_id="msg_other_2")
+    unlinked = [elsewhere if s is message else s for s in submissions]
+    assert violations(check(sending, unlinked, records, markers)) == {"unlinked_messages": 1}
+
+
+def test_check_counts_a_message_sent_under_another_id(sending: list[Planned]) -> None:
+    submissions, records, markers = faithful_ledger(sending)
+    sent = next(r for r in records if r.kind == "message-sent")
+    other = dataclasses.replace(sent, body={**sent.body, "message_id": "msg_x_2"})
+    changed = [other if r is sent else r for r in records]
+    assert violations(check(sending, submissions, changed, markers)) == {"wrong_histories": 1}
+
+
+def test_fifo_leaves_a_message_anywhere_among_a_threads_own_submissions() -> None:
+    """A delivery admits its message whenever it runs: between a thread's own submissions
+    it breaks no order, but it is served in its turn like every other."""
+
+    def lane(*keys: str) -> tuple[list[SubmissionRow], list[RecordRow]]:
+        """Submissions ``s1``, ``s2``, … of thread ``t`` (saying ``keys``), each one's message
+        then its settlement."""
+        rows = [
+            SubmissionRow(f"s{n}", "t", n, [{"say": key}], "settled", "completed", n)
+            for n, key in enumerate(keys, 1)
+        ]
+        written = [(row.submission_id, kind) for row in rows for kind in ("message", "settlement")]
+        records = [RecordRow("t", i, sid, kind, {}, 1) for i, (sid, kind) in enumerate(written, 1)]
+        return rows, records
+
+    assert fifo_violations(*lane("t.0", "a.1.m0", "t.1", "b.0.m0", "t.2")) == 0
+    assert fifo_violations(*lane("t.1", "a.1.m0", "t.0")) == 1  # its own out of order
+    rows, records = lane("t.0", "a.1.m0", "t.1")
+    settled, said = records[1], records[2]  # the message says its text before s1 settled
+    swapped = [dataclasses.replace(settled, sequence=3), dataclasses.replace(said, sequence=2)]
+    assert fifo_violations(rows, [records[0], *swapped, *records[3:]]) == 1

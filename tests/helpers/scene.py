@@ -19,9 +19,10 @@ import asyncpg
 from tests.helpers.ledger import publish
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
-from threadwarden.ledger.maintenance import BeginResult, Maintenance, Report
+from threadwarden.ledger.maintenance import BeginResult, Maintenance
 from threadwarden.ledger.models import to_ms
 from threadwarden.ledger.projection import Projection
+from threadwarden.protocol.passes import PassReport as Report
 
 BINDINGS = {"echo": "digest-1"}
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

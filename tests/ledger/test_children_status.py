@@ -18,10 +18,9 @@ from tests.helpers.cli import closed_port, run_cli
 from tests.helpers.ledger import now
 from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.inbox import WAITING, InboxReader
-from threadwarden.ledger.maintenance import Report
 from threadwarden.ledger.models import ChildReceipt, SubmissionView
 from threadwarden.ledger.status import THREAD_SUBMISSIONS, StatusReader
-from threadwarden.workflows import contracts as c
+from threadwarden.protocol.passes import PassReport as Report
 from threadwarden.workflows.host import _head_line
 
 
@@ -191,7 +190,7 @@ async def test_lane_heads_say_child_and_the_current_details_name_the_children(
     assert head.children == [first.submission_id, second.submission_id]
     assert head.parent_submission_id is None
     # The workflow receives the report as its contract and formats it for the Temporal UI.
-    (shown,) = c.PassReport(**report.model_dump()).heads or []
+    (shown,) = report.heads or []
     assert _head_line(shown) == (
         f"- `{parent.thread_id}`: `{parent.submission_id}` suspended (agent `echo`,"
         f" waits for children `{first.submission_id}`, `{second.submission_id}`)"
@@ -204,7 +203,7 @@ async def test_lane_heads_say_child_and_the_current_details_name_the_children(
         parent.submission_id,
     )
     assert (child_head.waiting_for, child_head.children) == (None, None)
-    (child_shown,) = c.PassReport(**(await finish(family, first.host_id)).model_dump()).heads or []
+    (child_shown,) = (await finish(family, first.host_id)).heads or []
     assert _head_line(child_shown) == (
         f"- `{first.thread_id}`: `{first.submission_id}` ready (agent `echo`,"
         f" child of `{parent.submission_id}`)"
@@ -220,9 +219,7 @@ async def test_lane_heads_say_child_and_the_current_details_name_the_children(
         "approval",
         None,
     )
-    (asked_shown,) = (
-        c.PassReport(**(await finish(asking, asking.parent_host)).model_dump()).heads or []
-    )
+    (asked_shown,) = (await finish(asking, asking.parent_host)).heads or []
     assert _head_line(asked_shown).endswith("(agent `echo`, waits for approval)")
 
 

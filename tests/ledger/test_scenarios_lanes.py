@@ -21,10 +21,12 @@ from tests.helpers.scene import assert_leftovers_armed
 from threadwarden.errors import BindingUnavailable
 from threadwarden.ledger.admission import Admissions, mark_dirty
 from threadwarden.ledger.attempts import Attempts
-from threadwarden.ledger.maintenance import BeginResult, Maintenance, Report, Selection
+from threadwarden.ledger.maintenance import BeginResult, Maintenance
 from threadwarden.ledger.models import to_ms
 from threadwarden.ledger.pool import create_pool
 from threadwarden.protocol.decisions import BindingRetry, Timing
+from threadwarden.protocol.passes import PassReport as Report
+from threadwarden.protocol.passes import Selection
 
 BINDINGS = {"echo": "digest-1"}
 UNBOUND = "ghost"  # no binding registered on this worker
@@ -127,7 +129,11 @@ async def _pass(
     if selected.thread_id is not None:
         try:
             claim = await attempts.claim_head(
-                host_id, begun.epoch, selected.thread_id, bindings=BINDINGS
+                host_id,
+                begun.epoch,
+                selected.thread_id,
+                bindings=BINDINGS,
+                submission_id=selected.submission_id,
             )
         except BindingUnavailable as error:
             claim, run.binding_failure = None, error
@@ -260,7 +266,9 @@ async def test_scenario_24_binding_unavailable_releases_the_claim_and_keeps_othe
     assert first.binding is not None
     entry, report = first.binding
     assert report is True  # the first failure is logged at error level
-    assert entry == BindingRetry(blocked, head.submission_id, 1, to_ms(_at(5_000)), to_ms(T0))
+    assert entry == BindingRetry(
+        blocked, head.submission_id, 1, to_ms(_at(5_000)), to_ms(T0), first.begun.epoch
+    )
     host = await _host(pool, ids)
     assert host["binding_retries"] == [
         {
@@ -269,6 +277,7 @@ async def test_scenario_24_binding_unavailable_releases_the_claim_and_keeps_othe
             "attempts": 1,
             "not_before": to_ms(_at(5_000)),
             "reported_at": to_ms(T0),
+            "epoch": first.begun.epoch,
         }
     ]
     assert first.report is not None and first.report.outcome == "actionable"  # pass succeeds
@@ -408,8 +417,16 @@ async def test_scenario_26_binding_failures_report_at_most_once_per_15_minutes(
     # The boundary itself: exactly 900,000 ms after the report is reported again.
     edge = f"{ids}-edge"
     await admissions.admit(thread_id=edge, agent_id=UNBOUND, input={})
-    assert (await _pass(maintenance, attempts, edge, _at(0))).binding == (
-        BindingRetry(edge, (await _heads(pool, edge))[0], 1, to_ms(_at(5_000)), to_ms(T0)),
+    at_start = await _pass(maintenance, attempts, edge, _at(0))
+    assert at_start.binding == (
+        BindingRetry(
+            edge,
+            (await _heads(pool, edge))[0],
+            1,
+            to_ms(_at(5_000)),
+            to_ms(T0),
+            at_start.begun.epoch,
+        ),
         True,
     )
     at_edge = await _pass(maintenance, attempts, edge, _at(900_000))
