@@ -270,15 +270,17 @@ async def _until_ended(wave: asyncio.Task[bool]) -> None:
     wave.cancel()
     beats = 0
     while not wave.done():
+        # The SDK may cancel this activity again (its deadline passed): keep waiting.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({wave}, timeout=HEARTBEAT_EVERY_S)
+        if wave.done():
+            break
         if activity.is_worker_shutdown() or (deadline and datetime.now(UTC) >= deadline):
             logger.warning(
                 "a host wave ignored its cancellation until its activity's end; it still guards"
                 " its host on this worker"
             )
             return
-        # The SDK may cancel this activity again (its deadline passed): keep waiting.
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait({wave}, timeout=HEARTBEAT_EVERY_S)
         beats += 1
         activity.heartbeat(beats)  # the details count the beats spent waiting
     with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -64,6 +64,9 @@ class HostWorkflow:
         """The lane heads the last pass that read them reported (a caught-up pass reads none:
         nothing changed in the lanes since, so the details keep showing them)."""
         self._upserted_at: datetime | None = None
+        self._chained_since: datetime | None = None
+        """When the passes running back to back since the run last waited began (the first
+        one's begin clock): they share one workflow task."""
 
     @workflow.signal(name=c.WAKE_SIGNAL)
     def wake(self, _: c.WakeInput) -> None:
@@ -97,6 +100,8 @@ class HostWorkflow:
                 self._host_id, self._show_head, heads_known=self._heads is not None
             )
             report = await maintenance.run()
+            if self._chained_since is None:
+                self._chained_since = maintenance.started
             self._passes += 1
             self._last = report
             if report is not None and report.alarm_at is None and not self._wake_pending:
@@ -111,11 +116,14 @@ class HostWorkflow:
                 # Its worker shuts down: this task completes with a timer (its passes stay
                 # recorded), and the next pass runs where the next task goes.
                 await workflow.sleep(CHAIN_BREAK, summary="the head's worker stops")
+                self._chained_since = None
             elif wait:
                 with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
                     await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
+                self._chained_since = None
             elif self._chained_too_long(report):
                 await workflow.sleep(CHAIN_BREAK, summary="end a long workflow task")
+                self._chained_since = None
             if (
                 passes_in_run >= MAX_PASSES_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
@@ -128,10 +136,12 @@ class HostWorkflow:
         workflow.continue_as_new(c.HostInput(host_id=host.host_id, passes=self._passes))
 
     def _chained_too_long(self, report: c.PassReport | None) -> bool:
-        """Whether this workflow task has run `CHAIN_LIMIT` (the pass's own clock against the
-        task's start, which is what `workflow.now()` stays at within one task)."""
+        """Whether the passes chained since the run last waited have run `CHAIN_LIMIT`, on the
+        clocks their steps recorded (`workflow.now()` moves with each local activity's result,
+        so it cannot tell how long the workflow task has been open)."""
         at = report.reported_at if report is not None else None
-        return at is not None and at - workflow.now() >= CHAIN_LIMIT
+        since = self._chained_since
+        return at is not None and since is not None and at - since >= CHAIN_LIMIT
 
     def _wait(self, report: c.PassReport | None) -> timedelta | None:
         """How long the run waits before the next pass: None to go straight on (the pass made

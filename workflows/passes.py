@@ -86,6 +86,8 @@ class MaintenancePass:
         self._native_only = False
         self.stopped = False
         """The pass ended because its head's worker is shutting down (`PassStopped`)."""
+        self.started: datetime | None = None
+        """Begin's clock (None: begin failed)."""
 
     async def run(self) -> c.PassReport | None:
         """Begin, then its route; on any failure, the durable rearm."""
@@ -107,7 +109,7 @@ class MaintenancePass:
         step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
         # Begin's clock: the workflow's stands still while passes follow each other inside one
         # workflow task (their steps being local activities).
-        started = max(started, begin.begun_at)
+        started = self.started = max(started, begin.begun_at)
         try:
             if isinstance(begin.route, c.RanHere):
                 self._native_only = True

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.helpers.checks import (
     assert_settled_once,
@@ -32,6 +33,15 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """No inline heads: these heads sleep for seconds inside one attempt, which an inline
+    binding's first attempt would hand over to the agent's queue after its budget
+    (`inline_budget_ms`); here every attempt is dispatched, as an agent's would be."""
+    return settings.model_copy(update={"inline_budget_ms": 0})
+
 
 LONG = [{"say": "long"}, {"sleep_ms": 10_000}, {"say": "long done"}]
 STEPPED = [

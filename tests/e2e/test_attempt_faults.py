@@ -185,21 +185,25 @@ async def test_attempt_infrastructure_error_never_settles_failed_whatever_the_bi
 
 
 async def test_attempt_failed_lease_renewal_is_retried_and_the_attempt_completes(
-    worker: None,
+    settings: Settings,
+    connections: Connections,
     client: ThreadwardenClient,
     failpoints: Failpoints,
     pool: asyncpg.Pool[Any],
     ids: str,
 ) -> None:
-    # The tests' lease is 3 s renewed every 500 ms: the 2.5 s step spans several renewals.
+    # The tests' lease is 3 s renewed every 500 ms: the 2.5 s step spans several renewals. No
+    # inline heads: an inline first attempt would hand the head over after its 2 s budget.
     failpoints.arm("attempt:renew", raise_error=lost_connection(), times=1)
-    await client.submit(ids, agent_id="scripted", input=[{"sleep_ms": 2_500}, {"say": "done"}])
-    status = await assert_settled_once(client, ids, 1)
+    dispatched = settings.model_copy(update={"inline_budget_ms": 0})
+    async with running_worker(dispatched, connections, failpoints=failpoints):
+        await client.submit(ids, agent_id="scripted", input=[{"sleep_ms": 2_500}, {"say": "done"}])
+        status = await assert_settled_once(client, ids, 1)
+        host = await converged(client, ids)
     assert status.submissions[0].outcome == "completed"
     assert failpoints.hits["attempt:renew"] == 1
     [row] = await submission_rows(pool, ids)
     assert row["attempts"] == 1  # the first attempt completed: no failed pass, no re-attempt
-    host = await converged(client, ids)
     assert host.last_error is None and host.retry is None
 
 

@@ -10,8 +10,10 @@ import tempfile
 import uuid
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
+from temporalio.api.enums.v1 import EventType
 
 from tests.helpers.polling import eventually
 from tests.helpers.workers import with_queued_scripted
@@ -24,7 +26,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v11"
+VERSION = "v12"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -56,6 +58,9 @@ async def record() -> None:
                 )
                 await _record_stalled(client, connections)
                 await _record_begin_fault(client, connections, failpoints)
+                await _record_chain_break(client, connections)
+                await _record_continue_as_new(client, connections)
+            await _record_worker_stop(settings, connections, registry, failpoints)
             waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
             async with (  # host waves beside the native work: the finish is its own step
                 running_worker(waves, connections, host=QuietHost()),
@@ -64,6 +69,14 @@ async def record() -> None:
                 await _record_settled(client, connections, "replay-waves", "settled_with_waves")
                 await _record_message(client, connections)
                 await _record_backlog(client, connections)
+            split = waves.model_copy(
+                update={"task_queue": f"{settings.task_queue}-split", "inline_budget_ms": 5_000}
+            )
+            async with (
+                running_worker(split, connections, host=QuietHost(), failpoints=failpoints),
+                ThreadwardenClient.connect(split, connections) as client,
+            ):
+                await _record_heartbeat_split(client, connections, failpoints)
             hung = settings.model_copy(update={"task_queue": f"{settings.task_queue}-hung"})
             async with (
                 running_worker(hung, connections, host=HungHost()),
@@ -147,6 +160,81 @@ async def _record_begin_fault(
         lambda s: [x.state for x in s.submissions] == ["settled"],
     )
     await _save(connections, "replay-begin-fault", f"host_pass_begin_fault_{VERSION}.json")
+
+
+async def _record_chain_break(client: ThreadwardenClient, connections: Connections) -> None:
+    """Inline passes chained in one workflow task until it has run `CHAIN_LIMIT`: then the run
+    waits for a 1 ms timer ("end a long workflow task") before the next pass."""
+    for _ in range(5):
+        await client.submit("replay-chain", agent_id="scripted", input=[{"sleep_ms": 1_500}])
+    await eventually(
+        lambda: client.thread_status("replay-chain"),
+        lambda s: [x.state for x in s.submissions] == ["settled"] * 5,
+    )
+    await _save(connections, "replay-chain", f"host_pass_chain_break_{VERSION}.json")
+
+
+async def _record_continue_as_new(client: ThreadwardenClient, connections: Connections) -> None:
+    """More passes than a run holds: the 1 ms timer before the continue-as-new (the first run
+    is the one saved)."""
+    for n in range(105):
+        await client.submit("replay-long", agent_id="scripted", input=[{"say": f"{n}"}])
+    await eventually(
+        lambda: client.thread_status("replay-long"),
+        lambda s: len(s.submissions) == 105 and all(x.state == "settled" for x in s.submissions),
+        timeout_s=120,
+    )
+    await _save(connections, "replay-long", f"host_pass_continue_as_new_{VERSION}.json")
+
+
+async def _record_worker_stop(
+    settings: Settings, connections: Connections, registry: Any, failpoints: Failpoints
+) -> None:
+    """A worker shut down while its inline head runs: the head gives its head back, the pass
+    ends without a rearm and the run takes a 1 ms timer; the next worker finishes the work."""
+    stopping = settings.model_copy(update={"task_queue": f"{settings.task_queue}-stop"})
+    failpoints.arm("attempt:append", pause=True)
+    async with ThreadwardenClient.connect(stopping, connections) as client:
+        async with running_worker(stopping, connections, registry, failpoints=failpoints) as w:
+            await client.submit("replay-stop", agent_id="scripted", input=[{"say": "hi"}])
+            await failpoints.reached("attempt:append")
+            await w.shutdown()
+        failpoints.release_all()
+        async with running_worker(stopping, connections, registry, failpoints=failpoints):
+            await eventually(
+                lambda: client.thread_status("replay-stop"),
+                lambda s: [x.state for x in s.submissions] == ["settled"],
+            )
+    await _save(connections, "replay-stop", f"host_pass_worker_stop_{VERSION}.json")
+
+
+async def _record_heartbeat_split(
+    client: ThreadwardenClient, connections: Connections, failpoints: Failpoints
+) -> None:
+    """A long ``begin_pass`` then a ``run_head`` local activity (a wave runs beside it), with
+    the SDK's workflow-task heartbeat between them: begin's marker lands in one task, the
+    head's in the next."""
+    failpoints.arm("maintenance:select:after", pause=True, times=1)
+    failpoints.arm("attempt:append", pause=True, times=1)
+    await client.submit("replay-split", agent_id="scripted", input=[{"say": "hi"}])
+    await failpoints.reached("maintenance:select:after")
+    await asyncio.sleep(6)  # begin runs 6 s of the workflow task's ~8 s before its heartbeat
+    failpoints.release("maintenance:select:after")
+    await failpoints.reached("attempt:append")
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    handle = temporal.get_workflow_handle(host_workflow_id("replay-split"))
+
+    async def markers() -> int:
+        events = (await handle.fetch_history()).events
+        return sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED)
+
+    await eventually(markers, lambda n: n >= 1, what="begin's marker, recorded by the heartbeat")
+    failpoints.release("attempt:append")
+    await eventually(
+        lambda: client.thread_status("replay-split"),
+        lambda s: [x.state for x in s.submissions] == ["settled"],
+    )
+    await _save(connections, "replay-split", f"host_pass_heartbeat_split_{VERSION}.json")
 
 
 async def _record_cut_off_wave(client: ThreadwardenClient, connections: Connections) -> None:

@@ -6,9 +6,11 @@ there are no patch markers: record fresh histories with
 same commit as the change.
 """
 
+import json
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -31,3 +33,44 @@ async def test_host_workflow_replays_stored_history(path: Path) -> None:
 
 def test_replay_histories_are_present() -> None:
     assert len(HISTORIES) >= 2
+
+
+def _timeline(name: str) -> list[str]:
+    """A stored history as event kinds: a timer with its summary, a marker with its step."""
+    path = next(p for p in HISTORIES if p.stem.startswith(f"host_pass_{name}_v"))
+    events = WorkflowHistory.from_json(name, path.read_text()).events
+    timeline = []
+    for event in events:
+        kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        if kind == "TIMER_STARTED":
+            kind += f" {event.user_metadata.summary.data.decode()}"
+        elif kind == "MARKER_RECORDED":
+            details = event.marker_recorded_event_attributes.details["data"].payloads[0]
+            kind += f" {json.loads(details.data)['activity_type']}"
+        timeline.append(kind)
+    return timeline
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("chain_break", ['TIMER_STARTED "end a long workflow task"']),
+        (
+            "continue_as_new",
+            ['TIMER_STARTED "continue as new"', "WORKFLOW_EXECUTION_CONTINUED_AS_NEW"],
+        ),
+        ("worker_stop", ['TIMER_STARTED "the head\'s worker stops"']),
+    ],
+)
+def test_stored_history_shows_its_path(name: str, shown: list[str]) -> None:
+    """Each history replayed above holds the path it is named for (its recording did not
+    quietly take another)."""
+    timeline = _timeline(name)
+    assert all(event in timeline for event in shown), timeline
+
+
+def test_stored_heartbeat_split_has_begin_and_head_in_two_workflow_tasks() -> None:
+    timeline = _timeline("heartbeat_split")
+    begin = timeline.index("MARKER_RECORDED begin_pass")
+    head = timeline.index("MARKER_RECORDED run_head")
+    assert "WORKFLOW_TASK_COMPLETED" in timeline[begin:head], timeline

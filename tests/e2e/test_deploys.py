@@ -1,0 +1,144 @@
+"""Deploys and slow inline heads (issue 28): a pass survives a graceful worker shutdown at any
+moment, and an inline binding's slow head never holds the local-activity slots the other hosts'
+passes need.
+
+Driven by failpoints and by what Temporal's history shows, not by timing: the deploy lands
+while the head is paused inside its attempt and the auxiliary work beside it is in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from tests.helpers.checks import assert_settled_once, converged, say, submission_rows
+from tests.helpers.polling import eventually
+from threadwarden.failpoints import Failpoints
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.settings import Settings
+from threadwarden.workflows.contracts import host_workflow_id
+
+
+class WaitingHost:
+    """A host plug-in whose waves run until they are cancelled (at the latest when the native
+    work is done and their 1 s join bound passed): auxiliary work in flight beside every pass's
+    native work."""
+
+    dispatch_timeout_ms = 1_000
+
+    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
+        await asyncio.Event().wait()
+        return False
+
+    async def pending_deadline(self, host_id: str) -> datetime | None:
+        return None
+
+
+async def _events(temporal: Client, host: str) -> list[Any]:
+    """Every event of the host's runs, oldest run first."""
+    events: list[Any] = []
+    query = f"WorkflowId = '{host_workflow_id(host)}'"
+    runs = [run async for run in temporal.list_workflows(query)]
+    for run in sorted(runs, key=lambda r: r.start_time):
+        handle = temporal.get_workflow_handle(run.id, run_id=run.run_id)
+        events.extend((await handle.fetch_history()).events)
+    return events
+
+
+def _wave_scheduled(events: list[Any]) -> bool:
+    return any(
+        e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "host_wave"
+        for e in events
+    )
+
+
+@pytest.fixture
+async def temporal_client(connections: Connections) -> Client:
+    return await connect_temporal(connections.temporal_address, "default")
+
+
+async def test_a_deploy_beside_an_inline_head_and_in_flight_auxiliary_work_converges(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    temporal_client: Client,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    failpoints.arm("attempt:append", pause=True)  # inside the head's first committed step
+    async with running_worker(
+        settings, connections, failpoints=failpoints, host=WaitingHost()
+    ) as running:
+        await client.submit(ids, agent_id="scripted", input=say("survives the deploy"))
+        await failpoints.reached("attempt:append")
+        # The wave beside the head is on the server (a workflow task completed since the
+        # pass began): a deploy now lands beside in-flight auxiliary work.
+        await eventually(
+            lambda: _events(temporal_client, ids),
+            _wave_scheduled,
+            timeout_s=60,
+            what="the host wave scheduled beside the paused head",
+        )
+        await running.shutdown()  # SIGTERM's path: the worker stops gracefully
+    failpoints.release_all()
+
+    async with running_worker(settings, connections, failpoints=failpoints, host=WaitingHost()):
+        status = await assert_settled_once(client, ids, 1)
+        await converged(client, ids)
+    assert status.submissions[0].outcome == "completed"
+    events = await _events(temporal_client, ids)
+    failed_tasks = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+    assert failed_tasks == []  # no workflow task failed, on the stopping worker or after it
+    [row] = await submission_rows(pool, ids)
+    assert row["state"] == "settled"
+
+
+async def test_slow_inline_heads_filling_a_worker_leave_room_for_other_hosts(
+    settings: Settings,
+    connections: Connections,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As many slow heads of an inline binding as the worker has local-activity slots: each is
+    handed to its agent's queue once its inline budget is spent, so another host's quick
+    submission still settles, with no begin starved of a slot."""
+    caplog.set_level(logging.WARNING)
+    slots = 4
+    settings = settings.model_copy(
+        update={"max_concurrent_local_activities": slots, "inline_budget_ms": 500}
+    )
+    failpoints.arm("claim", observe=True)
+    slow = [f"{ids}-slow-{n}" for n in range(slots)]
+    async with running_worker(settings, connections, failpoints=failpoints):
+        for host in slow:
+            await client.submit(host, agent_id="scripted", input=[{"sleep_ms": 40_000}])
+
+        async def claims() -> int:
+            return failpoints.hits.get("claim", 0)
+
+        await eventually(claims, lambda hits: hits >= slots, what="every slow head claimed")
+        quick = f"{ids}-quick"
+        await client.submit(quick, agent_id="scripted", input=say("not starved"))
+        await assert_settled_once(client, quick, 1)
+
+        # Each slow head's inline attempt was cut off at its budget and gave the head back; its
+        # second attempt runs on the agent's queue.
+        async def attempts() -> list[int]:
+            return [(await submission_rows(pool, host))[0]["attempts"] for host in slow]
+
+        await eventually(attempts, lambda counts: all(n == 2 for n in counts))
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if m.startswith(("begin failed", "sweep failed"))]
