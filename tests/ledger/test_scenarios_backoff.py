@@ -351,7 +351,7 @@ async def test_scenario_16_native_failure_backs_off_monotonically(scene: Scene) 
 
     # At the cap, a second failure in the same window (the next pass's) with jitter 0 after
     # 0.99 (4975 ms, then 2500 ms) must not pull notBefore earlier.
-    seen: list[tuple[int, int, int]] = []
+    seen: list[tuple[int, int | None, int]] = []
     for jitter in (0.99, 0.0):
         begun = await scene.begin(now)
         assert begun.stalls == len(seen) + 8
