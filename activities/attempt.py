@@ -68,12 +68,17 @@ def _checked(outcome: object) -> Outcome:
     return outcome
 
 
-async def _cancel_on_shutdown(task: asyncio.Task[Any] | None) -> None:
+async def _cancel_on_shutdown(task: asyncio.Future[Any]) -> None:
     """Cancel an inline head's attempt once its worker begins to shut down, as the SDK does
     for a regular activity (a local activity would hold the shutdown until it ended)."""
     await activity.wait_for_worker_shutdown()
-    if task is not None:
-        task.cancel()
+    task.cancel()
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 class _PassFault(Exception):
@@ -134,9 +139,6 @@ class HeadRunner:
         inline = activity.info().is_local
         if inline and activity.is_worker_shutdown():
             return c.RunHeadResult(shutdown=True)  # claim nothing on a stopping worker
-        beside = asyncio.create_task(
-            _cancel_on_shutdown(asyncio.current_task()) if inline else self._heartbeat()
-        )
         now = datetime.now(UTC)
         left = (step.pass_deadline - now).total_seconds()
         cut, yield_after = left, step.yield_after
@@ -144,28 +146,31 @@ class HeadRunner:
             budget = self._steps.limits.inline_budget_ms / 1000
             cut = min(left, budget + INLINE_GRACE_MS / 1000)
             yield_after = min(yield_after, now + timedelta(seconds=budget))
+        # The attempt in a task of its own: the shutdown watch cancels it, not this step (whose
+        # own cancellation stays the SDK's and the pass deadline's).
+        attempt = asyncio.ensure_future(self._attempt(step, yield_after))
+        beside = asyncio.create_task(_cancel_on_shutdown(attempt) if inline else self._heartbeat())
         try:
             try:
                 async with asyncio.timeout(max(cut, 0.001)):
-                    result = await self._attempt(step, yield_after)
+                    result = await attempt
             except TimeoutError:  # the attempt released its claim before the timeout ended it
                 if cut >= left:
                     activity.logger.warning("attempt on %s hit the pass deadline", step.thread_id)
                     return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
                 result = c.RunHeadResult(submission_id=step.submission_id, stopped="ready")
             except asyncio.CancelledError:
-                if inline and activity.is_worker_shutdown():
-                    _uncancel()  # our own cancellation (the shutdown watch): the step ends here
+                if inline and activity.is_worker_shutdown() and not _cancelling():  # the watch
                     return c.RunHeadResult(submission_id=step.submission_id, shutdown=True)
                 raise
+            if inline:  # the attempt is over: a shutdown from here on lets the pass finish
+                await _stopped(beside)
             if result.failure is not None:  # the pass failed: its durable retry is what follows
                 return result
             result.handed_off = inline and result.stopped == "ready"
             return await self._steps.after_head(step, result)
         finally:
-            beside.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beside
+            await _stopped(beside)
 
     async def _heartbeat(self) -> None:
         while True:
@@ -382,12 +387,6 @@ def _judge(
         raise _PassFault(
             f"attempt {claim.attempt_id}: the binding raised {type(error).__name__}", owned=True
         )
-
-
-def _uncancel() -> None:
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
 
 
 def _cancelling() -> bool:

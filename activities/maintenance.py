@@ -64,7 +64,7 @@ class MaintenanceActivities:
                 raise  # a newer pass took over: nothing to rearm
             except Exception as failure:  # fails the pass (native), as run_head reports it
                 result = c.RunHeadResult(failure=describe(failure), native_failure=True)
-            route = c.RanHere(head=route.head, result=result)
+            route = c.RanHere(result=result)
         return c.BeginPassResult(
             epoch=begun.epoch,
             begun_at=now,

@@ -219,7 +219,6 @@ class RanHere(BaseModel):
     due) and, unless it failed the pass or its worker stops, the pass's finish."""
 
     route: Literal["ran-here"] = "ran-here"
-    head: RunHeadInput
     result: RunHeadResult
 
 

@@ -111,8 +111,7 @@ class MaintenancePass:
         # workflow task (their steps being local activities).
         started = self.started = max(started, begin.begun_at)
         try:
-            if isinstance(begin.route, c.RanHere):
-                self._native_only = True
+            if isinstance(begin.route, c.RanHere):  # begin ran the head and the finish
                 return self._concluded(begin.route.result)
             if isinstance(begin.route, c.BeginFailed):
                 raise PassFailed(begin.route.error, native=begin.route.native)
