@@ -137,8 +137,19 @@ def _quiet(hosts: list[HostStatus]) -> bool:
     return all(h.processed == h.dirty and h.alarm_at is None for h in hosts)
 
 
-async def _converged(client: ThreadwardenClient, prefix: str) -> None:
-    """Wait (bounded) until every submission settled and every host went quiet."""
+async def _runs_open(temporal: Client, prefix: str) -> int:
+    """How many of the prefix's host runs are still open."""
+    open_runs = 0
+    for host in _hosts(prefix):
+        query = f"WorkflowId = '{host_workflow_id(host)}' AND ExecutionStatus = 'Running'"
+        open_runs += len([run async for run in temporal.list_workflows(query)])
+    return open_runs
+
+
+async def _converged(client: ThreadwardenClient, temporal: Client, prefix: str) -> None:
+    """Wait (bounded) until every submission settled, every host went quiet and its run ended:
+    a run whose completion the server refused (a wake arrived during its last workflow task)
+    replays its last passes, and their begin pre-arms the alarm again for a moment."""
     await eventually(
         lambda: _statuses(client, prefix),
         lambda ss: (
@@ -153,6 +164,18 @@ async def _converged(client: ThreadwardenClient, prefix: str) -> None:
         _quiet,
         timeout_s=SETTLE_DEADLINE_S,
         what=f"{prefix}: every host acknowledged and cleared its alarm",
+    )
+    await eventually(
+        lambda: _runs_open(temporal, prefix),
+        lambda n: n == 0,
+        timeout_s=SETTLE_DEADLINE_S,
+        what=f"{prefix}: every host run ended",
+    )
+    await eventually(
+        lambda: _host_statuses(client, prefix),
+        _quiet,
+        timeout_s=SETTLE_DEADLINE_S,
+        what=f"{prefix}: every host quiet once its run ended",
     )
 
 
@@ -277,12 +300,12 @@ class _Chaos:
         self.plan.append(f"overtook and released {location}")
 
 
-async def _control(client: ThreadwardenClient, ids: str) -> dict[str, Evidence]:
+async def _control(client: ThreadwardenClient, temporal: Client, ids: str) -> dict[str, Evidence]:
     prefix = f"control-{ids}"
     for n in range(PER_THREAD):
         for role in ROLES:
             await _submit(client, prefix, role, n)
-    await _converged(client, prefix)
+    await _converged(client, temporal, prefix)
     await _assert_ledger_invariants(client, prefix)
     return await _evidence(client, prefix)
 
@@ -302,13 +325,13 @@ async def test_scenario_36_seeded_chaos_converges_to_the_control_evidence(
     ids: str,
     seed: int,
 ) -> None:
-    control = await _control(client, ids)
+    control = await _control(client, temporal_client, ids)
     assert not failpoints.hits, "the control run must be uninterrupted"
     prefix = f"chaos{seed}-{ids}"
     chaos = _Chaos(client, failpoints, temporal_client, prefix, seed)
     try:
         await chaos.run()
-        await _converged(client, prefix)
+        await _converged(client, temporal_client, prefix)
     finally:
         failpoints.release_all()
     fired = dict(failpoints.hits)
