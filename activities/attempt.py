@@ -167,10 +167,20 @@ class HeadRunner:
                 await _stopped(beside)
             if result.failure is not None:  # the pass failed: its durable retry is what follows
                 return result
-            result.handed_off = inline and result.stopped == "ready"
+            if inline and result.stopped == "ready":  # past its budget: yielded or cut off
+                result.handed_off = True
+                await self._hand_off(step.submission_id)
             return await self._steps.after_head(step, result)
         finally:
             await _stopped(beside)
+
+    async def _hand_off(self, submission_id: str) -> None:
+        """Dispatch the head's later attempts; best effort: should this fail, the next one runs
+        inline once more, bounded by the same budget."""
+        try:
+            await self._attempts.hand_off(submission_id)
+        except Exception as error:
+            activity.logger.warning("handing %s over failed: %r", submission_id, error)
 
     async def _heartbeat(self) -> None:
         while True:

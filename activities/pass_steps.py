@@ -132,14 +132,14 @@ class PassSteps:
         return c.Dispatch(head=head)
 
     def _runs_inline(self, selection: Selection) -> bool:
-        """The head's first attempt, of an inline binding this worker has at the head's pinned
-        digest, on a worker that is not shutting down and allows inline heads (a budget)."""
+        """An inline binding this worker has at the head's pinned digest, a head no inline
+        attempt handed over yet, a worker that is not shutting down and allows inline heads."""
         digest = self._inline.get(selection.agent_id or "")
         return (
             digest is not None
             and self.limits.inline_budget_ms > 0
             and selection.agent_digest in (None, digest)
-            and selection.attempts == 0
+            and not selection.handed_off
             and not activity.is_worker_shutdown()
         )
 

@@ -430,6 +430,14 @@ class Attempts:
                 conn, claim, statement, args, states=states, honour_abort=honour_abort
             )
 
+    async def hand_off(self, submission_id: str) -> None:
+        """Route every later attempt of the submission to its agent's queue (an inline attempt
+        ran past its budget). Unfenced: it decides where the head runs, nothing it holds."""
+        await self._pool.execute(
+            "UPDATE threadwarden.submissions SET handed_off = true WHERE submission_id = $1",
+            submission_id,
+        )
+
     async def release(self, claim: Claim) -> None:
         """Give the head back (ready again) after an attempt was cancelled; best effort."""
         await self._pool.execute(

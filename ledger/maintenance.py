@@ -57,10 +57,10 @@ SELECT {_HOST_COLUMNS}, {DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1
 _HEADS_JSON = """
 (SELECT json_agg(json_build_object('thread_id', x.thread_id, 'submission_id', x.submission_id,
                                    'state', x.state, 'agent_id', x.agent_id,
-                                   'agent_digest', x.agent_digest, 'attempts', x.attempts)
+                                   'agent_digest', x.agent_digest, 'handed_off', x.handed_off)
                    ORDER BY x.thread_id)
    FROM (SELECT DISTINCT ON (s.thread_id) s.thread_id, s.submission_id, s.state, s.agent_id,
-                s.agent_digest, s.attempts
+                s.agent_digest, s.handed_off
            FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
           WHERE t.host_id = h.host_id AND s.state <> 'settled'
           ORDER BY s.thread_id, s.sequence) x)
@@ -118,7 +118,7 @@ class Head(BaseModel):
     state: str
     agent_id: str
     agent_digest: str | None = None
-    attempts: int = 0
+    handed_off: bool = False
 
 
 class HostView(BaseModel):
@@ -336,7 +336,7 @@ class Maintenance:
             submission_id=head_of[picked],
             agent_id=by_thread[picked].agent_id,
             agent_digest=by_thread[picked].agent_digest,
-            attempts=by_thread[picked].attempts,
+            handed_off=by_thread[picked].handed_off,
             binding_retry_pending=any(r.thread_id == picked for r in current),
             other_lanes_at=other_lanes_at,
         )

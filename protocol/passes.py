@@ -21,8 +21,8 @@ class Selection(BaseModel):
     """The head's agent: its attempt runs where that binding is."""
     agent_digest: str | None = None
     """The digest the head is pinned to (None: any digest of the agent)."""
-    attempts: int = 0
-    """Attempts the head had before this pass (an inline binding runs inline only the first)."""
+    handed_off: bool = False
+    """An inline attempt of the head ran past its budget: its attempts are dispatched."""
     binding_retry_pending: bool = False
     """The head has a binding-retry record (a success must remove it)."""
     other_lanes_at: datetime | None = None

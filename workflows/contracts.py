@@ -233,7 +233,7 @@ class RunHere(BaseModel):
 
 
 class Dispatch(BaseModel):
-    """Any other binding (or an inline one past its first attempt): ``run_head`` on the agent's
+    """Any other binding (or an inline one's head that was handed off): ``run_head`` on the agent's
     task queue, where only workers with the binding (at its digest) poll."""
 
     route: Literal["dispatch"] = "dispatch"

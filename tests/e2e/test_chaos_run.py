@@ -1,10 +1,13 @@
 """A reduced ``make chaos``: 200 submissions over 20 threads on 2 worker processes, one fault of
 each kind (a worker SIGKILLed, a worker restarted gracefully, PostgreSQL stopped hard, Temporal
-SIGKILLed, failpoints inside attempts; 5% of the scripts send a message and then run for 10 s),
-run as ``python -m chaos`` in a subprocess with its own stack. Some submissions
-delegate to subagent children (``call`` and ``calls`` steps), which settle before their parents.
-Every fifth thread's turns go to framework agents (a pydantic-ai and an OpenAI Agents SDK agent
-on offline models, `chaos.agents`): two model requests and one idempotent tool each.
+SIGKILLed, failpoints inside attempts), run as ``python -m chaos`` in a subprocess with its own
+stack. Some submissions delegate to subagent children (``call`` and ``calls`` steps), which
+settle before their parents. Every fifth thread's turns go to framework agents (a pydantic-ai
+and an OpenAI Agents SDK agent on offline models, `chaos.agents`): two model requests and one
+idempotent tool each. The full run's long sends (a message, then 10 s of work:
+``--long-send-share``) are left out: each holds its thread for 13 s, which tripled this run's
+time; ``make chaos CHAOS_ARGS="--deploys 8"`` and ``tests/e2e/test_deploys.py`` cover a deploy
+beside them.
 
 It must exit 0 with every violation count at 0: nothing lost, admitted twice, settled twice, out
 of FIFO order, settled with another outcome than its script dictates, or written under a stale
@@ -43,7 +46,7 @@ def test_chaos_run_reduced_converges_with_no_violation(tmp_path: Path) -> None:
         *(sys.executable, "-m", "chaos", "--json", "--seed", "3"),
         *("--submissions", str(SUBMISSIONS), "--threads", "20", "--workers", "2"),
         *("--worker-kills", "1", "--postgres-stops", "1", "--temporal-kills", "1"),
-        *("--deploys", "1", "--long-send-share", "0.05"),
+        *("--deploys", "1", "--long-send-share", "0"),
         *("--in-flight", "40", "--failpoints", FAILPOINTS),
         *("--timeout", str(RUN_DEADLINE_S), "--keep", str(tmp_path / "run")),
     ]
@@ -64,7 +67,6 @@ def test_chaos_run_reduced_converges_with_no_violation(tmp_path: Path) -> None:
     assert (faults["worker_kill"], faults["postgres_stop"], faults["temporal_kill"]) == (1, 1, 1)
     assert (faults["deploy"], result["failed_deploys"]) == (1, 0), logs  # a graceful restart
     assert result["exit_after_sigterm_s"]["over_limit"] == 0, logs
-    assert result["messages"] == result["messages_settled"] > 0, logs  # the long sends landed
     assert faults["failpoint"] > 0, logs  # THREADWARDEN_FAILPOINTS reached the workers
     assert result["failed_on_purpose"] > 0  # the scripts that fail on purpose did
     assert result["children"] == result["children_settled"] > 0, logs  # delegations ran
