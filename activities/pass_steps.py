@@ -92,6 +92,8 @@ class PassSteps:
         ``view`` is what begin read; recovery changes the heads, so after it they are re-read.
         ``folded``: nothing runs beside the native work, so the attempt finishes the pass.
         """
+        if activity.is_worker_shutdown():
+            return c.Stopping()  # plan nothing here: the next pass runs on another worker
         repaired = 0
         if view is None or view.stalled:
             recovery = await self._maintenance.recover(step.host_id, step.epoch)
@@ -133,14 +135,13 @@ class PassSteps:
 
     def _runs_inline(self, selection: Selection) -> bool:
         """An inline binding this worker has at the head's pinned digest, a head no inline
-        attempt handed over yet, a worker that is not shutting down and allows inline heads."""
+        attempt handed over yet, and a worker that allows inline heads (a budget)."""
         digest = self._inline.get(selection.agent_id or "")
         return (
             digest is not None
             and self.limits.inline_budget_ms > 0
             and selection.agent_digest in (None, digest)
             and not selection.handed_off
-            and not activity.is_worker_shutdown()
         )
 
     async def record_binding_result(

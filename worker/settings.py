@@ -91,8 +91,8 @@ class Settings(BaseSettings):
     """How long an attempt of an inline binding's head runs on the pass's worker (a local
     activity, holding a local-activity slot): past it the attempt yields at its next committed
     step, or is cut off 1 s later, and the head is handed off: its later attempts are dispatched
-    to its agent's queue. At most 5 s: an inline head never outlives a workflow task's heartbeat. 0: no
-    head runs inline (every attempt is dispatched)."""
+    to its agent's queue. At most 5 s: an inline head never outlives a workflow task's
+    heartbeat. 0: no head runs inline (every attempt is dispatched)."""
     head_start_timeout_ms: int = Field(default=60_000, ge=1_000, le=600_000)
     """How long a head attempt waits on its agent's task queue for a worker with the binding
     (and a free slot) to start it before it counts as binding-unavailable (binding retry)."""

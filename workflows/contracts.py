@@ -248,6 +248,13 @@ class NoPoller(BaseModel):
     head: RunHeadInput
 
 
+class Stopping(BaseModel):
+    """This worker is shutting down: it plans no head, and the pass ends as stopped (no rearm;
+    the next pass runs on another worker)."""
+
+    route: Literal["stopping"] = "stopping"
+
+
 class BeginFailed(BaseModel):
     """Begin committed (the generation is observed), then its step failed: the pass rearms."""
 
@@ -258,7 +265,7 @@ class BeginFailed(BaseModel):
 
 
 Route = Annotated[
-    CaughtUp | Held | Idle | RanHere | RunHere | Dispatch | NoPoller | BeginFailed,
+    CaughtUp | Held | Idle | RanHere | RunHere | Dispatch | NoPoller | Stopping | BeginFailed,
     Field(discriminator="route"),
 ]
 """What a pass does after begin, decided once, by begin (or, after the publication gate held

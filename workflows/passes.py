@@ -115,6 +115,8 @@ class MaintenancePass:
                 return self._concluded(begin.route.result)
             if isinstance(begin.route, c.BeginFailed):
                 raise PassFailed(begin.route.error, native=begin.route.native)
+            if isinstance(begin.route, c.Stopping):
+                raise PassStopped()
             return await self._within_deadline(step, begin, started)
         except PassStopped:
             workflow.logger.info("pass on %s stopped with its worker", self._host_id)
@@ -219,6 +221,8 @@ class MaintenancePass:
         self._native_only = True
         if isinstance(route, c.BeginFailed):
             raise PassFailed(route.error, native=True)
+        if isinstance(route, c.Stopping):
+            raise PassStopped()
         selected, other_lanes_at, progressed = None, None, False
         if isinstance(route, c.Idle):
             other_lanes_at, progressed = route.other_lanes_at, route.repaired > 0

@@ -29,6 +29,14 @@ from threadwarden.worker.settings import Settings
 SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """No inline heads: these heads sleep for seconds inside one attempt, which an inline
+    attempt would hand over to the agent's queue after its budget (`inline_budget_ms`): the
+    attempts counted here are the killed one and its reclaim."""
+    return settings.model_copy(update={"inline_budget_ms": 0})
+
+
 async def _kill(process: asyncio.subprocess.Process) -> None:
     process.kill()  # SIGKILL: no cleanup, no release of the claim
     await asyncio.wait_for(process.wait(), timeout=10)
