@@ -160,12 +160,6 @@ async def _converged(client: ThreadwardenClient, temporal: Client, prefix: str) 
         what=f"{prefix}: every submission settled",
     )
     await eventually(
-        lambda: _host_statuses(client, prefix),
-        _quiet,
-        timeout_s=SETTLE_DEADLINE_S,
-        what=f"{prefix}: every host acknowledged and cleared its alarm",
-    )
-    await eventually(
         lambda: _runs_open(temporal, prefix),
         lambda n: n == 0,
         timeout_s=SETTLE_DEADLINE_S,
@@ -175,7 +169,7 @@ async def _converged(client: ThreadwardenClient, temporal: Client, prefix: str) 
         lambda: _host_statuses(client, prefix),
         _quiet,
         timeout_s=SETTLE_DEADLINE_S,
-        what=f"{prefix}: every host quiet once its run ended",
+        what=f"{prefix}: every host acknowledged and cleared its alarm",
     )
 
 
