@@ -132,7 +132,8 @@ async def _claim_waiting_on(
             return True  # it did not wait: the test's assertions will say so
         return bool(
             await pool.fetchval(
-                "SELECT count(*) FROM pg_locks WHERE NOT granted AND pid <> $1",
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> $1",
                 hold.get_server_pid(),
             )
         )
