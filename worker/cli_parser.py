@@ -84,9 +84,10 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
 def _worker_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bindings",
+        action="append",
         metavar="MODULE:ATTR",
-        help="extra bindings: a BindingRegistry, a Binding or a list of them (the module is"
-        " imported from the current folder, then sys.path)",
+        help="extra bindings: a BindingRegistry, a Binding or a list of them (repeatable; the"
+        " module is imported from the current folder, then sys.path)",
     )
     parser.add_argument(
         "--plugins",

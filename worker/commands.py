@@ -26,7 +26,7 @@ from threadwarden.worker.cli_output import print_host, print_inbox, print_json, 
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
-from threadwarden.worker.loading import Plugins, load_plugins, load_registry
+from threadwarden.worker.loading import Plugins, load_plugins, load_registry, served_agents
 from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.worker.runtime import connect_configured, running_worker
 from threadwarden.worker.runtime import resolve as resolve_connections
@@ -93,6 +93,7 @@ async def _run_dev(
         print(f"  web ui     {connections.ui_url}")
         print(f"  postgres   {connections.database_url}")
         print(f"  task queue {settings.task_queue}")
+        print(f"  agents     {served_agents(registry)}")
         if metrics_url is not None:
             print(f"  metrics    {metrics_url}")
         print(f"  console {console_url}")
@@ -133,7 +134,7 @@ async def worker(settings: Settings, args: argparse.Namespace) -> int:
         gc.freeze()
         print(
             f"threadwarden worker on task queue {settings.task_queue}; agents:"
-            f" {', '.join(registry.agent_ids())}",
+            f" {served_agents(registry)}",
             flush=True,
         )
         await _until_interrupted()

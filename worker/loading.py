@@ -59,11 +59,28 @@ def _import_failed(field: str, module_name: str, error: Exception) -> InvalidInp
     )
 
 
-def load_registry(spec: str | None) -> BindingRegistry:
-    """The built-in bindings plus those named by ``spec`` (a registry, a binding or a list)."""
+def load_registry(specs: str | Sequence[str] | None) -> BindingRegistry:
+    """The built-in bindings plus those named by ``specs`` (each a registry, a binding or a
+    list). An agent id given by two specs is refused (`InvalidInput` naming both); a spec may
+    replace a built-in one."""
     registry = default_registry()
-    if spec is None:
-        return registry
+    named: dict[str, str] = {}
+    for spec in [specs] if isinstance(specs, str) else specs or []:
+        for binding in _bindings_of(spec):
+            if binding.agent_id in named:
+                raise InvalidInput(
+                    "bindings",
+                    f"each agent id once (agent {binding.agent_id} is given by"
+                    f" {named[binding.agent_id]} and {spec})",
+                )
+            named[binding.agent_id] = spec
+            if registry.get(binding.agent_id) is not None:
+                registry.bindings.pop(binding.agent_id)  # the application may replace a built-in
+            registry.register(binding)
+    return registry
+
+
+def _bindings_of(spec: str) -> list[Binding]:
     value = import_attribute("bindings", spec)
     if isinstance(value, BindingRegistry):
         found: Iterable[object] = value.bindings.values()
@@ -73,13 +90,19 @@ def load_registry(spec: str | None) -> BindingRegistry:
         found = value
     else:
         raise InvalidInput("bindings", "a BindingRegistry, a Binding or a list of Bindings", spec)
+    bindings = []
     for binding in found:
         if not isinstance(binding, Binding):
             raise InvalidInput("bindings", "only Binding objects", binding)
-        if registry.get(binding.agent_id) is not None:
-            registry.bindings.pop(binding.agent_id)  # the application may replace a built-in
-        registry.register(binding)
-    return registry
+        bindings.append(binding)
+    return bindings
+
+
+def served_agents(registry: BindingRegistry) -> str:
+    """``scripted (scripted-v1), support (3f2a…)``: the agents a worker serves, with digests."""
+    return ", ".join(
+        f"{agent_id} ({registry.bindings[agent_id].digest})" for agent_id in registry.agent_ids()
+    )
 
 
 @dataclass(frozen=True)
