@@ -50,6 +50,24 @@ def _bounded(field: str, low: int, high: int) -> Callable[[str], int]:
     return check
 
 
+WAIT_FOREVER = -1.0
+"""``--wait`` without seconds: wait until the submission settles."""
+
+
+def _seconds(field: str) -> Callable[[str], float]:
+    def check(value: str) -> float:
+        expected = "a number of seconds from 0 to 86400"
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise InvalidInput(field, expected, value) from None
+        if not 0 <= seconds <= 86_400:  # NaN fails this too
+            raise InvalidInput(field, expected, seconds)
+        return seconds
+
+    return check
+
+
 class UsageError(Exception):
     """A command line argparse refused; ``prog`` is the (sub)command it was refused for."""
 
@@ -192,6 +210,15 @@ def _submit_command(sub: "argparse._SubParsersAction[_Parser]") -> None:
     )
     submit.add_argument(
         "--agent-digest", type=_id("agent_digest"), help="pin the work to this binding digest"
+    )
+    submit.add_argument(
+        "--wait",
+        nargs="?",
+        const=WAIT_FOREVER,
+        type=_seconds("wait"),
+        metavar="SECONDS",
+        help="wait for the settlement (at most SECONDS; none: as long as it takes) and print it:"
+        " exit 0 completed, 1 failed or aborted, 3 still unsettled when the wait ends",
     )
     _json_flag(submit)
 

@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import gc
+import json
 import signal
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -17,13 +18,15 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.bindings import BindingRegistry
-from threadwarden.errors import ThreadwardenError
+from threadwarden.errors import ResultTimeout, ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
+from threadwarden.ledger.models import Receipt
 from threadwarden.ledger.operator import OperatorResult
 from threadwarden.worker import demo as demo_module
 from threadwarden.worker.cli_output import print_host, print_inbox, print_json, print_thread
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.cli_parser import WAIT_FOREVER
+from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
 from threadwarden.worker.loading import Plugins, load_plugins, load_registry, served_agents
@@ -208,15 +211,42 @@ async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> in
             host_id=args.host,
             agent_digest=args.agent_digest,
         )
+        if not args.json:
+            verb = "admitted" if receipt.created else "already admitted"
+            print(
+                f"{verb} {receipt.submission_id} on thread {receipt.thread_id}"
+                f" (host {receipt.host_id}, sequence {receipt.sequence})",
+                flush=True,
+            )
+        if args.wait is None:
+            if args.json:
+                print_json(receipt.model_dump())
+            return 0
+        timeout = None if args.wait == WAIT_FOREVER else args.wait
+        try:
+            result = await client.result(receipt.submission_id, timeout=timeout)
+        except ResultTimeout:
+            result = None
+    return _settlement(args, receipt, result)
+
+
+WAIT_ENDED = 3
+"""``submit --wait``'s exit code when the wait ended before the settlement."""
+
+
+def _settlement(args: argparse.Namespace, receipt: Receipt, result: SubmissionResult | None) -> int:
+    """``submit --wait``'s answer: the settlement, or that the wait ended first (exit 3)."""
     if args.json:
-        print_json(receipt.model_dump())
+        print_json({**receipt.model_dump(), "settlement": result and result.model_dump()})
+    elif result is None:
+        print(f"{receipt.submission_id}: not settled after {args.wait:g} s; it goes on")
+    elif result.outcome == "completed":
+        print(f"completed: {json.dumps(result.result)}")
     else:
-        verb = "admitted" if receipt.created else "already admitted"
-        print(
-            f"{verb} {receipt.submission_id} on thread {receipt.thread_id}"
-            f" (host {receipt.host_id}, sequence {receipt.sequence})"
-        )
-    return 0
+        print(f"{result.outcome}: {result.reason}")
+    if result is None:
+        return WAIT_ENDED
+    return 0 if result.outcome == "completed" else 1
 
 
 async def _report(args: argparse.Namespace, result: OperatorResult, done: str) -> int:
