@@ -61,7 +61,9 @@ async def test_ask_waits_for_input_lists_the_question_and_resumes_with_the_answe
     )
     assert lease is None  # the wait holds no claim
 
-    # A value the schema refuses: refused by field, nothing written.
+    # A value the schema refuses: refused by field, nothing written (compared once the pass
+    # that suspended the head has finished: its finish writes the host row).
+    await quiescent(client, connections, ids)
     before = await ledger_rows(pool, ids)
     with pytest.raises(InvalidInput) as refused:
         await client.answer(receipt.submission_id, "XL")

@@ -233,7 +233,7 @@ async def user_worker(
 async def test_cli_worker_runs_bindings_and_plugins_from_the_current_folder(
     user_worker: str, client: ThreadwardenClient, app_folder: Path, ids: str
 ) -> None:
-    assert "agents: myagent, scripted" in user_worker or "agents: scripted, myagent" in user_worker
+    assert "agents: myagent (v1), scripted (scripted-v1)" in user_worker
     receipt = await client.submit(ids, agent_id="myagent", input=[{"say": "hello"}])
     status = await eventually(
         lambda: client.thread_status(ids),
