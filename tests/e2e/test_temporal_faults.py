@@ -174,7 +174,10 @@ async def test_worker_stopped_while_a_pass_step_is_paused_converges_on_a_new_wor
     async with running_worker(settings, connections, failpoints=failpoints):
         status = await assert_settled_once(client, ids, 1)
         await converged(client, ids)
-    assert status.submissions[0].attempts == 1
+    # Begin runs the selected inline head once released: whether that attempt starts before
+    # the stopping worker's activities see the shutdown is the event loop's order. Either way
+    # at most that one attempt ran there, and it gave the head back (settled once, above).
+    assert status.submissions[0].attempts in (1, 2)
 
 
 async def test_worker_stopped_mid_attempt_is_reclaimed_at_a_higher_epoch(
