@@ -133,8 +133,8 @@ class HeadRunner:
         cancellation arrives promptly. Inline (a local activity of the pass) it runs for the
         inline budget: past it the attempt yields at its next committed step, and one still in
         a step after the grace is cut off; either way the head goes back (``handed_off``) and
-        its next attempt is dispatched. An inline attempt whose worker shuts down gives the head
-        back too (``shutdown``; the SDK neither cancels a local activity nor heartbeats it).
+        its later attempts are dispatched. An inline attempt whose worker shuts down gives the
+        head back too (``shutdown``; the SDK neither cancels a local activity nor heartbeats it).
         """
         inline = activity.info().is_local
         if inline and activity.is_worker_shutdown():
