@@ -41,13 +41,20 @@ from threadwarden.errors import (
     StackNotFound,
     StaleAttempt,
     StalePass,
+    ThreadBusy,
     ThreadwardenError,
 )
 from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance, HostWaveStillRunning
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 if TYPE_CHECKING:
-    from threadwarden.ledger.models import HostStatus, Receipt, SubmissionView, ThreadStatus
+    from threadwarden.ledger.models import (
+        HostStatus,
+        Receipt,
+        SubmissionDetail,
+        SubmissionView,
+        ThreadStatus,
+    )
     from threadwarden.ledger.operator import OperatorResult
     from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
     from threadwarden.worker.plugin import ThreadwardenPlugin
@@ -60,6 +67,7 @@ _LAZY = {
     "Receipt": "threadwarden.ledger.models",
     "RecordFeed": "threadwarden.worker.watch",
     "Settings": "threadwarden.worker.settings",
+    "SubmissionDetail": "threadwarden.ledger.models",
     "SubmissionResult": "threadwarden.worker.client",
     "SubmissionView": "threadwarden.ledger.models",
     "ThreadStatus": "threadwarden.ledger.models",
@@ -118,10 +126,12 @@ __all__ = [
     "StaleAttempt",
     "StalePass",
     "SubmissionResult",
+    "SubmissionDetail",
     "SubmissionView",
     "ThreadRecord",
     "ThreadStatus",
     "ThreadwardenClient",
+    "ThreadBusy",
     "ThreadwardenError",
     "ThreadwardenPlugin",
 ]

@@ -19,6 +19,11 @@ class IdempotencyConflict(ThreadwardenError):
     """The idempotency key was already used on this thread for a different payload."""
 
 
+class ThreadBusy(ThreadwardenError):
+    """``if_busy="reject"``: the thread has a submission that has not settled; nothing was
+    written."""
+
+
 class NotFound(ThreadwardenError):
     """A named thread, host or submission does not exist."""
 

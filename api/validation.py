@@ -3,7 +3,7 @@
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Literal
 
 from threadwarden.errors import InvalidInput
 
@@ -15,6 +15,12 @@ MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in a JSON input (the top level is 1)."""
 MAX_TEXT_CHARS = 1_000
 """Longest free-text operator note (a denial's reason)."""
+
+IfBusy = Literal["enqueue", "reject", "interrupt"]
+"""What a submission does when its thread has one that has not settled: queue behind it
+(``enqueue``, the default), not be admitted (``reject``: `ThreadBusy`), or ask every earlier
+one to abort in the same transaction and run next (``interrupt``)."""
+IF_BUSY: tuple[IfBusy, ...] = ("enqueue", "reject", "interrupt")
 
 _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 """NUL (Postgres ``text``/``jsonb`` refuse it) and lone surrogates (not UTF-8: non-UTF-8 bytes of

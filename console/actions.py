@@ -1,4 +1,4 @@
-"""The console's state-changing requests: admit, approve, deny, resolve.
+"""The console's state-changing requests: admit, approve, deny, answer, resolve, stop (abort).
 
 Each goes through `ThreadwardenClient`, with the CLI's validation and errors, and is logged with
 who and when. A form gets 303 to the page that shows the change (htmx follows it and swaps the
@@ -20,6 +20,7 @@ from threadwarden.console.pages import inbox_view, thread_view
 from threadwarden.console.web import (
     FORM,
     as_json,
+    caller_of,
     console_of,
     error_json,
     operator_of,
@@ -126,6 +127,8 @@ async def resolve(request: Request) -> Response:
     """``POST /submissions/{id}/resolve``: ``outcome`` ran (with ``result`` JSON), not-run, fail."""
 
     async def decide(submission_id: str, fields: dict[str, str]) -> OperatorResult:
+        if caller_of(request).role != "console":
+            raise Forbidden("resolving an unknown side effect needs the console token")
         outcome = fields.get("outcome", "")
         result = _json_field(fields, "result") if outcome == "ran" else None
         if outcome not in ("ran", "not-run", "fail"):
@@ -135,6 +138,20 @@ async def resolve(request: Request) -> Response:
         return await client.resolve(submission_id, decided, result, operator=operator_of(request))
 
     return await _decide(request, "resolve", decide)
+
+
+async def abort(request: Request) -> Response:
+    """``POST /submissions/{id}/abort``: the thread page's Stop button."""
+
+    async def decide(submission_id: str, _: dict[str, str]) -> OperatorResult:
+        who = operator_of(request)
+        return await console_of(request).client.abort(submission_id, operator=who)
+
+    return await _decide(request, "abort", decide)
+
+
+class Forbidden(ThreadwardenError):
+    """The caller's token may not take this decision."""
 
 
 async def _decide(request: Request, action: str, decide: Any) -> Response:
@@ -149,7 +166,7 @@ async def _decide(request: Request, action: str, decide: Any) -> Response:
             return error_json(error)
         status = 404 if type(error).__name__ == "NotFound" else 400
         if not isinstance(error, InvalidInput) and status != 404:
-            status = 409
+            status = 403 if isinstance(error, Forbidden) else 409
         return await inbox_view(request, status_code=status, error=str(error))
     detail = f"now {result.state}{f' ({result.outcome})' if result.outcome else ''}"
     if not result.changed:

@@ -7,10 +7,13 @@ from typing import Any
 import asyncpg
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from threadwarden.console import actions, events, login, pages
+from threadwarden.console.api import create_api
+from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import BodyLimit, Guard
 from threadwarden.console.web import STATIC, Authenticate, Console, environment
@@ -25,13 +28,21 @@ def create_app(
     *,
     temporal_ui_url: str | None = None,
 ) -> Starlette:
-    """The console over ``client`` (decisions, status) and ``pool`` (its page reads).
+    """The console and the HTTP API (under ``/v1``) over ``client`` (decisions, status) and
+    ``pool`` (its page reads and its one listening connection, `LedgerFeed`).
 
-    ``settings`` gives the token, its name and the body limit; ``temporal_ui_url`` (the UI's
-    base URL) makes the host page link its workflow.
+    ``settings`` gives the tokens, their names, the allowed origins and the body limit;
+    ``temporal_ui_url`` (the UI's base URL) makes the host page link its workflow.
     """
     token = settings.console_token.get_secret_value() if settings.console_token else None
-    guard = Guard(token, settings.console_token_name)
+    api_token = settings.api_token.get_secret_value() if settings.api_token else None
+    guard = Guard(
+        token,
+        settings.console_token_name,
+        api_token=api_token,
+        api_token_name=settings.api_token_name,
+    )
+    api = create_api()
     routes = [
         Route("/", pages.threads),
         Route("/threads/{thread_id}", pages.thread),
@@ -43,26 +54,41 @@ def create_app(
         Route("/submissions/{submission_id}/deny", actions.deny, methods=["POST"]),
         Route("/submissions/{submission_id}/answer", actions.answer, methods=["POST"]),
         Route("/submissions/{submission_id}/resolve", actions.resolve, methods=["POST"]),
+        Route("/submissions/{submission_id}/abort", actions.abort, methods=["POST"]),
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.sign_in, methods=["POST"]),
         Route("/logout", login.sign_out, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=True), name="static"),
+        Mount("/v1", app=api),
+    ]
+    origins = tuple(settings.api_allowed_origins)
+    cors = [
+        Middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type", "idempotency-key", "last-event-id"],
+            expose_headers=["location"],
+            max_age=600,
+        )
     ]
     app = Starlette(
         routes=routes,
         middleware=[
+            *(cors if origins else []),
             Middleware(BodyLimit, limit=settings.console_max_body_bytes),
             Middleware(Headers),
-            Middleware(Authenticate, guard=guard),
+            Middleware(Authenticate, guard=guard, allowed_origins=origins),
         ],
     )
-    app.state.console = Console(
+    app.state.console = api.state.console = Console(
         client=client,
         queries=ConsoleQueries(pool),
         pool=pool,
         settings=settings,
         guard=guard,
         temporal_ui_url=temporal_ui_url.rstrip("/") if temporal_ui_url else None,
+        feed=LedgerFeed(pool),
     )
     app.state.templates = environment()
     return app

@@ -2,26 +2,33 @@
 
 ``GET /threads/{thread_id}/events?after=N`` streams each record above sequence ``N`` (or the
 ``Last-Event-ID`` a reconnecting browser sends) as an ``event: record`` whose data is the
-timeline's HTML for it, escaped like the page. It rides `ThreadwardenClient.records`: the feed
-listens before it reads, so nothing committed in between is missed, and no loop polls.
+timeline's HTML for it, escaped like the page. It rides the console's `LedgerFeed`: one
+listening connection for every stream, subscribed before the first read, so nothing committed
+in between is missed.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from collections.abc import AsyncIterator
 
 from jinja2 import Template
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from threadwarden.console.web import MAX_STREAMS, Console, console_of
+from threadwarden.console.feed import MAX_STREAMS
+from threadwarden.console.web import Console, console_of
 from threadwarden.errors import InvalidInput
 from threadwarden.validation import validate_id
 
+KEEPALIVE_S = 15.0
+"""A stream with no record for this long gets a comment, so proxies keep it open."""
+SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
-def _after(request: Request) -> int:
+
+def resume_after(request: Request) -> int:
+    """The sequence a stream resumes after: the larger of ``?after=`` and ``Last-Event-ID``
+    (0 when neither is a number; `threadwarden.console.api` refuses a malformed one)."""
     values = [request.query_params.get("after", ""), request.headers.get("last-event-id", "")]
     numbers = [int(v) for v in values if v.isdigit() and len(v) <= 18]
     return max(numbers, default=0)
@@ -35,30 +42,32 @@ async def thread_events(request: Request) -> Response:
         validate_id("thread", thread_id)
     except InvalidInput as error:
         return Response(f"{error}\n", 400, media_type="text/plain")
-    if console.streams >= MAX_STREAMS:
+    if console.feed.readers >= MAX_STREAMS:
         return Response("too many live timelines open\n", 503, media_type="text/plain")
     template = request.app.state.templates.get_template("_record.html")
     return StreamingResponse(
-        _stream(console, template, thread_id, _after(request)),
+        _stream(console, template, thread_id, resume_after(request)),
         media_type="text/event-stream",
-        headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        headers=SSE_HEADERS,
     )
 
 
 async def _stream(
     console: Console, template: Template, thread_id: str, after: int
 ) -> AsyncIterator[str]:
-    console.streams += 1
-    try:
-        yield ": live\n\n"  # the browser's EventSource counts as open from here
-        records = console.client.records(thread_id, wait_for_thread=True).__aiter__()
-        feed = cast(AsyncGenerator[Any, None], records)  # RecordFeed.__aiter__ is a generator
-        async with contextlib.aclosing(feed):
-            async for record in feed:
-                if record.sequence <= after:
-                    continue
-                html = template.render(record=record)
-                data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
-                yield f"event: record\nid: {record.sequence}\n{data}\n"
-    finally:
-        console.streams -= 1
+    yield ": live\n\n"  # the browser's EventSource counts as open from here
+    feed = console.feed.follow(thread_id, after, idle_s=KEEPALIVE_S)
+    async with contextlib.aclosing(feed):
+        async for record in feed:
+            if record is None:
+                yield ": keepalive\n\n"
+                continue
+            html = template.render(record=record)
+            yield sse_event("record", html, record["sequence"])
+
+
+def sse_event(event: str, data: str, event_id: int | None = None) -> str:
+    """One server-sent event; each line of ``data`` its own ``data:`` field."""
+    lines = "".join(f"data: {line}\n" for line in data.splitlines() or [""])
+    head = f"event: {event}\n" + ("" if event_id is None else f"id: {event_id}\n")
+    return f"{head}{lines}\n"

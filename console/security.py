@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import json
 import secrets
+from dataclasses import dataclass
+from typing import Literal
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,45 +40,75 @@ def check_bind(host: str, token: str | None) -> None:
     if token is None and not is_loopback(host):
         raise InvalidInput(
             "console_address",
-            "a loopback host (127.0.0.1, ::1, localhost) unless THREADWARDEN_CONSOLE_TOKEN is set",
+            "a loopback host (127.0.0.1, ::1, localhost) unless THREADWARDEN_CONSOLE_TOKEN"
+            " (or THREADWARDEN_API_TOKEN) is set",
             host or "(every interface)",
         )
 
 
-class Guard:
-    """The console's credentials: an optional token, its name, and a per-process secret."""
+Role = Literal["console", "app"]
+"""What a caller may do: ``console`` everything; ``app`` (the application token) everything
+but resolving an unknown side effect."""
 
-    def __init__(self, token: str | None, token_name: str) -> None:
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sends a request, and what it may do."""
+
+    name: str
+    role: Role
+
+
+class Guard:
+    """The console's credentials: an optional console token and an optional application token,
+    each with its name, and a per-process secret (CSRF tokens, the login cookie)."""
+
+    def __init__(
+        self,
+        token: str | None,
+        token_name: str,
+        *,
+        api_token: str | None = None,
+        api_token_name: str = "app",
+    ) -> None:
         self.token = token
         self.token_name = token_name
+        self.api_token = api_token
+        self.api_token_name = api_token_name
         self._secret = secrets.token_bytes(32)
 
     @property
     def required(self) -> bool:
-        """Whether requests must carry the token."""
-        return self.token is not None
+        """Whether requests must carry a token (either is set)."""
+        return self.token is not None or self.api_token is not None
+
+    def caller(self, authorization: str | None, cookie: str | None) -> Caller | None:
+        """Who sends a request: the console token's name (``console``), the application
+        token's (``app``), ``local`` (``console``) when no token is set, or None when a token
+        is required and none given matches."""
+        if not self.required:
+            return Caller(LOCAL_OPERATOR, "console")
+        scheme, _, given = (authorization or "").partition(" ")
+        if scheme.lower() == "bearer":
+            presented = given.strip().encode()
+            if self.token is not None and hmac.compare_digest(presented, self.token.encode()):
+                return Caller(self.token_name, "console")
+            if self.api_token is not None and hmac.compare_digest(
+                presented, self.api_token.encode()
+            ):
+                return Caller(self.api_token_name, "app")
+        if (
+            cookie is not None
+            and self.token is not None
+            and hmac.compare_digest(cookie.encode(), self.session_value().encode())
+        ):
+            return Caller(self.token_name, "console")
+        return None
 
     def session_value(self) -> str:
         """The login cookie's value: derived from the token, never the token itself."""
         assert self.token is not None
         return hmac.new(self.token.encode(), b"threadwarden-console", hashlib.sha256).hexdigest()
-
-    def operator(self, authorization: str | None, cookie: str | None) -> str | None:
-        """Who sends a request: the token's name, ``local`` when no token is required, or
-        None when the token is required and missing or wrong."""
-        if self.token is None:
-            return LOCAL_OPERATOR
-        if authorization is not None:
-            scheme, _, given = authorization.partition(" ")
-            if scheme.lower() == "bearer" and hmac.compare_digest(
-                given.strip().encode(), self.token.encode()
-            ):
-                return self.token_name
-        if cookie is not None and hmac.compare_digest(
-            cookie.encode(), self.session_value().encode()
-        ):
-            return self.token_name
-        return None
 
     def password_matches(self, given: str) -> bool:
         """Whether the login form's password is the token."""
@@ -104,9 +137,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        as_json = scope["path"].startswith("/v1/")  # the HTTP API's error document
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await _too_large(send, self.limit)
+            await _too_large(send, self.limit, as_json)
             return
         seen = 0
 
@@ -122,21 +156,26 @@ class BodyLimit:
         try:
             await self.app(scope, limited, send)
         except _TooLarge:
-            await _too_large(send, self.limit)
+            await _too_large(send, self.limit, as_json)
 
 
 class _TooLarge(Exception):
     pass
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    body = f"request body larger than {limit} bytes\n".encode()
+async def _too_large(send: Send, limit: int, as_json: bool) -> None:
+    message = f"request body larger than {limit} bytes"
+    body = f"{message}\n".encode()
+    media = b"text/plain; charset=utf-8"
+    if as_json:
+        error = {"code": "too_large", "message": message, "field": "body"}
+        body, media = json.dumps({"error": error}).encode(), b"application/json"
     await send(
         {
             "type": "http.response.start",
             "status": 413,
             "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-type", media),
                 (b"content-length", str(len(body)).encode()),
             ],
         }

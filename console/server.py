@@ -21,9 +21,10 @@ from threadwarden.worker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-CONSOLE_POOL_SIZE = 40
-"""Connections of the pool a console opens: each live timeline holds one while it listens
-(at most `threadwarden.console.web.MAX_STREAMS`), the pages share the rest."""
+CONSOLE_POOL_SIZE = 20
+"""Connections of the pool a console opens: one listens for every live reader
+(`threadwarden.console.feed.LedgerFeed`), the pages, the API and the readers' short reads share
+the rest."""
 
 
 def console_url(host: str, port: int) -> str:
@@ -58,8 +59,8 @@ async def serving(
     ``console_address``) before anything listens.
     """
     host, port = settings.console_bind
-    token = settings.console_token.get_secret_value() if settings.console_token else None
-    check_bind(host, token)
+    token = settings.console_token or settings.api_token
+    check_bind(host, token.get_secret_value() if token else None)
     app = create_app(client, pool, settings, temporal_ui_url=temporal_ui_url)
     config = uvicorn.Config(
         app,
@@ -86,6 +87,7 @@ async def serving(
     finally:
         server.should_exit = True
         await task
+        await app.state.console.feed.close()
 
 
 @contextlib.asynccontextmanager

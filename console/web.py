@@ -16,11 +16,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import (
     CSRF_FIELD,
     CSRF_HEADER,
     SESSION_COOKIE,
+    Caller,
     Guard,
     is_loopback,
 )
@@ -31,8 +33,8 @@ from threadwarden.worker.settings import Settings
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
 FORM = "application/x-www-form-urlencoded"
-MAX_STREAMS = 32
-"""Live timelines served at once; each holds a pooled connection while it listens."""
+API = "/v1/"
+"""Where the HTTP API for applications lives (`threadwarden.console.api`)."""
 
 
 @dataclass
@@ -45,7 +47,7 @@ class Console:
     settings: Settings
     guard: Guard
     temporal_ui_url: str | None
-    streams: int = 0
+    feed: LedgerFeed
 
 
 def environment() -> Environment:
@@ -91,6 +93,21 @@ def operator_of(request: Request) -> str:
     return operator
 
 
+def caller_of(request: Request) -> Caller:
+    """Who sends the request and what it may do (set by `Authenticate`)."""
+    caller: Caller = request.scope["caller"]
+    return caller
+
+
+def api_error(status: int, code: str, message: str, field: str | None = None) -> Response:
+    """The HTTP API's error document: ``{"error": {"code", "message", "field"?}}``."""
+    error: dict[str, str] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
+
+
 def wants_json(request: Request) -> bool:
     """``?format=json`` (or an ``Accept`` that asks only for JSON)."""
     if request.query_params.get("format") == "json":
@@ -125,6 +142,8 @@ def error_status(error: Exception) -> tuple[int, str]:
         return 404, "not_found"
     if isinstance(error, InvalidInput):
         return 400, "invalid_input"
+    if type(error).__name__ == "Forbidden":
+        return 403, "forbidden"
     return 409, re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
 
 
@@ -150,16 +169,21 @@ def see_other(path: str) -> Response:
 class Authenticate:
     """ASGI middleware: names the operator of each request, or refuses it.
 
-    Without a token (loopback only) everyone is ``local``. With one, a request needs the bearer
-    header or the login cookie; refused: 401 (JSON, events, a POST), or the login page. A POST
-    also needs the operator's CSRF token (form field or ``X-CSRF-Token``), else 403.
+    Without a token (loopback only) everyone is ``local``. With one, a request needs a bearer
+    token (the console's or the application's) or the login cookie; refused: 401 (JSON, events,
+    a POST), or the login page. A console POST also needs the operator's CSRF token (form field
+    or ``X-CSRF-Token``), else 403. The HTTP API (`API`) needs no CSRF token: it takes only
+    ``application/json`` bodies (a cross-origin page cannot send one without a CORS preflight
+    it does not get) and refuses a request whose ``Origin`` is another site's unless
+    ``allowed_origins`` names it; its refusals are its JSON errors.
     """
 
     OPEN = ("/login", "/static/")
 
-    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, allowed_origins: tuple[str, ...] = ()) -> None:
         self.app = app
         self.guard = guard
+        self.allowed_origins = allowed_origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -167,20 +191,29 @@ class Authenticate:
             return
         request = Request(scope, receive)
         path = request.url.path
-        if not self.guard.required and not is_loopback(_hostname(request.headers.get("host"))):
+        api = path.startswith(API)
+        host = request.headers.get("host")
+        if not self.guard.required and not is_loopback(_hostname(host)):
             # A tokenless console answers only to loopback names: a page that rebinds its own
             # domain to 127.0.0.1 (DNS rebinding) would otherwise read it, CSRF token included.
-            answer = Response("this console answers only to a loopback host name\n", 403)
-            await answer(scope, receive, send)
+            message = "this console answers only to a loopback host name"
+            answer = api_error(403, "forbidden_host", message, "Host") if api else None
+            await (answer or Response(message + "\n", 403))(scope, receive, send)
             return
-        operator = self.guard.operator(
+        origin = request.headers.get("origin")
+        if api and origin is not None and not self._origin_allowed(origin, host):
+            message = f"requests from the origin {origin[:100]!r} are not allowed"
+            await api_error(403, "forbidden_origin", message, "Origin")(scope, receive, send)
+            return
+        caller = self.guard.caller(
             request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
         )
-        if operator is None and not path.startswith(self.OPEN):
+        if caller is None and not path.startswith(self.OPEN):
             await self._refuse(request)(scope, receive, send)
             return
-        scope["operator"] = operator or ""
-        if request.method == "POST" and path != "/login":
+        scope["caller"] = caller
+        scope["operator"] = caller.name if caller else ""
+        if request.method == "POST" and path != "/login" and not api:
             body = await request.body()  # within the body limit (`BodyLimit` runs first)
             given = request.headers.get(CSRF_HEADER)
             if given is None and request.headers.get("content-type", "").startswith(FORM):
@@ -192,7 +225,16 @@ class Authenticate:
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
+    def _origin_allowed(self, origin: str, host: str | None) -> bool:
+        """Same origin (its host is the Host header) or one ``allowed_origins`` names."""
+        if origin in self.allowed_origins:
+            return True
+        scheme, _, rest = origin.partition("://")
+        return scheme in ("http", "https") and host is not None and rest == host
+
     def _refuse(self, request: Request) -> Response:
+        if request.url.path.startswith(API):
+            return api_error(401, "unauthorized", "a bearer token is required", "Authorization")
         if (
             request.method == "GET"
             and not wants_json(request)

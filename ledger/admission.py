@@ -14,52 +14,40 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from threadwarden.errors import HostMismatch, IdempotencyConflict
+from threadwarden.errors import HostMismatch, IdempotencyConflict, ThreadBusy
 from threadwarden.ledger.models import Receipt
+from threadwarden.ledger.operator import Operator, OperatorResult
 from threadwarden.ledger.pool import Connection
-from threadwarden.validation import canonical_json
-
-# Lock order everywhere: hosts, then threads, then submissions.
-_ENSURE_HOST = "INSERT INTO threadwarden.hosts (host_id) VALUES ($1) ON CONFLICT DO NOTHING"
-_MARK_DIRTY = """
-UPDATE threadwarden.hosts
-   SET dirty = dirty + CASE WHEN $2 THEN 1 ELSE 0 END,
-       alarm_at = LEAST(alarm_at, clock_timestamp() + make_interval(secs => $3::float8 / 1000)),
-       updated_at = clock_timestamp()
- WHERE host_id = $1
-RETURNING dirty
-"""
+from threadwarden.validation import IfBusy, canonical_json
 
 
-async def mark_dirty(
-    conn: Connection,
-    host_id: str,
-    *,
-    minimum_alarm_delay_ms: int,
-    invalidates_recovery: bool = True,
-) -> int:
-    """Inside a mutation's transaction: bump the generation and ensure-by the alarm.
-
-    Receipt-only bookkeeping passes ``invalidates_recovery=False``: it arms the alarm without
-    making the host dirty.
-    """
-    dirty = await conn.fetchval(_MARK_DIRTY, host_id, invalidates_recovery, minimum_alarm_delay_ms)
-    return int(dirty)
-
-
-def payload_digest(agent_id: str, agent_digest: str | None, value: Any) -> str:
-    """The digest an idempotency key is bound to."""
-    body = canonical_json({"agent_id": agent_id, "agent_digest": agent_digest, "input": value})
-    return hashlib.sha256(body.encode()).hexdigest()
+def payload_digest(
+    agent_id: str, agent_digest: str | None, value: Any, if_busy: IfBusy = "enqueue"
+) -> str:
+    """The digest an idempotency key is bound to (``if_busy`` counts when not the default)."""
+    fields = {"agent_id": agent_id, "agent_digest": agent_digest, "input": value}
+    if if_busy != "enqueue":
+        fields["if_busy"] = if_busy
+    return hashlib.sha256(canonical_json(fields).encode()).hexdigest()
 
 
 _READ = """
-SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest
+SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest,
+       ARRAY(SELECT i.submission_id FROM threadwarden.submissions i
+              WHERE i.thread_id = q.thread_id AND i.interrupted_by = s.submission_id
+              ORDER BY i.sequence) AS interrupted,
+       EXISTS (SELECT 1 FROM threadwarden.submissions b
+                WHERE b.thread_id = q.thread_id AND b.state <> 'settled') AS busy
   FROM (SELECT $1::text AS thread_id) q
   LEFT JOIN threadwarden.threads t ON t.thread_id = q.thread_id
   LEFT JOIN threadwarden.submissions s ON s.thread_id = q.thread_id AND s.idempotency_key = $2
 """
-"""The thread's owner and the submission an idempotency key already names, if any."""
+"""The thread's owner, the submission an idempotency key already names (and what it
+interrupted), if any, and whether the thread has a submission that has not settled
+(``submissions_lane``)."""
+_LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended('threadwarden:thread:' || $1, 0))"
+"""Serialises ``reject`` and ``interrupt`` admissions of one thread (the thread's row may not
+exist yet), so that two of them never both see it idle."""
 _WRITE = """
 WITH armed AS (
   SELECT clock_timestamp() + make_interval(secs => $11::float8 / 1000) AS at
@@ -116,15 +104,18 @@ class Admissions:
         idempotency_key: str | None = None,
         agent_digest: str | None = None,
         source: MessageSource | None = None,
+        if_busy: IfBusy = "enqueue",
     ) -> Receipt:
         """Admit one submission; the same key and payload return the same receipt.
 
-        ``source`` links a submission accepted from another thread's message back to it.
+        ``source`` links a submission accepted from another thread's message back to it;
+        ``if_busy`` says what it does when the thread has one that has not settled (`IfBusy`).
 
-        Raises `IdempotencyConflict` when the key was used for a different payload and
-        `HostMismatch` when the thread belongs to another host. Either way nothing is written.
+        Raises `IdempotencyConflict` when the key was used for a different payload,
+        `HostMismatch` when the thread belongs to another host and `ThreadBusy` for a ``reject``
+        on a busy thread. Either way nothing is written.
         """
-        digest = payload_digest(agent_id, agent_digest, input)
+        digest = payload_digest(agent_id, agent_digest, input, if_busy)
         key = idempotency_key or f"auto:{uuid.uuid4().hex}"
         for last_try in (False, True):
             try:
@@ -139,6 +130,7 @@ class Admissions:
                         digest=digest,
                         agent_digest=agent_digest,
                         source=source,
+                        if_busy=if_busy,
                     )
             except asyncpg.UniqueViolationError:
                 # A concurrent admission took the same key first: read its receipt instead.
@@ -158,8 +150,13 @@ class Admissions:
         digest: str,
         agent_digest: str | None,
         source: MessageSource | None,
+        if_busy: IfBusy = "enqueue",
     ) -> Receipt:
-        """`admit` inside the caller's transaction: one read, then one write."""
+        """`admit` inside the caller's transaction: one read, then one write (``reject`` and
+        ``interrupt`` first take the thread's admission lock; ``interrupt`` asks the earlier
+        submissions to abort before the write)."""
+        if if_busy != "enqueue":
+            await conn.execute(_LOCK_THREAD, thread_id)
         found = await conn.fetchrow(_READ, thread_id, key)
         assert found is not None
         owner = found["owner"]
@@ -179,8 +176,17 @@ class Admissions:
                 sequence=found["sequence"],
                 created=False,
                 wake=False,
+                interrupted=list(found["interrupted"]),
+            )
+        if if_busy == "reject" and found["busy"]:
+            raise ThreadBusy(
+                f"thread: {thread_id} has a submission that has not settled (if_busy reject)"
             )
         submission_id = f"sub_{uuid.uuid4().hex}"
+        interrupted: list[OperatorResult] = []
+        if if_busy == "interrupt" and found["busy"]:
+            operator = Operator(self._pool, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
+            interrupted = await operator.interrupt(conn, thread_id, submission_id)
         written = await conn.fetchrow(
             _WRITE,
             host,
@@ -203,5 +209,7 @@ class Admissions:
             host_id=host,
             sequence=int(written["sequence"]),
             created=True,
-            wake=not written["already_armed"],
+            wake=not written["already_armed"] or bool(interrupted),
+            interrupted=[result.submission_id for result in interrupted],
+            parent_hosts=sorted({r.parent_host_id for r in interrupted if r.parent_host_id}),
         )

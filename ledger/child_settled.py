@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from threadwarden.errors import ChildNotSettled, NotFound, NotWaiting
-from threadwarden.ledger.admission import mark_dirty
+from threadwarden.ledger.gate import mark_dirty
 from threadwarden.ledger.models import ChildSettled, ChildSettledStatus
 from threadwarden.ledger.pool import Connection
 

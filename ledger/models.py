@@ -40,10 +40,16 @@ class Receipt(BaseModel):
     host_id: str
     sequence: int
     created: bool
+    interrupted: list[str] = Field(default_factory=list)
+    """Submissions of the thread this one asked to abort (``if_busy="interrupt"``), in queue
+    order: a waiting or queued one settled ``aborted`` at once, a running one stops at its next
+    committed boundary."""
     wake: bool = Field(default=True, exclude=True)
     """Whether the host needs a wake: False when an alarm at least as early was already armed
     (a pass is running or due and will see this admission) or nothing was created. Not part
     of the receipt's serialised form."""
+    parent_hosts: list[str] = Field(default_factory=list, exclude=True)
+    """Hosts of parents whose child an interrupt settled: the caller wakes them too."""
 
 
 WaitingFor = Literal["approval", "input", "unknown-resolution", "binding", "child"]
@@ -75,6 +81,18 @@ class SubmissionView(BaseModel):
     children: list[str] | None = None
     """Set while ``waiting_for`` is ``child``: the child submissions the parent still waits
     for (those its wait lists that have not settled yet), in the order it listed them."""
+
+
+class SubmissionDetail(SubmissionView):
+    """One submission on its own (`threadwarden.ledger.status.StatusReader.submission`): its
+    view, where it lives, and once settled what its binding returned."""
+
+    thread_id: str
+    host_id: str
+    result: Any = None
+    """What the binding returned (``completed``); None until then."""
+    interrupted_by: str | None = None
+    """The submission admitted with ``if_busy="interrupt"`` that asked this one to abort."""
 
 
 class ThreadStatus(BaseModel):

@@ -19,8 +19,8 @@ import asyncpg
 from pydantic import BaseModel, Field
 
 from threadwarden.errors import DecisionConflict, NotFound, NotWaiting
-from threadwarden.ledger.admission import mark_dirty
 from threadwarden.ledger.child_settled import lock_hosts, unjoined_children
+from threadwarden.ledger.gate import mark_dirty
 from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
@@ -191,52 +191,82 @@ class Operator:
             await self._move(conn, row, "input-applied")
             return self._result(row, "input-applied")
 
-    async def abort(self, submission_id: str) -> OperatorResult:
+    async def abort(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
         """Abort: at once unless an attempt runs; then at its next committed boundary.
 
         A parent with unjoined children is not settled here: it is asked to abort and made
         claimable, and its next attempt aborts each unfinished child, joins every child's real
-        outcome and only then settles ``aborted`` (children-brief §5, "Parent aborted")."""
+        outcome and only then settles ``aborted`` (children-brief §5, "Parent aborted").
+        ``operator`` (who asked) is named in the reason of an abort settled here."""
+        reason = "aborted by an operator" + (f" ({operator})" if operator else "")
         async with self._pool.acquire() as conn, conn.transaction():
             row = await self._lock(conn, submission_id)
-            if row["state"] == "settled":
-                return self._result(row, "settled", row["outcome"], changed=False)
-            if row["state"] == "terminalizing":  # an outcome is reserved: it stands
-                return self._result(row, "terminalizing", changed=False)
-            if row["state"] == "running":
-                if row["abort_requested"]:  # asked before: the attempt stops at its boundary
-                    return self._result(row, "running", changed=False)
+            return await self._abort(conn, row, reason)
+
+    async def interrupt(self, conn: Connection, thread_id: str, by: str) -> list[OperatorResult]:
+        """Inside an admission's transaction, before it writes: ask every unsettled submission
+        of the thread to abort, as `abort` does (a waiting or queued one settles now, a running
+        one at its next committed boundary), marking each ``interrupted_by`` ``by``. Returns
+        what changed, in queue order."""
+        found = await conn.fetch(
+            "SELECT submission_id FROM threadwarden.submissions"
+            " WHERE thread_id = $1 AND state <> 'settled' ORDER BY sequence",
+            thread_id,
+        )
+        results = []
+        for submission in found:
+            row = await self._lock(conn, submission["submission_id"])
+            result = await self._abort(conn, row, f"interrupted by {by}")
+            if result.changed:
                 await conn.execute(
-                    "UPDATE threadwarden.submissions SET abort_requested = true"
+                    "UPDATE threadwarden.submissions SET interrupted_by = $2"
                     " WHERE submission_id = $1",
-                    submission_id,
+                    row["submission_id"],
+                    by,
                 )
-                await self._dirty(conn, row)
-                return self._result(row, "running")
-            if await conn.fetchval(_UNJOINED_CHILDREN, submission_id):
-                if row["abort_requested"]:  # asked before: its next attempt is on it
-                    return self._result(row, row["state"], changed=False)
-                await conn.execute(_ABORT_PARENT, submission_id)
-                await self._dirty(conn, row)
-                state = "input-applied" if row["state"] == "suspended" else row["state"]
-                return self._result(row, state)
-            # No attempt owns a row that is not running, so the thread is not fenced: a queued
-            # follower's abort must not disturb the head's live attempt.
-            epoch = await conn.fetchval(
-                "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1",
-                row["thread_id"],
-            )
-            marker = await settle_now(
-                conn,
-                thread_id=row["thread_id"],
-                submission_id=submission_id,
-                outcome="aborted",
-                reason="aborted by an operator",
-                epoch=int(epoch),
-                minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
+                results.append(result)
+        return results
+
+    async def _abort(self, conn: Connection, row: asyncpg.Record, reason: str) -> OperatorResult:
+        submission_id = row["submission_id"]
+        if row["state"] == "settled":
+            return self._result(row, "settled", row["outcome"], changed=False)
+        if row["state"] == "terminalizing":  # an outcome is reserved: it stands
+            return self._result(row, "terminalizing", changed=False)
+        if row["state"] == "running":
+            if row["abort_requested"]:  # asked before: the attempt stops at its boundary
+                return self._result(row, "running", changed=False)
+            await conn.execute(
+                "UPDATE threadwarden.submissions SET abort_requested = true"
+                " WHERE submission_id = $1",
+                submission_id,
             )
             await self._dirty(conn, row)
-            return self._result(row, "settled", "aborted", marker=marker)
+            return self._result(row, "running")
+        if await conn.fetchval(_UNJOINED_CHILDREN, submission_id):
+            if row["abort_requested"]:  # asked before: its next attempt is on it
+                return self._result(row, row["state"], changed=False)
+            await conn.execute(_ABORT_PARENT, submission_id)
+            await self._dirty(conn, row)
+            state = "input-applied" if row["state"] == "suspended" else row["state"]
+            return self._result(row, state)
+        # No attempt owns a row that is not running, so the thread is not fenced: a queued
+        # follower's abort must not disturb the head's live attempt.
+        epoch = await conn.fetchval(
+            "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1",
+            row["thread_id"],
+        )
+        marker = await settle_now(
+            conn,
+            thread_id=row["thread_id"],
+            submission_id=submission_id,
+            outcome="aborted",
+            reason=reason,
+            epoch=int(epoch),
+            minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
+        )
+        await self._dirty(conn, row)
+        return self._result(row, "settled", "aborted", marker=marker)
 
     async def _lock(self, conn: Connection, submission_id: str) -> asyncpg.Record:
         found = await conn.fetchrow(_FIND, submission_id)

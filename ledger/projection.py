@@ -16,7 +16,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.errors import NotFound
-from threadwarden.ledger.admission import mark_dirty
+from threadwarden.ledger.gate import mark_dirty
 from threadwarden.ledger.pool import Connection
 
 BATCH = 50

@@ -13,6 +13,7 @@ from threadwarden.ledger.models import (
     BindingRetryView,
     HostStatus,
     RetryView,
+    SubmissionDetail,
     SubmissionView,
     ThreadStatus,
     WaitingFor,
@@ -72,6 +73,25 @@ SELECT s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, 
 wait (a suspended one): one statement, on the thread's submission index, ``submissions_pkey``
 per child and `latest_wait`'s indexes per suspended row."""
 
+SUBMISSION = f"""
+SELECT s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, s.epoch,
+       s.reason, s.source_thread_id, s.source_message_id, s.created_at, s.settled_at,
+       s.parent_submission_id, p.thread_id AS parent_thread_id, s.thread_id, t.host_id,
+       s.interrupted_by, {latest_wait("s")} AS wait,
+       (SELECT r.body FROM threadwarden.records r
+         WHERE r.submission_id = $1 AND r.kind = 'settlement') AS settlement,
+       EXISTS (SELECT 1 FROM jsonb_array_elements(h.binding_retries) e
+                WHERE e ->> 'submission_id' = $1) AS blocked
+  FROM threadwarden.submissions s
+  JOIN threadwarden.threads t ON t.thread_id = s.thread_id
+  JOIN threadwarden.hosts h ON h.host_id = t.host_id
+  LEFT JOIN threadwarden.submissions p ON p.submission_id = s.parent_submission_id
+ WHERE s.submission_id = $1
+"""
+"""One submission with its thread and host, its latest wait, its settlement body and whether
+it waits for a binding: ``submissions_pkey``, ``records_one_settlement`` (compared with the
+parameter: see `SETTLEMENT_OF`), the thread's and host's keys."""
+
 SETTLEMENT_OF = (
     "SELECT s.thread_id, r.body FROM threadwarden.submissions s"
     "  LEFT JOIN threadwarden.records r ON r.submission_id = $1 AND r.kind = 'settlement'"
@@ -106,6 +126,17 @@ class StatusReader:
             host_id=host_id,
             submissions=[_submission_view(r, blocked) for r in rows],
         )
+
+    async def submission(self, submission_id: str) -> SubmissionDetail:
+        """One submission: state, outcome, what it waits for, reason and result."""
+        row = await self._pool.fetchrow(SUBMISSION, submission_id)
+        if row is None:
+            raise NotFound(f"submission: no submission {submission_id!r}")
+        fields = dict(row)
+        settlement, blocked = fields.pop("settlement"), fields.pop("blocked")
+        view = _submission_view(fields, {submission_id} if blocked else set())
+        result = settlement.get("result") if isinstance(settlement, dict) else None
+        return SubmissionDetail(**view.model_dump(), **_where(fields), result=result)
 
     async def host(self, host_id: str) -> HostStatus:
         """A host's maintenance state: generations, alarm, cursor and retry records."""
@@ -153,13 +184,19 @@ class StatusReader:
         return [dict(r) for r in await self._pool.fetch(_RECORDS_AFTER, thread_id, 0)]
 
 
-async def records_after(conn: Connection, thread_id: str, after: int) -> list[dict[str, Any]]:
-    """The thread's canonical records with a sequence above ``after``, in order.
+async def records_after(
+    conn: Connection, thread_id: str, after: int, *, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The thread's canonical records with a sequence above ``after``, in order (the first
+    ``limit`` of them; None: all).
 
     Sequences commit in order (the thread row is locked from allocation to commit), so a
     reader that remembers the last sequence it saw never skips one.
     """
-    return [dict(r) for r in await conn.fetch(_RECORDS_AFTER, thread_id, after)]
+    if limit is None:
+        return [dict(r) for r in await conn.fetch(_RECORDS_AFTER, thread_id, after)]
+    rows = await conn.fetch(_RECORDS_AFTER + " LIMIT $3", thread_id, after, limit)
+    return [dict(r) for r in rows]
 
 
 async def settlement_of(conn: Connection, submission_id: str) -> tuple[str, Any]:
@@ -173,8 +210,16 @@ async def settlement_of(conn: Connection, submission_id: str) -> tuple[str, Any]
     return row["thread_id"], row["body"]
 
 
-def _submission_view(row: asyncpg.Record, blocked: set[str]) -> SubmissionView:
-    fields = dict(row)
+def _where(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: fields[name] for name in ("thread_id", "host_id", "interrupted_by")}
+
+
+def _submission_view(row: asyncpg.Record | dict[str, Any], blocked: set[str]) -> SubmissionView:
+    fields = {
+        name: value
+        for name, value in dict(row).items()
+        if name not in ("thread_id", "host_id", "interrupted_by")
+    }
     wait = fields.pop("wait")
     waiting = waiting_for(row["state"], wait, row["submission_id"] in blocked)
     return SubmissionView(

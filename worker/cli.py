@@ -26,6 +26,7 @@ from threadwarden.errors import (
     InvalidInput,
     NotFound,
     NotWaiting,
+    ThreadBusy,
     ThreadwardenError,
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
@@ -37,10 +38,11 @@ from threadwarden.worker.settings import Settings, with_temporal_envconfig
 
 __all__ = ["build_parser", "main"]
 
-BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting)
+BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting, ThreadBusy)
 FIELD_OF = {
     IdempotencyConflict: "idempotency_key",
     HostMismatch: "host",
+    ThreadBusy: "thread",
     NotWaiting: "submission",
     DecisionConflict: "submission",
 }

@@ -111,20 +111,22 @@ def print_error(
     return code
 
 
+def thread_json(thread: ThreadStatus, sent: list[Message]) -> dict[str, Any]:
+    """``status --thread --json``'s document (also the HTTP API's ``GET /v1/threads/{id}``)."""
+    return {
+        "thread_id": thread.thread_id,
+        "host_id": thread.host_id,
+        "submissions": [
+            s.model_dump(mode="json", include=THREAD_STATUS_FIELDS) for s in thread.submissions
+        ],
+        "messages_sent": [m.model_dump(mode="json", include=MESSAGE_FIELDS) for m in sent],
+    }
+
+
 def print_thread(thread: ThreadStatus, sent: list[Message], *, as_json: bool) -> None:
     """``status --thread``: its submissions, then the messages it sent."""
     if as_json:
-        print_json(
-            {
-                "thread_id": thread.thread_id,
-                "host_id": thread.host_id,
-                "submissions": [
-                    s.model_dump(mode="json", include=THREAD_STATUS_FIELDS)
-                    for s in thread.submissions
-                ],
-                "messages_sent": [m.model_dump(include=MESSAGE_FIELDS) for m in sent],
-            }
-        )
+        print_json(thread_json(thread, sent))
         return
     print(f"thread {thread.thread_id} on host {thread.host_id}")
     print_table(

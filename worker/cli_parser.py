@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from threadwarden.errors import InvalidInput
-from threadwarden.validation import validate_id, validate_text
+from threadwarden.validation import IF_BUSY, validate_id, validate_text
 
 INBOX_DEFAULT_LIMIT = 100
 INBOX_MAX_LIMIT = 1_000
@@ -210,6 +210,14 @@ def _submit_command(sub: "argparse._SubParsersAction[_Parser]") -> None:
     )
     submit.add_argument(
         "--agent-digest", type=_id("agent_digest"), help="pin the work to this binding digest"
+    )
+    submit.add_argument(
+        "--if-busy",
+        choices=IF_BUSY,
+        default="enqueue",
+        help="when the thread has a submission that has not settled: queue behind it (enqueue,"
+        " the default), admit nothing (reject), or abort the earlier ones and run next"
+        " (interrupt)",
     )
     submit.add_argument(
         "--wait",

@@ -22,7 +22,13 @@ from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.inbox import InboxPage, InboxReader
 from threadwarden.ledger.messages import Message, Messages
-from threadwarden.ledger.models import HostStatus, Outcome, Receipt, ThreadStatus
+from threadwarden.ledger.models import (
+    HostStatus,
+    Outcome,
+    Receipt,
+    SubmissionDetail,
+    ThreadStatus,
+)
 from threadwarden.ledger.operator import Operator, OperatorResult, Resolution
 from threadwarden.ledger.pool import create_pool
 from threadwarden.ledger.projection import Projection, ThreadSummary
@@ -30,7 +36,7 @@ from threadwarden.ledger.publication import NotifySink, Publications
 from threadwarden.ledger.status import StatusReader
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
-from threadwarden.validation import validate_id, validate_input, validate_text
+from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
 from threadwarden.worker.watch import RecordFeed, await_settlement
@@ -177,11 +183,15 @@ class ThreadwardenClient:
         idempotency_key: str | None = None,
         host_id: str | None = None,
         agent_digest: str | None = None,
+        if_busy: IfBusy = "enqueue",
     ) -> Receipt:
         """Admit one submission (idempotent per key) and wake its host.
 
-        Bad input raises `InvalidInput` before anything is written. A lost wake is harmless:
-        the committed alarm lets the sweeper start the pass.
+        ``if_busy`` says what it does when the thread has a submission that has not settled:
+        ``enqueue`` (queue behind it), ``reject`` (raise `ThreadBusy`, write nothing) or
+        ``interrupt`` (ask each earlier one to abort in the same transaction; the receipt's
+        ``interrupted`` lists them). Bad input raises `InvalidInput` before anything is
+        written. A lost wake is harmless: the committed alarm lets the sweeper start the pass.
         """
         validate_id("thread", thread_id)
         validate_id("agent", agent_id)
@@ -191,6 +201,8 @@ class ThreadwardenClient:
             validate_id("idempotency_key", idempotency_key)
         if agent_digest is not None:
             validate_id("agent_digest", agent_digest)
+        if if_busy not in IF_BUSY:
+            raise InvalidInput("if_busy", f"one of {', '.join(IF_BUSY)}", if_busy)
         validate_input("input", input, max_bytes=self._settings.max_input_bytes)
         if agent_id == SCRIPTED_AGENT_ID:
             parse_steps(input)
@@ -203,6 +215,7 @@ class ThreadwardenClient:
             host_id=host_id,
             idempotency_key=idempotency_key,
             agent_digest=agent_digest,
+            if_busy=if_busy,
         )
         await self._failpoints.hit("maintenance:dirty:after")
         if receipt.created:
@@ -210,6 +223,10 @@ class ThreadwardenClient:
             await self._failpoints.hit("maintenance:mutation:armed")
             if receipt.wake:  # else an alarm as early was armed: its pass sees this admission
                 await self.wake(receipt.host_id)
+            for parent_host in receipt.parent_hosts:  # an interrupt settled a child
+                await self.wake(parent_host, reason="child-settled")
+            if receipt.interrupted:
+                await self._publications.publish_committed(receipt.host_id)
             await self._failpoints.hit("maintenance:mutation:finished")
         await self._failpoints.hit("maintenance:mutation:after")
         return receipt
@@ -275,10 +292,13 @@ class ThreadwardenClient:
         resolution = self._operator.resolve(submission_id, outcome, result, operator=operator)
         return await self._operate(resolution)
 
-    async def abort(self, submission_id: str) -> OperatorResult:
-        """Abort now, or (when an attempt runs) at its next committed boundary."""
+    async def abort(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
+        """Abort now, or (when an attempt runs) at its next committed boundary; ``operator``
+        as in `approve` (named in the reason of an abort settled at once)."""
         validate_id("submission", submission_id)
-        return await self._operate(self._operator.abort(submission_id))
+        if operator is not None:
+            validate_id("operator", operator)
+        return await self._operate(self._operator.abort(submission_id, operator=operator))
 
     async def _operate(self, mutation: Awaitable[OperatorResult]) -> OperatorResult:
         await self._failpoints.hit("maintenance:mutation:before")
@@ -333,6 +353,14 @@ class ThreadwardenClient:
         """
         validate_id("thread", thread_id)
         return await self._status.thread(thread_id)
+
+    async def submission(self, submission_id: str) -> SubmissionDetail:
+        """One submission now: state, outcome, what it waits for, reason and (settled) result.
+
+        Raises `NotFound` for an unknown submission.
+        """
+        validate_id("submission", submission_id)
+        return await self._status.submission(submission_id)
 
     async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
         """The projected summary of a thread (None until the projection reached it)."""

@@ -210,6 +210,7 @@ async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> in
             idempotency_key=args.idempotency_key,
             host_id=args.host,
             agent_digest=args.agent_digest,
+            if_busy=args.if_busy,
         )
         if not args.json:
             verb = "admitted" if receipt.created else "already admitted"
@@ -218,6 +219,8 @@ async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> in
                 f" (host {receipt.host_id}, sequence {receipt.sequence})",
                 flush=True,
             )
+            if receipt.interrupted:
+                print(f"interrupted {', '.join(receipt.interrupted)}", flush=True)
         if args.wait is None:
             if args.json:
                 print_json(receipt.model_dump())

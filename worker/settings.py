@@ -29,6 +29,8 @@ DEFAULT_METRICS_ADDRESS = "127.0.0.1:9464"
 """Where ``threadwarden worker`` serves its metrics when ``metrics_address`` is unset."""
 _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):([0-9]{1,5})$")
 """``host:port`` (an empty host binds every interface; an IPv6 host in brackets)."""
+_ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
+"""A browser origin: scheme, host and optional port, nothing more."""
 
 POOL_RESERVE = 4
 """Connections a worker's pool holds beyond one per activity and local-activity slot: a running
@@ -136,7 +138,17 @@ class Settings(BaseSettings):
     """Who the console records as the operator for requests carrying ``console_token``
     (without a token, on loopback, it records ``local``)."""
     console_max_body_bytes: int = Field(default=131_072, ge=4_096, le=10_485_760)
-    """Largest request body the console reads; a larger one is refused with 413."""
+    """Largest request body the console (and its HTTP API) reads; a larger one is refused with
+    413."""
+    api_token: SecretStr | None = Field(default=None, min_length=16, max_length=512)
+    """The HTTP API's application token (bearer): it may submit, read, follow, approve, deny,
+    answer and abort, but not resolve (the console token may do everything). Either token makes
+    every request need one; either lets the console bind beyond loopback."""
+    api_token_name: str = Field(default="app", pattern=r"^[A-Za-z0-9._:@-]{1,64}$")
+    """Who decisions taken with ``api_token`` record as their operator."""
+    api_allowed_origins: list[str] = Field(default_factory=list, max_length=50)
+    """Browser origins (``https://app.example.com``) allowed to call the HTTP API across
+    origins (CORS); none by default: only the console's own origin."""
     failpoints: str = ""
     """Failpoints armed in a worker process (``location=probability,…[:seed=N]``, see
     `Failpoints.from_spec`); empty arms none. For chaos runs, never production."""
@@ -168,6 +180,14 @@ class Settings(BaseSettings):
         if text is not None and _CONTROL.search(text) is not None:  # the value is not shown
             raise ValueError("expected UTF-8 text without control characters")
         return value
+
+    @field_validator("api_allowed_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            if _ORIGIN.fullmatch(origin) is None:
+                raise ValueError(f"expected origins like https://app.example.com, got {origin!r}")
+        return origins
 
     @field_validator("console_address")
     @classmethod

@@ -10,7 +10,8 @@ import asyncpg
 import pytest
 
 from threadwarden.errors import HostMismatch, IdempotencyConflict
-from threadwarden.ledger.admission import Admissions, mark_dirty
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.gate import mark_dirty
 
 MIN_DELAY = timedelta(milliseconds=50)
 

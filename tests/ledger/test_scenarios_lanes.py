@@ -19,8 +19,9 @@ import asyncpg
 from tests.helpers.ledger import publish
 from tests.helpers.scene import assert_leftovers_armed
 from threadwarden.errors import BindingUnavailable
-from threadwarden.ledger.admission import Admissions, mark_dirty
+from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.gate import mark_dirty
 from threadwarden.ledger.maintenance import BeginResult, Maintenance
 from threadwarden.ledger.models import to_ms
 from threadwarden.ledger.pool import create_pool

@@ -1,0 +1,147 @@
+"""The console's one listener on the ledger: every live reader it serves rides one connection.
+
+A timeline in the browser, an API event stream and a ``result?wait=`` each subscribe to a
+thread here and get a hint (an `asyncio.Event`) when the ledger's NOTIFY names that thread; they
+read the records themselves from the pool, a short statement at a time, and hold no connection
+while they wait or while their client reads slowly. So 1,000 open streams cost one listening
+connection, and a slow reader never holds up a worker (nothing is queued for it: it reads
+again from its last sequence when it is ready).
+
+A notification is only a hint (see `threadwarden.worker.watch`): readers read again at least
+every `RECHECK_S`, and when the listening connection is lost every reader is woken, and the
+listener reconnects with a backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
+
+import asyncpg
+
+from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.ledger.status import records_after
+
+logger = logging.getLogger(__name__)
+
+RECHECK_S = 5.0
+"""The longest a reader goes without reading the ledger, should a notification be late or lost
+(as `threadwarden.worker.watch.RECHECK_S`)."""
+MAX_STREAMS = 1_000
+"""Live readers served at once by one console; one more is refused (503)."""
+READ_BATCH = 500
+"""Records one read takes; a reader far behind catches up a batch at a time."""
+RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+"""Waits between attempts to listen again after the connection was lost."""
+
+
+class LedgerFeed:
+    """Hints per thread from one LISTEN connection, taken from ``pool`` when first needed."""
+
+    def __init__(self, pool: asyncpg.Pool[Any], *, recheck_s: float = RECHECK_S) -> None:
+        self._pool = pool
+        self.recheck_s = recheck_s
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.readers = 0
+
+    @contextlib.contextmanager
+    def subscribe(self, thread_id: str) -> Iterator[asyncio.Event]:
+        """A hint set whenever the thread may have new records (clear it before reading)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._listen(), name="console-ledger-feed")
+        hint = asyncio.Event()
+        self._waiters.setdefault(thread_id, set()).add(hint)
+        self.readers += 1
+        try:
+            yield hint
+        finally:
+            self.readers -= 1
+            waiting = self._waiters.get(thread_id)
+            if waiting is not None:
+                waiting.discard(hint)
+                if not waiting:
+                    del self._waiters[thread_id]
+
+    async def follow(
+        self, thread_id: str, after: int, *, idle_s: float | None = None
+    ) -> AsyncGenerator[dict[str, Any] | None, None]:
+        """The thread's records above sequence ``after`` in order, then each new one, never
+        ending; a thread that does not exist yet is waited for. With ``idle_s``, yields None
+        after each ``idle_s`` without a record (a stream's keep-alive)."""
+        loop = asyncio.get_running_loop()
+        last = after
+        with self.subscribe(thread_id) as hint:
+            quiet_since = loop.time()
+            while True:
+                hint.clear()
+                async with self._pool.acquire() as conn:
+                    rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
+                for row in rows:
+                    last = row["sequence"]
+                    yield row
+                if rows:
+                    quiet_since = loop.time()
+                    if len(rows) == READ_BATCH:
+                        continue
+                wait_s = self.recheck_s
+                if idle_s is not None:
+                    wait_s = min(wait_s, max(quiet_since + idle_s - loop.time(), 0))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(hint.wait(), wait_s)
+                if idle_s is not None and loop.time() - quiet_since >= idle_s:
+                    quiet_since = loop.time()
+                    yield None
+
+    async def close(self) -> None:
+        """Stop listening (the connection goes back to the pool)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _wake(self, thread_id: str | None) -> None:
+        groups = self._waiters.values() if thread_id is None else [self._waiters.get(thread_id)]
+        for hints in groups:
+            for hint in hints or ():
+                hint.set()
+
+    def _on_notify(self, *args: Any) -> None:
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            thread_id = json.loads(args[-1]).get("thread_id")
+            if isinstance(thread_id, str):
+                self._wake(thread_id)
+
+    async def _listen(self) -> None:
+        failures = 0
+        while True:
+            lost = asyncio.Event()
+            try:
+                async with self._pool.acquire() as conn:
+                    conn.add_termination_listener(functools.partial(_set, lost))
+                    await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                    failures = 0
+                    self._wake(None)  # anything committed before the LISTEN: read again
+                    try:
+                        await lost.wait()
+                    finally:
+                        if not conn.is_closed():
+                            with contextlib.suppress(Exception):
+                                await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # the database is away: readers recheck, we retry
+                logger.warning("console: ledger notifications lost, listening again: %s", error)
+            self._wake(None)
+            await asyncio.sleep(RECONNECT_S[min(failures, len(RECONNECT_S) - 1)])
+            failures += 1
+
+
+def _set(event: asyncio.Event, *_: object) -> None:
+    event.set()
