@@ -161,7 +161,7 @@ async def test_if_busy_interrupt_aborts_a_waiting_one_at_once_and_runs_next(
     worker: None, http: httpx.AsyncClient, ids: str
 ) -> None:
     submissions = f"/v1/threads/{ids}/submissions"
-    waits = (await post(http, submissions, {"agent": "scripted", "input": [{"approval": "x"}]}))
+    waits = await post(http, submissions, {"agent": "scripted", "input": [{"approval": "x"}]})
     queued = await post(http, submissions, {"agent": "scripted", "input": [{"say": "queued"}]})
     waiting_id, queued_id = waits.json()["submission_id"], queued.json()["submission_id"]
     await state_of(http, waiting_id, "approval")
