@@ -1,0 +1,100 @@
+"""The HTTP API's event stream: records as server-sent events, resumed after Last-Event-ID with
+no gap and no duplicate, across a restart of the console; one listening connection for all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import asyncpg
+import httpx
+
+from tests.console.api import events, settled
+from tests.console.conftest import ServeConsole
+from threadwarden.worker.client import ThreadwardenClient
+
+
+async def test_events_start_before_the_thread_exists_and_carry_records_as_watch_json(
+    worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
+) -> None:
+    async with http.stream("GET", f"/v1/threads/{ids}/events") as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        receipt = await client.submit(ids, agent_id="scripted", input=[{"say": "<b>hi</b>"}])
+        found = await asyncio.wait_for(events(stream.aiter_lines(), 1), timeout=30)
+    [first] = found
+    record = json.loads(first["data"])
+    assert first["event"] == "record" and first["id"] == "1"
+    committed = (await client.records(ids))[0]
+    assert record == json.loads(json.dumps(committed, default=str))  # as `watch --json` prints
+    assert (
+        record["submission_id"] == receipt.submission_id and record["body"]["text"] == "<b>hi</b>"
+    )
+
+
+async def test_events_resume_after_last_event_id_across_a_console_restart(
+    worker: None, client: ThreadwardenClient, serve_console: ServeConsole, ids: str
+) -> None:
+    first = await client.submit(
+        ids, agent_id="scripted", input=[{"say": f"a{n}"} for n in range(3)]
+    )
+    seen: list[int] = []
+    async with serve_console() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with http.stream("GET", f"/v1/threads/{ids}/events") as stream:
+            got = await asyncio.wait_for(events(stream.aiter_lines(), 2), timeout=30)
+            seen += [int(e["id"]) for e in got]
+        await settled(http, first.submission_id)
+    # The console is gone; more records commit while no one reads.
+    second = await client.submit(ids, agent_id="scripted", input=[{"say": "b"}])
+    total = len(await client.records(ids))
+    async with serve_console() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        await settled(http, second.submission_id)
+        total = len(await client.records(ids))
+        headers = {"last-event-id": str(seen[-1])}
+        async with http.stream("GET", f"/v1/threads/{ids}/events", headers=headers) as stream:
+            got = await asyncio.wait_for(events(stream.aiter_lines(), total - seen[-1]), timeout=30)
+            seen += [int(e["id"]) for e in got]
+    assert seen == list(range(1, total + 1))  # every record once, none skipped, none twice
+
+    async with serve_console() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+        after = {"after": str(total - 1)}
+        async with http.stream("GET", f"/v1/threads/{ids}/events", params=after) as stream:
+            [last] = await asyncio.wait_for(events(stream.aiter_lines(), 1), timeout=30)
+    assert int(last["id"]) == total
+
+
+async def test_many_streams_share_one_listening_connection(
+    worker: None,
+    client: ThreadwardenClient,
+    http: httpx.AsyncClient,
+    database_url: str,
+    ids: str,
+) -> None:
+    threads = [f"{ids}-{n}" for n in range(20)]
+    async with contextlib.AsyncExitStack() as opened:
+        streams = [
+            await opened.enter_async_context(http.stream("GET", f"/v1/threads/{t}/events"))
+            for t in threads
+        ]
+        assert {stream.status_code for stream in streams} == {200}
+        for thread_id in threads:
+            await client.submit(thread_id, agent_id="scripted", input=[{"say": thread_id}])
+        for thread_id, stream in zip(threads, streams, strict=True):
+            [event] = await asyncio.wait_for(events(stream.aiter_lines(), 1), timeout=30)
+            assert json.loads(event["data"])["body"]["text"] == thread_id
+        listening = await _listeners(database_url)
+    assert listening == 1  # 20 streams, one LISTEN connection (the worker's sink only NOTIFYs)
+
+
+async def _listeners(database_url: str) -> int:
+    """Connections of the test's database whose latest statement was a LISTEN."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        value = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+        )
+        return int(value)
+    finally:
+        await conn.close()

@@ -1,0 +1,142 @@
+"""Who may use the HTTP API: the console token may do everything, the application token all but
+resolve, each decision records the token's name; other origins and hosts are kept out; the
+OpenAPI document is valid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import httpx
+from openapi_spec_validator import validate
+
+from tests.console.api import error_of, ledger_snapshot, post, state_of
+from tests.console.conftest import ServeConsole
+from tests.helpers.cli import unknown_side_effect
+from threadwarden.console.api import create_api
+from threadwarden.worker.client import ThreadwardenClient
+
+CONSOLE_TOKEN = "console-token-0123456789abcdef"
+APP_TOKEN = "app-token-0123456789abcdef012"
+
+
+async def test_tokens_decide_who_may_do_what_and_name_the_operator(
+    worker: None,
+    client: ThreadwardenClient,
+    serve_console: ServeConsole,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    served = serve_console(
+        console_token=CONSOLE_TOKEN, api_token=APP_TOKEN, api_token_name="web-app"
+    )
+    async with served as url, httpx.AsyncClient(base_url=url, timeout=30) as anonymous:
+        app = httpx.AsyncClient(
+            base_url=url, timeout=30, headers={"authorization": f"Bearer {APP_TOKEN}"}
+        )
+        console = httpx.AsyncClient(
+            base_url=url, timeout=30, headers={"authorization": f"Bearer {CONSOLE_TOKEN}"}
+        )
+        async with app, console:
+            before = await ledger_snapshot(pool)
+            body = {"agent": "scripted", "input": [{"approval": "x"}]}
+            for refused in (
+                await post(anonymous, f"/v1/threads/{ids}/submissions", body),
+                await post(
+                    anonymous,
+                    f"/v1/threads/{ids}/submissions",
+                    body,
+                    authorization="Bearer wrong-token-0123456789",
+                ),
+                await anonymous.get("/v1/inbox"),
+                await anonymous.get(f"/v1/threads/{ids}/events"),
+            ):
+                assert refused.status_code == 401, refused.text
+                assert error_of(refused)["code"] == "unauthorized"
+                assert refused.headers["www-authenticate"] == "Bearer"
+            assert await ledger_snapshot(pool) == before
+
+            admitted = await post(app, f"/v1/threads/{ids}/submissions", body)
+            assert admitted.status_code == 201
+            submission_id = admitted.json()["submission_id"]
+            await state_of(app, submission_id, "approval")
+            approved = await post(app, f"/v1/submissions/{submission_id}/approve", {})
+            assert approved.json()["operator"] == "web-app"
+            [decision] = [r for r in await client.records(ids) if r["kind"] == "approval-decision"]
+            assert decision["body"] == {"approved": True, "operator": "web-app"}
+
+            unknown = await unknown_side_effect(pool, f"{ids}-u")
+            before = await ledger_snapshot(pool)
+            resolve = f"/v1/submissions/{unknown}/resolve"
+            forbidden = await post(app, resolve, {"outcome": "not-run"})
+            assert forbidden.status_code == 403 and error_of(forbidden)["code"] == "forbidden"
+            assert await ledger_snapshot(pool) == before
+            resolved = await post(console, resolve, {"outcome": "not-run"})
+            assert resolved.status_code == 200 and resolved.json()["operator"] == "operator"
+
+            aborted = await post(app, f"/v1/submissions/{unknown}/abort", {})
+            assert aborted.status_code == 200
+
+
+async def test_other_origins_and_hosts_are_refused_unless_allowed(
+    http: httpx.AsyncClient, serve_console: ServeConsole, pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    body = {"agent": "scripted", "input": [{"say": "x"}]}
+    before = await ledger_snapshot(pool)
+    evil = await post(http, f"/v1/threads/{ids}/submissions", body, origin="https://evil.test")
+    assert evil.status_code == 403 and error_of(evil)["code"] == "forbidden_origin"
+    rebound = await post(http, f"/v1/threads/{ids}/submissions", body, host="evil.test")
+    assert rebound.status_code == 403 and error_of(rebound)["code"] == "forbidden_host"
+    preflight = await http.options(
+        f"/v1/threads/{ids}/submissions",
+        headers={"origin": "https://evil.test", "access-control-request-method": "POST"},
+    )
+    assert "access-control-allow-origin" not in preflight.headers
+    assert await ledger_snapshot(pool) == before
+    same = await post(
+        http, f"/v1/threads/{ids}/submissions", body, origin=str(http.base_url).rstrip("/")
+    )
+    assert same.status_code == 201, same.text
+
+    allowed = "https://app.example.com"
+    async with (
+        serve_console(api_allowed_origins=[allowed]) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as cors,
+    ):
+        preflight = await cors.options(
+            f"/v1/threads/{ids}/submissions",
+            headers={
+                "origin": allowed,
+                "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type",
+            },
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == allowed
+        sent = await post(cors, f"/v1/threads/{ids}/submissions", body, origin=allowed)
+        assert sent.status_code == 201
+        assert sent.headers["access-control-allow-origin"] == allowed
+
+
+async def test_the_openapi_document_is_valid_and_names_every_route(
+    http: httpx.AsyncClient,
+) -> None:
+    answer = await http.get("/v1/openapi.json")
+    assert answer.status_code == 200
+    document = answer.json()
+    validate(document)  # raises on an invalid OpenAPI 3.1 document
+    assert set(document["paths"]) == {
+        "/v1/threads/{thread_id}/submissions",
+        "/v1/threads/{thread_id}",
+        "/v1/threads/{thread_id}/events",
+        "/v1/submissions/{submission_id}",
+        "/v1/submissions/{submission_id}/result",
+        "/v1/inbox",
+        *(
+            f"/v1/submissions/{{submission_id}}/{action}"
+            for action in ("approve", "deny", "answer", "resolve", "abort")
+        ),
+    }
+    paths = {getattr(route, "path", "") for route in create_api().routes}
+    served = {f"/v1{path}" for path in paths if path != "/openapi.json"}
+    assert served == set(document["paths"])
