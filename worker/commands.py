@@ -48,7 +48,9 @@ async def _until_interrupted() -> None:
 
 
 async def demo(settings: Settings, _: argparse.Namespace) -> int:
-    return await demo_module.run(settings)
+    from threadwarden.console.server import open_console  # its web stack: only when served
+
+    return await demo_module.run(settings, open_console)
 
 
 async def dev(settings: Settings, args: argparse.Namespace) -> int:
@@ -89,7 +91,12 @@ async def _run_dev(
         metrics_url = scrape_url(settings.metrics_bind)
         recorded = read_endpoints(settings.data_dir)
         if recorded is not None:
-            urls = replace(recorded, metrics_url=metrics_url, console_url=console_url)
+            urls = replace(
+                recorded,
+                metrics_url=metrics_url,
+                console_url=console_url,
+                api_url=f"{console_url}/v1",
+            )
             write_endpoints(settings.data_dir, urls)
         print(f"threadwarden dev stack in {settings.data_dir.resolve()}")
         print(f"  temporal   {connections.temporal_address}  (namespace {namespace})")
@@ -99,7 +106,8 @@ async def _run_dev(
         print(f"  agents     {served_agents(registry)}")
         if metrics_url is not None:
             print(f"  metrics    {metrics_url}")
-        print(f"  console {console_url}")
+        print(f"  console    {console_url}")
+        print(f"  api        {console_url}/v1  (docs/api.md)")
         print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
         await _until_interrupted()
 

@@ -6,12 +6,15 @@ import json
 import logging
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from temporalio.client import Client
 
 from threadwarden.bindings import AttemptContext, Binding, BindingRegistry, Completed, Outcome
 from threadwarden.errors import NotFound
@@ -21,7 +24,7 @@ from threadwarden.ledger.publication import NOTIFY_CHANNEL
 from threadwarden.worker.cli_output import format_table
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.runtime import Connections, connect_configured, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.worker.stack import embedded_stack, stopped_by_signals
 
@@ -282,7 +285,14 @@ async def _record_feed(
         await listener.close()
 
 
-async def run(settings: Settings) -> int:
+ServeApi = Callable[
+    [Settings, str, Callable[[], Awaitable[Client]]], AbstractAsyncContextManager[str]
+]
+"""Serves the console and its HTTP API while the demo runs (`threadwarden.console.server`'s
+``open_console``: the CLI hands it in, the worker room does not import the console)."""
+
+
+async def run(settings: Settings, serve_api: ServeApi) -> int:
     """Start the stack, submit the scripts, show progress, print the summary, stop."""
     run_id = uuid.uuid4().hex[:6]
     demo_settings = settings.model_copy(update={"data_dir": settings.data_dir / "demo"})
@@ -302,7 +312,7 @@ async def run(settings: Settings) -> int:
         try:
             async with embedded_stack(demo_settings.data_dir, record=False) as connections:
                 _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
-                progress = await _run_scripts(demo_settings, connections, run_id, agent)
+                progress = await _run_scripts(demo_settings, connections, run_id, agent, serve_api)
                 _summary(progress, connections.ui_url)
                 if not progress.succeeded():
                     print(
@@ -326,20 +336,29 @@ async def _run_scripts(
     connections: Connections,
     run_id: str,
     loading: Awaitable[Binding | ImportError],
+    serve_api: ServeApi,
 ) -> Progress:
     """Submit, follow the feed and the progress until everything settled. The feed closes
     first (it is entered last), so no feed line lands inside the summary."""
+    on_any_port = settings.model_copy(update={"console_address": "127.0.0.1:0"})
     async with (
         contextlib.AsyncExitStack() as workers,
         ThreadwardenClient.connect(settings, connections) as client,
+        serve_api(
+            on_any_port,
+            connections.database_url,
+            lambda: connect_configured(settings, connections),
+        ) as console_url,
         _record_feed(connections.database_url, _thread_id(run_id, ""), _tool_names(client)) as feed,
     ):
+        api_url = f"{console_url}/v1"
+        _line(f"  console {console_url}, HTTP API {api_url} (while the demo runs)")
         _line(f"Following the live record feed (LISTEN {NOTIFY_CHANNEL}) …")
         agent, graph = _agent_or_note(await loading), _load_graph()
         await workers.enter_async_context(
             running_worker(settings, connections, _registry(agent, graph))
         )
-        threads, delegations, turn = await _submit_all(client, run_id, agent)
+        threads, delegations, turn = await _submit_all(client, run_id, agent, api_url)
         graph_turn = None if graph is None else await _submit_graph(client, run_id, graph)
         if graph_turn is not None:
             threads.append(graph_turn.thread_id)
@@ -404,7 +423,7 @@ def _registry(*agents: Binding | None) -> BindingRegistry:
 
 
 async def _submit_all(
-    client: ThreadwardenClient, run_id: str, agent: Binding | None
+    client: ThreadwardenClient, run_id: str, agent: Binding | None, api_url: str
 ) -> tuple[list[str], list[Delegation], AgentTurn | None]:
     threads, delegations = [], []
     shared_host = _thread_id(run_id, "shared")
@@ -424,7 +443,14 @@ async def _submit_all(
                 delegations.append(Delegation(thread, receipt.submission_id, children))
         threads.append(thread)
     i18n = _thread_id(run_id, "i18n")
-    await client.submit(i18n, agent_id=TRANSLATOR, input={"text": "hello"}, idempotency_key=i18n)
+    # As an application would: over the HTTP API (docs/api.md), as `curl` does.
+    await asyncio.to_thread(
+        _post_json,
+        f"{api_url}/threads/{i18n}/submissions",
+        {"agent": TRANSLATOR, "input": {"text": "hello"}},
+        i18n,
+    )
+    _line(f"  {i18n}: admitted with POST {api_url}/threads/{i18n}/submissions")
     threads.append(i18n)
     turn = None
     if agent is not None:
@@ -437,6 +463,18 @@ async def _submit_all(
     total = sum(len(s) for s in SCRIPTS.values()) + 1 + (turn is not None)
     _line(f"Submitted {total} submissions on {len(threads)} threads (run {run_id}).")
     return threads, delegations, turn
+
+
+def _post_json(url: str, body: Any, idempotency_key: str) -> Any:
+    """POST ``body`` as JSON (blocking: run it in a thread); the answer's JSON."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", "idempotency-key": idempotency_key},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
 
 
 async def _submit_graph(client: ThreadwardenClient, run_id: str, graph: Binding) -> AgentTurn:

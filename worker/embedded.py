@@ -50,6 +50,8 @@ class Endpoints:
     """The embedded PostgreSQL's postmaster."""
     console_url: str | None = None
     """The dev stack's operator console (``threadwarden console``, docs/console.md)."""
+    api_url: str | None = None
+    """The dev stack's HTTP API for applications (``{console_url}/v1``, docs/api.md)."""
 
 
 EMBEDDED_HINT = (
@@ -321,8 +323,9 @@ def read_endpoints(data_dir: Path) -> Endpoints | None:
             raise TypeError("pid")
         if not isinstance(endpoints.metrics_url, str | None):
             raise TypeError("metrics_url")
-        if not isinstance(endpoints.console_url, str | None):
-            raise TypeError("console_url")
+        for url in (endpoints.console_url, endpoints.api_url):
+            if not isinstance(url, str | None):
+                raise TypeError("url")
         for pid in (endpoints.temporal_pid, endpoints.postgres_pid):
             if not isinstance(pid, int | None):
                 raise TypeError("pid")

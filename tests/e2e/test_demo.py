@@ -43,6 +43,9 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_agent_an
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
     assert "settled 22/22" in text  # 20 submitted, the message and the delegated child
+    api = re.search(r"HTTP API (http://127\.0\.0\.1:\d+/v1) \(while the demo runs\)", text)
+    assert api is not None, text[-3000:]
+    assert f"admitted with POST {api[1]}/threads/demo-" in text  # the i18n turn, over HTTP
     _assert_graph_thread(text)
     # the delegation: the parent waits for its subagent, then completes with the child's result
     waits = re.search(

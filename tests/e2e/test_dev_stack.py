@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.helpers.polling import eventually
@@ -54,10 +55,24 @@ async def test_dev_stack_serves_submit_and_status_from_the_same_folder(tmp_path:
         stack_file = data_dir / "stack.json"
 
         async def recorded() -> bool:
-            return stack_file.exists() and dev.returncode is None
+            if not stack_file.exists() or dev.returncode is not None:
+                return False
+            return json.loads(stack_file.read_text()).get("api_url") is not None
 
         await eventually(recorded, bool, timeout_s=90, what="dev stack recorded")
-        assert json.loads(stack_file.read_text())["ui_url"].startswith("http://127.0.0.1:")
+        endpoints = json.loads(stack_file.read_text())
+        assert endpoints["ui_url"].startswith("http://127.0.0.1:")
+        assert endpoints["api_url"] == endpoints["console_url"] + "/v1"
+        async with httpx.AsyncClient(base_url=endpoints["api_url"], timeout=30) as api:
+            posted = await api.post(
+                "/threads/api-thread/submissions",
+                json={"agent": "scripted", "input": [{"say": "over http"}]},
+            )
+            assert posted.status_code == 201, posted.text
+            done = await api.get(
+                f"/submissions/{posted.json()['submission_id']}/result", params={"wait": 60}
+            )
+            assert done.status_code == 200 and done.json()["result"] == {"said": ["over http"]}
         code, out = await _cli(
             data_dir,
             "submit",
