@@ -145,10 +145,10 @@ async def test_if_busy_reject_refuses_while_a_submission_runs_or_waits_and_write
     await settled(http, running.json()["submission_id"])
     waits = await post(http, submissions, {"agent": "scripted", "input": [{"approval": "x"}]})
     await state_of(http, waits.json()["submission_id"], "approval")
-    before = await ledger_snapshot(pool)
+    before = (await ledger_snapshot(pool))[2:4]  # its pass may still be finishing: hosts move
     refused = await post(http, submissions, second)
     assert refused.status_code == 409 and error_of(refused)["code"] == "thread_busy"
-    assert await ledger_snapshot(pool) == before
+    assert (await ledger_snapshot(pool))[2:4] == before  # no submission, no record
 
     await post(http, f"/v1/submissions/{waits.json()['submission_id']}/deny", {})
     await settled(http, waits.json()["submission_id"])
