@@ -98,3 +98,30 @@ async def _listeners(database_url: str) -> int:
         return int(value)
     finally:
         await conn.close()
+
+
+async def test_a_stream_goes_on_when_the_listening_connection_is_killed(
+    worker: None,
+    client: ThreadwardenClient,
+    http: httpx.AsyncClient,
+    database_url: str,
+    ids: str,
+) -> None:
+    async with http.stream("GET", f"/v1/threads/{ids}/events") as stream:
+        lines = stream.aiter_lines()
+        await client.submit(ids, agent_id="scripted", input=[{"say": "before"}])
+        [before] = await asyncio.wait_for(events(lines, 1), timeout=30)
+        conn = await asyncpg.connect(database_url)
+        try:
+            killed = await conn.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+            )
+        finally:
+            await conn.close()
+        assert killed == 1
+        await client.submit(ids, agent_id="scripted", input=[{"say": "after"}])
+        later = await asyncio.wait_for(events(lines, 2), timeout=30)
+    texts = [json.loads(e["data"])["body"].get("text") for e in [before, *later]]
+    assert texts[0] == "before" and "after" in texts
+    assert [int(e["id"]) for e in [before, *later]] == [1, 2, 3]  # no gap, no repeat
