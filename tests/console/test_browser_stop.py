@@ -1,0 +1,86 @@
+"""The thread page's Stop button in a real headless browser: a running submission stops at its
+next committed step, a waiting one at once; the page and the ledger both say ``aborted``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from playwright.async_api import Browser, Locator, Page, expect
+
+from tests.console.browser import chromium
+from tests.console.helpers import wait_for_state
+from threadwarden.ledger.models import SubmissionView
+from threadwarden.worker.client import ThreadwardenClient
+
+STEPS = 400
+SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range(STEPS)]
+"""A scripted turn that would run for about a minute, committing a step every 300 ms: long enough
+that a loaded machine cannot finish it before the page shows it running (the test takes only
+until its next step after Stop)."""
+SETTLES_MS = 30_000
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """A headless chromium (without one: skipped naming the fix, or failed under CI=true)."""
+    async with chromium() as launched:
+        yield launched
+
+
+async def _thread_page(browser: Browser, url: str) -> Page:
+    page = await browser.new_page(viewport={"width": 1280, "height": 800})
+    await page.goto(url)
+    await expect(page.locator("body")).to_have_attribute("data-live", "open")
+    return page
+
+
+async def _view(client: ThreadwardenClient, thread_id: str, submission_id: str) -> SubmissionView:
+    status = await client.thread_status(thread_id)
+    return next(s for s in status.submissions if s.submission_id == submission_id)
+
+
+async def _stop(page: Page, row: Locator) -> None:
+    stop = row.get_by_role("button", name="Stop")
+    await expect(stop).to_have_count(1)
+    await stop.click()
+    await expect(page.locator(".error")).to_have_count(0)  # no refusal shown in its place
+
+
+async def test_console_stop_button_aborts_a_running_submission_at_its_next_step(
+    worker: None, client: ThreadwardenClient, console_url: str, browser: Browser, ids: str
+) -> None:
+    running = await client.submit(ids, agent_id="scripted", input=SLOW)
+    await wait_for_state(client, ids, running.submission_id, "running")
+    page = await _thread_page(browser, f"{console_url}/threads/{ids}")
+    row = page.locator(f"#sub-{running.submission_id}")
+    await expect(row).to_have_attribute("data-state", "running", timeout=SETTLES_MS)
+    await expect(row).to_have_attribute("data-outcome", "")
+
+    await _stop(page, row)
+    await expect(row).to_have_attribute("data-outcome", "aborted", timeout=SETTLES_MS)
+    await expect(row).to_have_attribute("data-state", "settled")
+    await expect(row.get_by_role("button", name="Stop")).to_have_count(0)  # settled: no Stop
+
+    view = await _view(client, ids, running.submission_id)
+    assert (view.state, view.outcome) == ("settled", "aborted"), view
+    said = [r["body"]["text"] for r in await client.records(ids) if r["kind"] == "message"]
+    assert 1 <= len(said) < STEPS // 2, said  # it stopped before its end
+
+
+async def test_console_stop_button_aborts_a_submission_waiting_for_approval_at_once(
+    worker: None, client: ThreadwardenClient, console_url: str, browser: Browser, ids: str
+) -> None:
+    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "x"}])
+    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    page = await _thread_page(browser, f"{console_url}/threads/{ids}")
+    row = page.locator(f"#sub-{asks.submission_id}")
+    await expect(row).to_have_attribute("data-state", "suspended")
+
+    await _stop(page, row)
+    # At once: the page the button leads back to already shows it settled (expect's default
+    # 5 s, not the 30 s a running one may take to reach its next step).
+    await expect(row).to_have_attribute("data-outcome", "aborted")
+    await expect(row.get_by_role("button", name="Stop")).to_have_count(0)
+    view = await _view(client, ids, asks.submission_id)
+    assert (view.state, view.outcome, view.waiting_for) == ("settled", "aborted", None), view
