@@ -32,9 +32,13 @@ from threadwarden.console.feed import MAX_STREAMS
 from threadwarden.console.web import Console, api_error, caller_of, console_of
 from threadwarden.errors import (
     DecisionConflict,
+    HostMismatch,
+    IdempotencyConflict,
     InvalidInput,
     NotFound,
     NotWaiting,
+    PoolExhausted,
+    ThreadBusy,
     ThreadwardenError,
 )
 from threadwarden.ledger.models import SubmissionDetail
@@ -67,17 +71,28 @@ def _snake(name: str) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
 
 
+FIELD_OF: dict[type[ThreadwardenError], str] = {
+    ThreadBusy: "thread_id",
+    IdempotencyConflict: "Idempotency-Key",
+    HostMismatch: "host",
+}
+"""The field a conflict is about (an `InvalidInput` names its own)."""
+
+
 def refusal(error: ThreadwardenError) -> ApiError:
     """A threadwarden error as the API's: its status, stable code and field."""
-    field = getattr(error, "field", None)
+    field = getattr(error, "field", None) or FIELD_OF.get(type(error))
     if isinstance(error, InvalidInput):
         return ApiError(400, "invalid_input", str(error), field)
-    if isinstance(error, NotFound):
-        return ApiError(404, "not_found", str(error), str(error).partition(":")[0] or None)
+    if isinstance(error, NotFound):  # "thread: no thread 'x'": the path's thread_id
+        subject = str(error).partition(":")[0]
+        return ApiError(404, "not_found", str(error), f"{subject}_id" if subject else None)
     if isinstance(error, DecisionConflict):
         return ApiError(409, "decision_conflict", str(error), "submission_id")
     if isinstance(error, NotWaiting):
         return ApiError(409, "not_waiting", str(error), "submission_id")
+    if isinstance(error, PoolExhausted):  # overload: the caller retries later
+        return ApiError(503, "unavailable", str(error))
     return ApiError(409, _snake(type(error).__name__), str(error), field)
 
 
@@ -233,8 +248,11 @@ async def thread(request: Request) -> Response:
 async def inbox(request: Request) -> Response:
     """``GET /v1/inbox?limit=N``: what waits for a person, oldest first."""
     text = request.query_params.get("limit", "100")
-    limit = int(text) if text.isdigit() and len(text) <= 6 else -1
-    page = await console_of(request).client.inbox(limit=limit if limit >= 0 else 0)
+    if not (text.isdigit() and len(text) <= 6):
+        raise ApiError(
+            400, "invalid_input", f"limit: expected 1 to 1000, got {text[:40]!r}", "limit"
+        )
+    page = await console_of(request).client.inbox(limit=int(text))
     return _answer(page.model_dump(mode="json"))
 
 

@@ -118,6 +118,7 @@ _ERRORS = {
     "409": "Conflicts with the ledger's state",
     "413": "Body larger than console_max_body_bytes",
     "415": "Body not application/json",
+    "503": "Too many event streams open, or the ledger unavailable: retry later",
 }
 
 
@@ -234,7 +235,9 @@ def document() -> dict[str, Any]:
                     },
                 ],
                 "get": _operation(
-                    "Follow a thread's records", {"200": events}, errors=("400", "401", "403")
+                    "Follow a thread's records",
+                    {"200": events},
+                    errors=("400", "401", "403", "503"),
                 ),
             },
             "/v1/submissions/{submission_id}": {
@@ -266,7 +269,11 @@ def document() -> dict[str, Any]:
                     {"200": _json(InboxPage, "Oldest first")},
                     errors=("400", "401", "403"),
                     parameters=[
-                        _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "")
+                        _query(
+                            "limit",
+                            {"type": "integer", "minimum": 1, "maximum": 1000},
+                            "The most entries (default 100).",
+                        )
                     ],
                 ),
             },

@@ -48,6 +48,9 @@ interrupted), if any, and whether the thread has a submission that has not settl
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended('threadwarden:thread:' || $1, 0))"
 """Serialises ``reject`` and ``interrupt`` admissions of one thread (the thread's row may not
 exist yet), so that two of them never both see it idle."""
+_LOCK_HOST = "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE"
+"""Then the thread's host row (when it exists), which every admission's write locks first:
+an ``enqueue`` admission racing a ``reject`` either committed before its read or waits."""
 _WRITE = """
 WITH armed AS (
   SELECT clock_timestamp() + make_interval(secs => $11::float8 / 1000) AS at
@@ -161,6 +164,10 @@ class Admissions:
         assert found is not None
         owner = found["owner"]
         host = host_id or owner or thread_id
+        if if_busy != "enqueue" and owner is not None:
+            await conn.execute(_LOCK_HOST, owner)
+            found = await conn.fetchrow(_READ, thread_id, key)  # as of the lock
+            assert found is not None
         if owner is not None and owner != host:
             raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")
         if found["submission_id"] is not None:

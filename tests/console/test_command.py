@@ -18,7 +18,7 @@ CLI = [sys.executable, "-m", "threadwarden.worker.cli"]
 pytestmark = pytest.mark.xdist_group("usual-ports")
 """Stacks of `dev` and `demo` take Temporal's usual ports when free: under xdist, the tests that
 start one run one after the other on one worker (`make test` runs with `--dist loadgroup`)."""
-CONSOLE_LINE = re.compile(r"^ *console (http://127\.0\.0\.1:\d+)$")
+CONSOLE_LINE = re.compile(r"^ *console +(http://127\.0\.0\.1:\d+)$")
 
 
 async def _console_url(process: asyncio.subprocess.Process) -> str:
