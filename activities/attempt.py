@@ -293,7 +293,8 @@ class HeadRunner:
                     return await self._stop(claim, WaitForChildren("aborting its children"))
             for child in unjoined:
                 await self._children.join(claim, child.step)
-        return await self._settle(claim, "aborted", reason="aborted by an operator")
+        reason = await self._attempts.abort_reason(claim.submission_id)
+        return await self._settle(claim, "aborted", reason=reason)
 
     async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
         state: Literal["ready", "suspended", "unknown"] = (

@@ -29,6 +29,7 @@ from starlette.routing import Route
 from threadwarden.console import openapi
 from threadwarden.console.events import KEEPALIVE_S, SSE_HEADERS, resume_after, sse_event
 from threadwarden.console.feed import MAX_STREAMS
+from threadwarden.console.security import BodyTooLarge, is_number
 from threadwarden.console.web import Console, api_error, caller_of, console_of
 from threadwarden.errors import (
     DecisionConflict,
@@ -105,7 +106,12 @@ async def _body(request: Request, model: type[Body]) -> Body:
     media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if media != JSON:
         raise ApiError(415, "unsupported_media_type", f"expected {JSON}", "Content-Type")
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except BodyTooLarge as error:  # a chunked body past the limit (`BodyLimit`)
+        limit = console_of(request).settings.console_max_body_bytes
+        message = f"request body larger than {limit} bytes"
+        raise ApiError(413, "too_large", message, "body") from error
     try:
         value = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -248,7 +254,7 @@ async def thread(request: Request) -> Response:
 async def inbox(request: Request) -> Response:
     """``GET /v1/inbox?limit=N``: what waits for a person, oldest first."""
     text = request.query_params.get("limit", "100")
-    if not (text.isdigit() and len(text) <= 6):
+    if not is_number(text, 6):
         raise ApiError(
             400, "invalid_input", f"limit: expected 1 to 1000, got {text[:40]!r}", "limit"
         )
@@ -321,7 +327,7 @@ async def events(request: Request) -> Response:
         ("after", request.query_params.get("after")),
         ("Last-Event-ID", request.headers.get("last-event-id")),
     ):
-        if value is not None and not (value.isdigit() and len(value) <= 18):
+        if value is not None and not is_number(value, 18):
             raise ApiError(400, "invalid_input", f"{name}: expected a record sequence", name)
     console = console_of(request)
     if console.feed.readers >= MAX_STREAMS:

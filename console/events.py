@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from threadwarden.console.feed import MAX_STREAMS
+from threadwarden.console.security import is_number
 from threadwarden.console.web import Console, console_of
 from threadwarden.errors import InvalidInput
 from threadwarden.validation import validate_id
@@ -30,7 +31,7 @@ def resume_after(request: Request) -> int:
     """The sequence a stream resumes after: the larger of ``?after=`` and ``Last-Event-ID``
     (0 when neither is a number; `threadwarden.console.api` refuses a malformed one)."""
     values = [request.query_params.get("after", ""), request.headers.get("last-event-id", "")]
-    numbers = [int(v) for v in values if v.isdigit() and len(v) <= 18]
+    numbers = [int(v) for v in values if is_number(v, 18)]
     return max(numbers, default=0)
 
 

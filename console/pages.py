@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from threadwarden.console.queries import ThreadPage
+from threadwarden.console.security import is_number
 from threadwarden.console.web import (
     as_json,
     console_of,
@@ -39,7 +40,7 @@ def _int_param(request: Request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value is None or value == "":
         return None
-    if not value.isdigit() or len(value) > 18:
+    if not is_number(value, 18):
         raise InvalidInput(name, "a non-negative integer", value)
     return int(value)
 

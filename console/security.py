@@ -35,6 +35,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_number(text: str, max_digits: int) -> bool:
+    """Whether ``text`` is 1 to ``max_digits`` ASCII digits (``str.isdigit`` also takes "²")."""
+    return 0 < len(text) <= max_digits and text.isascii() and text.isdigit()
+
+
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve beyond loopback without a token (`InvalidInput` naming the setting)."""
     if token is None and not is_loopback(host):
@@ -139,7 +144,9 @@ class BodyLimit:
             return
         as_json = scope["path"].startswith("/v1/")  # the HTTP API's error document
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        if declared is not None and (
+            not is_number(declared.decode("latin-1"), 19) or int(declared) > self.limit
+        ):
             await _too_large(send, self.limit, as_json)
             return
         seen = 0
@@ -150,17 +157,18 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge
+                    raise BodyTooLarge
             return message
 
         try:
             await self.app(scope, limited, send)
-        except _TooLarge:
+        except BodyTooLarge:
             await _too_large(send, self.limit, as_json)
 
 
-class _TooLarge(Exception):
-    pass
+class BodyTooLarge(Exception):
+    """Raised while reading a chunked body that passed the limit: `BodyLimit` answers 413, or
+    a handler that catches it first answers its own 413 (the HTTP API's JSON error)."""
 
 
 async def _too_large(send: Send, limit: int, as_json: bool) -> None:

@@ -30,6 +30,7 @@ from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
     MINIMUM_ALARM_DELAY_MS,
     HistoryRecord,
+    abort_reason,
     insert_record,
     record_statement,
     settle_now,
@@ -379,6 +380,15 @@ class Attempts:
                 epoch=claim.epoch,
                 minimum_alarm_delay_ms=self._minimum_alarm_delay_ms,
             )
+
+    async def abort_reason(self, submission_id: str) -> str:
+        """Why the submission is being aborted: an operator asked, or an ``if_busy="interrupt"``
+        admission did (`threadwarden.ledger.records.abort_reason`)."""
+        by = await self._pool.fetchval(
+            "SELECT interrupted_by FROM threadwarden.submissions WHERE submission_id = $1",
+            submission_id,
+        )
+        return abort_reason(by)
 
     async def settle(
         self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None

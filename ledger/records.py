@@ -60,6 +60,14 @@ INSERT_RECORD = "WITH " + record_statement(1)
 """One canonical record and its outbox row; returns the record's sequence."""
 
 
+def abort_reason(interrupted_by: str | None) -> str:
+    """Why an aborted submission settled: an operator's abort, or the ``if_busy="interrupt"``
+    admission that asked it to stop (``interrupted_by``)."""
+    return (
+        "aborted by an operator" if interrupted_by is None else f"interrupted by {interrupted_by}"
+    )
+
+
 async def insert_record(
     conn: Connection,
     *,

@@ -18,11 +18,17 @@ from pydantic import BaseModel
 from threadwarden.ledger.child_settled import unjoined_children
 from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
-from threadwarden.ledger.records import fence_thread, journal, settle_now, unresolved_side_effect
+from threadwarden.ledger.records import (
+    abort_reason,
+    fence_thread,
+    journal,
+    settle_now,
+    unresolved_side_effect,
+)
 
 _STALLED = f"""
 SELECT s.submission_id, s.thread_id, s.state, s.abort_requested, s.reserved_outcome,
-       s.reserved_result, s.reserved_reason,
+       s.reserved_result, s.reserved_reason, s.interrupted_by,
        s.abort_requested AND EXISTS ({unjoined_children("s.submission_id")})
          AS unjoined_children,
        s.lease_expires_at IS NOT NULL AND s.lease_expires_at > clock_timestamp() AS leased
@@ -82,7 +88,7 @@ async def _recover_row(conn: Connection, row: asyncpg.Record, recovery: Recovery
             thread_id=thread_id,
             submission_id=submission_id,
             outcome="aborted",
-            reason="aborted by an operator",
+            reason=abort_reason(row["interrupted_by"]),
             epoch=epoch,
         )
         _note(recovery, marker)

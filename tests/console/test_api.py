@@ -193,7 +193,9 @@ async def test_if_busy_interrupt_stops_a_running_one_at_its_next_step_then_runs(
     interrupting = await post(http, submissions, body)
     assert interrupting.json()["interrupted"] == [running_id]
     stopped = await settled(http, running_id)
-    assert stopped["outcome"] == "aborted" and stopped["interrupted_by"] is not None
+    interrupter = interrupting.json()["submission_id"]
+    assert (stopped["outcome"], stopped["interrupted_by"]) == ("aborted", interrupter)
+    assert stopped["reason"] == f"interrupted by {interrupter}"  # at its next step
     assert (await settled(http, interrupting.json()["submission_id"]))["outcome"] == "completed"
     said = [r["body"]["text"] for r in await client.records(ids) if r["kind"] == "message"]
     assert 1 <= len(said) < 20 and said[-1] == "now"  # it stopped before its end
