@@ -238,7 +238,10 @@ class AttemptContext:
             raise UnknownEffect(f"tool {name} at step {step}")
         value = await run(args)
         validate_input("result", value)
-        await self._write("tool-result", {"tool": name, "result": value}, step)
+        # The call ran: its result is recorded even if an abort arrived meanwhile (it lands at
+        # the next boundary), so a side effect's outcome is never lost to an abort.
+        body = {"tool": name, "result": value}
+        await self._write("tool-result", body, step, honour_abort=False)
         return value
 
     async def request_approval(
@@ -600,9 +603,13 @@ class AttemptContext:
         *,
         failpoint: str | None = None,
         check_yield: bool = True,
+        honour_abort: bool = True,
     ) -> ThreadRecord:
         record = await self._guarded(
-            failpoint, lambda: self._attempts.append(self._claim, kind, body, step=step)
+            failpoint,
+            lambda: self._attempts.append(
+                self._claim, kind, body, step=step, honour_abort=honour_abort
+            ),
         )
         self._journal[(step, kind)] = record
         self._last_committed = max(self._last_committed, step)

@@ -279,18 +279,26 @@ class Attempts:
         return status.endswith(" 1")
 
     async def append(
-        self, claim: Claim, kind: str, body: Any, *, step: int | None = None
+        self,
+        claim: Claim,
+        kind: str,
+        body: Any,
+        *,
+        step: int | None = None,
+        honour_abort: bool = True,
     ) -> HistoryRecord:
         """Append one canonical record under the attempt's fence (a committed boundary).
 
-        Raises `AbortRequested` (writing nothing) once an operator asked to abort.
+        Raises `AbortRequested` (writing nothing) once an operator asked to abort, unless
+        ``honour_abort`` is False: a tool call's result is recorded even then (what ran is never
+        lost), and the abort lands at the next boundary.
         """
         sequence = await self._fenced(
             claim,
             _APPEND,
             [claim.thread_id, claim.submission_id, kind, body, claim.epoch, step],
             states=("running",),
-            honour_abort=True,
+            honour_abort=honour_abort,
         )
         return HistoryRecord(
             sequence=int(sequence),

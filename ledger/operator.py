@@ -206,8 +206,9 @@ class Operator:
     async def interrupt(self, conn: Connection, thread_id: str, by: str) -> list[OperatorResult]:
         """Inside an admission's transaction, before it writes: ask every unsettled submission
         of the thread to abort, as `abort` does (a waiting or queued one settles now, a running
-        one at its next committed boundary), marking each ``interrupted_by`` ``by``. Returns
-        what changed, in queue order."""
+        one at its next committed boundary), marking each ``interrupted_by`` ``by``. One whose
+        side effect's outcome is ``unknown`` stays so until a person resolves it, then aborts.
+        Returns what changed, in queue order."""
         found = await conn.fetch(
             "SELECT submission_id FROM threadwarden.submissions"
             " WHERE thread_id = $1 AND state <> 'settled' ORDER BY sequence",
@@ -216,7 +217,10 @@ class Operator:
         results = []
         for submission in found:
             row = await self._lock(conn, submission["submission_id"])
-            result = await self._abort(conn, row, f"interrupted by {by}")
+            if row["state"] == "unknown":
+                result = await self._ask_to_abort(conn, row)
+            else:
+                result = await self._abort(conn, row, f"interrupted by {by}")
             if result.changed:
                 await conn.execute(
                     "UPDATE threadwarden.submissions SET interrupted_by = $2"
@@ -226,6 +230,18 @@ class Operator:
                 )
                 results.append(result)
         return results
+
+    async def _ask_to_abort(self, conn: Connection, row: asyncpg.Record) -> OperatorResult:
+        """An interrupted side effect of unknown outcome stays ``unknown``: a person resolves it
+        (the inbox), and the attempt after that resolution aborts (``abort_requested``)."""
+        if row["abort_requested"]:
+            return self._result(row, "unknown", changed=False)
+        await conn.execute(
+            "UPDATE threadwarden.submissions SET abort_requested = true WHERE submission_id = $1",
+            row["submission_id"],
+        )
+        await self._dirty(conn, row)
+        return self._result(row, "unknown")
 
     async def _abort(self, conn: Connection, row: asyncpg.Record, reason: str) -> OperatorResult:
         submission_id = row["submission_id"]

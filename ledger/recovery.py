@@ -81,7 +81,10 @@ async def _recover_row(conn: Connection, row: asyncpg.Record, recovery: Recovery
         return "repaired"
     if row["leased"]:
         return "deferred"
-    if row["abort_requested"] and not row["unjoined_children"]:
+    # A side effect in flight stays `unknown` even when the submission was asked to abort: a
+    # person says whether it ran, and the abort lands once that is recorded (its next attempt).
+    unresolved = unresolved_side_effect(await journal(conn, submission_id)) is not None
+    if row["abort_requested"] and not row["unjoined_children"] and not unresolved:
         epoch = await fence_thread(conn, thread_id)
         marker = await settle_now(
             conn,
@@ -93,7 +96,7 @@ async def _recover_row(conn: Connection, row: asyncpg.Record, recovery: Recovery
         )
         _note(recovery, marker)
         return "repaired"
-    state = "unknown" if unresolved_side_effect(await journal(conn, submission_id)) else "ready"
+    state = "unknown" if unresolved else "ready"
     await conn.execute(
         "UPDATE threadwarden.submissions SET state = $2, ownership_token = NULL,"
         " lease_expires_at = NULL WHERE submission_id = $1",

@@ -177,6 +177,27 @@ async def test_recover_lapsed_head_asked_to_abort_settles_aborted_once(
     assert len(await ledger.settlements(submission)) == 1
 
 
+async def test_recover_side_effect_in_flight_stays_unknown_though_asked_to_abort(
+    ledger: Ledger, ids: str
+) -> None:
+    submission = await ledger.admit(ids)
+    claim = await ledger.claim(ids)
+    await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
+    await ledger.operator.abort(submission)  # e.g. a second message with if_busy=interrupt
+    await ledger.lapse(submission)
+    begun = await ledger.begin(ids)
+
+    assert await ledger.maintenance.recover(ids, begun.epoch) == Recovery(unknown=1)
+    row = await ledger.row(submission)
+    assert (row["state"], row["abort_requested"]) == ("unknown", True)  # a person decides
+    assert await ledger.settlements(submission) == []
+
+    resolved = await ledger.operator.resolve(submission, "not-run", None)
+    assert resolved.state == "input-applied"
+    again = await ledger.claim(ids)
+    assert again.abort_requested  # the attempt after the resolution aborts
+
+
 @pytest.mark.parametrize("abort_requested", [False, True])
 async def test_recover_live_lease_is_deferred_and_changes_nothing(
     abort_requested: bool, ledger: Ledger, ids: str
@@ -277,3 +298,27 @@ async def test_recover_reports_each_stalled_row_of_the_host(ledger: Ledger, ids:
         "charged": "unknown",
         "reserved": "settled",
     }
+
+
+async def test_interrupt_leaves_an_unknown_side_effect_to_a_person_then_aborts(
+    ledger: Ledger, ids: str
+) -> None:
+    submission = await ledger.admit(ids)
+    claim = await ledger.claim(ids)
+    await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
+    await ledger.lapse(submission)
+    begun = await ledger.begin(ids)
+    assert await ledger.maintenance.recover(ids, begun.epoch) == Recovery(unknown=1)
+
+    receipt = await ledger.admissions.admit(
+        thread_id=ids, agent_id="echo", input={"n": 2}, host_id=ids, if_busy="interrupt"
+    )
+
+    assert receipt.interrupted == [submission]
+    row = await ledger.row(submission)
+    assert (row["state"], row["abort_requested"]) == ("unknown", True)  # still in the inbox
+    assert row["interrupted_by"] == receipt.submission_id
+    assert await ledger.settlements(submission) == []
+    await ledger.operator.resolve(submission, "ran", {"charged": 5})
+    again = await ledger.claim(ids)
+    assert (again.submission_id, again.abort_requested) == (submission, True)
