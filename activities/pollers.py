@@ -64,17 +64,22 @@ class HeadPollers:
         return True
 
     async def _ask(self, queue: str) -> bool | None:
-        """Whether Temporal lists pollers of ``queue`` (None: no answer)."""
-        try:
-            async with asyncio.timeout(ASK_TIMEOUT_S):
-                described = await self._client.workflow_service.describe_task_queue(
-                    DescribeTaskQueueRequest(
-                        namespace=self._client.namespace,
-                        task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-                        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-                    )
+        return await queue_polled(self._client, queue)
+
+
+async def queue_polled(client: Client, queue: str, timeout_s: float = ASK_TIMEOUT_S) -> bool | None:
+    """Whether Temporal lists pollers of the activity task queue ``queue`` (None: no answer
+    within ``timeout_s``, or an error: a diagnostic, never a verdict)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
                 )
-        except Exception as error:  # a diagnostic: never a reason to fail the pass
-            logger.debug("pollers of %s unknown: %r", queue, error)
-            return None
-        return bool(described.pollers)
+            )
+    except Exception as error:  # a diagnostic: never a reason to fail the pass
+        logger.debug("pollers of %s unknown: %r", queue, error)
+        return None
+    return bool(described.pollers)

@@ -44,6 +44,9 @@ class Receipt(BaseModel):
     """Submissions of the thread this one asked to abort (``if_busy="interrupt"``), in queue
     order: a waiting or queued one settled ``aborted`` at once, a running one stops at its next
     committed boundary."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the caller should know but was not refused for: e.g. that no worker serves the
+    agent yet (the submission waits until one does)."""
     wake: bool = Field(default=True, exclude=True)
     """Whether the host needs a wake: False when an alarm at least as early was already armed
     (a pass is running or due and will see this admission) or nothing was created. Not part

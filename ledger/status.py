@@ -222,10 +222,20 @@ def _submission_view(row: asyncpg.Record | dict[str, Any], blocked: set[str]) ->
     }
     wait = fields.pop("wait")
     waiting = waiting_for(row["state"], wait, row["submission_id"] in blocked)
+    if waiting == "binding" and fields["reason"] is None:
+        fields["reason"] = binding_wait_reason(row["agent_id"])
     return SubmissionView(
         **fields,
         waiting_for=waiting,
         children=children_awaited(wait) if waiting == "child" else None,
+    )
+
+
+def binding_wait_reason(agent_id: str) -> str:
+    """Why a head waits for a binding (``waiting_for`` ``binding``), in plain words."""
+    return (
+        f"no worker serves agent {agent_id} (at its digest): it waits until one does"
+        f" (threadwarden dev --bindings module:bindings, or a worker with that binding)"
     )
 
 

@@ -15,6 +15,7 @@ from opentelemetry import metrics
 from pydantic import BaseModel
 from temporalio.client import Client
 
+from threadwarden.activities.pollers import CONFIRM_AFTER_S, queue_polled
 from threadwarden.activities.wake import wake_host
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
@@ -40,6 +41,7 @@ from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
 from threadwarden.worker.watch import RecordFeed, await_settlement
+from threadwarden.workflows.contracts import head_task_queue
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,10 @@ RESOLUTIONS: tuple[Resolution, ...] = ("ran", "not-run", "fail")
 CLIENT_POOL_SIZE = 4
 """Connections of the pool a client opens itself (from settings or a DSN). Each `result` wait
 and each `records` iteration holds one while it waits."""
+SERVED_TTL_S = 15.0
+"""An agent queue seen polled is taken as served this long without asking Temporal again."""
+SERVED_ASK_S = 1.0
+"""The longest `ThreadwardenClient.submit` waits for Temporal's answer on an agent's workers."""
 INBOX_MAX_LIMIT = 1_000
 """The most entries one `ThreadwardenClient.inbox` call returns."""
 
@@ -60,6 +66,14 @@ _ADMITTED = metrics.get_meter("threadwarden.client").create_counter(
 """Admissions through the client, on the application's global meter provider (a no-op unless
 it installed one; a worker counts the admissions it makes itself, message deliveries, on its
 own endpoint)."""
+
+
+def unserved_warning(agent_id: str, task_queue: str) -> str:
+    """The warning of a submission no worker can run yet."""
+    return (
+        f"no worker serves agent {agent_id} on task queue {task_queue} yet: the submission waits"
+        f" until one does (threadwarden dev --bindings module:bindings)"
+    )
 
 
 class SubmissionResult(BaseModel):
@@ -105,6 +119,7 @@ class ThreadwardenClient:
         )
         self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
         self._host_work = HostWork(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
+        self._served_at: dict[str, float] = {}
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -228,8 +243,27 @@ class ThreadwardenClient:
             if receipt.interrupted:
                 await self._publications.publish_committed(receipt.host_id)
             await self._failpoints.hit("maintenance:mutation:finished")
+            if not await self._served(agent_id, agent_digest):
+                receipt.warnings.append(unserved_warning(agent_id, self._settings.task_queue))
         await self._failpoints.hit("maintenance:mutation:after")
         return receipt
+
+    async def _served(self, agent_id: str, agent_digest: str | None) -> bool:
+        """False only when Temporal answered that no worker polls the agent's task queue (a
+        slow or failed answer counts as served: a warning must not be a false alarm)."""
+        queue = head_task_queue(self._settings.task_queue, agent_id, agent_digest)
+        loop = asyncio.get_running_loop()
+        seen = self._served_at.get(queue)
+        if self._temporal is None or (seen is not None and loop.time() - seen < SERVED_TTL_S):
+            return True  # not connected (a lazy client whose wake could not): no verdict
+        polled = await queue_polled(self._temporal, queue, SERVED_ASK_S)
+        if polled is False:  # a worker that just started is listed once its first poll arrived
+            await asyncio.sleep(CONFIRM_AFTER_S)
+            polled = await queue_polled(self._temporal, queue, SERVED_ASK_S)
+        if polled is False:
+            return False
+        self._served_at[queue] = loop.time()
+        return True
 
     async def approve(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
         """Grant a suspended submission's pending approval; it resumes.

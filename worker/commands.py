@@ -5,6 +5,7 @@ import asyncio
 import gc
 import json
 import signal
+import sys
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any
@@ -229,6 +230,8 @@ async def submit(settings: Settings, args: argparse.Namespace, value: Any) -> in
             )
             if receipt.interrupted:
                 print(f"interrupted {', '.join(receipt.interrupted)}", flush=True)
+        for warning in receipt.warnings:
+            print(f"threadwarden: warning: {warning}", file=sys.stderr, flush=True)
         if args.wait is None:
             if args.json:
                 print_json(receipt.model_dump())

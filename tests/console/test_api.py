@@ -10,6 +10,7 @@ import httpx
 
 from tests.console.api import error_of, ledger_snapshot, post, settled, state_of
 from tests.helpers.cli import unknown_side_effect
+from tests.helpers.polling import eventually
 from threadwarden.worker.client import ThreadwardenClient
 
 SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range(40)]
@@ -199,3 +200,20 @@ async def test_if_busy_interrupt_stops_a_running_one_at_its_next_step_then_runs(
     assert (await settled(http, interrupting.json()["submission_id"]))["outcome"] == "completed"
     said = [r["body"]["text"] for r in await client.records(ids) if r["kind"] == "message"]
     assert 1 <= len(said) < 20 and said[-1] == "now"  # it stopped before its end
+
+
+async def test_an_unserved_agent_is_admitted_with_a_warning_the_console_shows(
+    worker: None, http: httpx.AsyncClient, ids: str
+) -> None:
+    body = {"agent": "nobody-serves-me", "input": {}}
+    admitted = await post(http, f"/v1/threads/{ids}/submissions", body)
+    assert admitted.status_code == 201
+    [warning] = admitted.json()["warnings"]
+    assert warning.startswith("no worker serves agent nobody-serves-me")
+    waiting = await state_of(http, admitted.json()["submission_id"], "binding")
+    assert "no worker serves agent nobody-serves-me" in waiting["reason"]
+
+    async def page() -> str:
+        return (await http.get(f"/threads/{ids}")).text
+
+    await eventually(page, lambda html: "no worker serves agent nobody-serves-me" in html)

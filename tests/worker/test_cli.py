@@ -128,9 +128,9 @@ async def test_cli_submit_and_status_print_the_documented_json(
         )
     receipts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [set(r) for r in receipts] == [
-        {"submission_id", "thread_id", "host_id", "sequence", "created", "interrupted"}
+        {"submission_id", "thread_id", "host_id", "sequence", "created", "interrupted", "warnings"}
     ] * 2
-    assert [r["interrupted"] for r in receipts] == [[], []]
+    assert [(r["interrupted"], r["warnings"]) for r in receipts] == [([], [])] * 2
     assert [r["sequence"] for r in receipts] == [1, 2]
 
     async def thread_status() -> dict[str, Any]:
