@@ -270,9 +270,23 @@ async def _report(args: argparse.Namespace, result: OperatorResult, done: str) -
         outcome = f" ({result.outcome})" if result.outcome else ""
         print(f"{result.submission_id}: nothing changed, already {result.state}{outcome}")
     else:
-        outcome = f" ({result.outcome})" if result.outcome else ""
-        print(f"{done} {result.submission_id}: now {result.state}{outcome}")
+        print(f"{done} {result.submission_id}; {_what_next(result)}")
     return 0
+
+
+def _what_next(result: OperatorResult) -> str:
+    """What a decision means for the submission, in plain words."""
+    if result.state == "input-applied":
+        return "it resumes"
+    if result.state == "running":
+        return "it stops at its next step"
+    if result.state == "settled":
+        return {"completed": "it completed", "failed": "it failed"}.get(
+            result.outcome or "", "it is aborted"
+        )
+    if result.state == "unknown":
+        return "it waits for a person to resolve its side effect"
+    return f"it is {result.state}"
 
 
 def _ledger_client(settings: Settings) -> AbstractAsyncContextManager[ThreadwardenClient]:
@@ -305,7 +319,7 @@ async def resolve(settings: Settings, args: argparse.Namespace, result: Any) -> 
 async def abort(settings: Settings, args: argparse.Namespace) -> int:
     async with _ledger_client(settings) as client:
         result = await client.abort(args.submission)
-    done = "abort requested for" if result.state == "running" else "aborted"
+    done = "asked to abort" if result.state == "running" else "aborted"
     return await _report(args, result, done)
 
 

@@ -201,3 +201,27 @@ async def test_cli_abort_repeat_exits_0_unchanged(
         False,
     )
     assert await ledger_rows(pool, ids) == before
+
+
+async def test_decisions_say_what_happens_next_in_plain_words(
+    worker: None,
+    cli_env: None,
+    client: ThreadwardenClient,
+    capsys: pytest.CaptureFixture[str],
+    ids: str,
+) -> None:
+    """Issue 30 item 9: ``approved sub_…; it resumes``, not the state's name."""
+    thread = ids
+    asks = await client.submit(thread, agent_id="scripted", input=APPROVAL)
+    other = await client.submit(f"{thread}-2", agent_id="scripted", input=APPROVAL)
+
+    async def waiting() -> list[str | None]:
+        views = [(await client.thread_status(t)).submissions[0] for t in (thread, f"{thread}-2")]
+        return [v.waiting_for for v in views]
+
+    await eventually(waiting, lambda w: w == ["approval", "approval"], what="both wait")
+    capsys.readouterr()
+    assert await run_cli("approve", asks.submission_id) == 0
+    assert capsys.readouterr().out.strip() == f"approved {asks.submission_id}; it resumes"
+    assert await run_cli("deny", other.submission_id, "--reason", "no") == 0
+    assert capsys.readouterr().out.strip() == f"denied {other.submission_id}; it failed"
