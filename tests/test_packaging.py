@@ -37,8 +37,9 @@ def _run(argv: list[str], cwd: Path, timeout: float = 240) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with a non-editable `pip install .` of a copy of the sources; its python."""
+def install(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A fresh venv with a non-editable `pip install .` of a copy of the sources: its python, and
+    what the install printed (the build backend's warnings among it)."""
     base = tmp_path_factory.mktemp("packaging")
     source = base / "src"
     source.mkdir()
@@ -60,7 +61,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip += ["--no-deps", "--no-index", "--no-build-isolation", str(source)]
     done = _run(pip, base)
     assert done.returncode == 0, done.stdout + done.stderr
-    return python
+    return python, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def installed(install: tuple[Path, str]) -> Path:
+    return install[0]
 
 
 def _neutral(tmp_path: Path) -> Path:
@@ -89,6 +95,33 @@ def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_pat
     assert first_migration == "0001_initial.sql"
     assert typed == "True"
     assert console_files == "True", "the console's templates and static files are package data"
+
+
+def test_packaging_build_prints_no_package_data_warnings_and_installs_every_file(
+    install: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The wheel build (the same build_py as `make`'s editable install) takes the data folders
+    (console/static, console/templates, ledger/migrations) as data, not as undeclared packages:
+    no setuptools "Package would be ignored" screens in `make demo` (issue 30). And `package-data`
+    alone (include-package-data = false) still installs every file of every mapped folder."""
+    python, output = install
+    for warning in ("would be ignored", "is absent from the `packages`", "as data is deprecated"):
+        assert warning not in output, output
+    expected = set()
+    for package, folder in _pyproject()["tool"]["setuptools"]["package-dir"].items():
+        for path in (ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                relative = path.relative_to(ROOT / folder).as_posix()
+                expected.add(f"{package.replace('.', '/')}/{relative}")
+    code = (
+        "from importlib.metadata import distribution;"
+        "print('\\n'.join(str(f) for f in distribution('threadwarden').files or []))"
+    )
+    done = _run([str(python), "-c", code], _neutral(tmp_path))
+    assert done.returncode == 0, done.stderr
+    recorded = {f for f in done.stdout.split() if f.startswith("threadwarden/")}
+    recorded = {f for f in recorded if "__pycache__" not in f}
+    assert recorded == expected
 
 
 def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
