@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--no-follow", action="store_true", help="print what is there and exit")
     watch.add_argument("--json", action="store_true", help="one JSON record per line")
+    watch.add_argument(
+        "--verbose", action="store_true", help="each record's whole body (default: in a few words)"
+    )
 
     rebuild = _command(
         sub, "rebuild-projection", "drop a host's thread summaries; its passes rebuild them"

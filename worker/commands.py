@@ -336,7 +336,11 @@ async def rebuild_projection(settings: Settings, args: argparse.Namespace) -> in
 async def watch(settings: Settings, args: argparse.Namespace) -> int:
     database_url = resolve_connections(settings).database_url
     return await watch_thread(
-        database_url, args.thread, as_json=args.json, follow=not args.no_follow
+        database_url,
+        args.thread,
+        as_json=args.json,
+        follow=not args.no_follow,
+        verbose=args.verbose,
     )
 
 

@@ -32,6 +32,7 @@ from threadwarden.ledger.pool import Connection, create_pool
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
 from threadwarden.ledger.status import StatusReader, records_after, settlement_of
 from threadwarden.worker.cli_output import print_json
+from threadwarden.worker.record_text import summary
 
 logger = logging.getLogger(__name__)
 
@@ -225,19 +226,26 @@ class RecordFeed:
                 yield ThreadRecord.model_validate(record)
 
 
-def _show(record: dict[str, Any], as_json: bool) -> None:
+def _show(record: dict[str, Any], as_json: bool, verbose: bool) -> None:
     if as_json:
         print_json(record)
     else:
-        body = json.dumps(record["body"], default=str)
-        print(f"{record['sequence']:>6}  {record['kind']:<18} {record['submission_id']}  {body}")
+        what = (
+            json.dumps(record["body"], default=str)
+            if verbose
+            else summary(record["kind"], record["body"])
+        )
+        print(f"{record['sequence']:>6}  {record['kind']:<18} {record['submission_id']}  {what}")
     print(end="", flush=True)
 
 
-async def watch(database_url: str, thread_id: str, *, as_json: bool, follow: bool) -> int:
-    """Print the thread's records in order; with ``follow``, keep printing new ones, waiting
-    for a thread that does not exist yet (``tail -F``; a note on stderr says so, except under
-    ``--json``). Without ``follow`` an unknown thread raises `NotFound`."""
+async def watch(
+    database_url: str, thread_id: str, *, as_json: bool, follow: bool, verbose: bool = False
+) -> int:
+    """Print the thread's records in order, each in a few words (a model's reply as its text;
+    ``verbose``: the whole body); with ``follow``, keep printing new ones, waiting for a thread
+    that does not exist yet (``tail -F``; a note on stderr says so, except under ``--json``).
+    Without ``follow`` an unknown thread raises `NotFound`."""
     pool = await create_pool(database_url, max_size=2)
     try:
         if follow and not as_json:
@@ -252,7 +260,7 @@ async def watch(database_url: str, thread_id: str, *, as_json: bool, follow: boo
         feed = follow_records(pool, thread_id, live=follow, wait_for_thread=follow)
         async with contextlib.aclosing(feed):
             async for record in feed:
-                _show(record, as_json)
+                _show(record, as_json, verbose)
         return 0
     finally:
         await pool.close()
