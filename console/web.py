@@ -219,7 +219,12 @@ class Authenticate:
             if given is None and request.headers.get("content-type", "").startswith(FORM):
                 given = next(iter(parse_qs(body.decode("latin-1")).get(CSRF_FIELD, [])), None)
             if not self.guard.csrf_valid(scope["operator"], given):
-                answer = Response("CSRF token missing or wrong\n", 403, media_type="text/plain")
+                message = "CSRF token missing or wrong"
+                answer = (
+                    as_json({"error": message, "field": CSRF_FIELD, "code": "csrf"}, 403)
+                    if wants_json(request)
+                    else Response(f"{message}\n", 403, media_type="text/plain")
+                )
                 await answer(scope, receive, send)
                 return
             receive = _replay(body, receive)

@@ -4,6 +4,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import shlex
 import sys
 import time
 import urllib.request
@@ -11,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -313,7 +316,7 @@ async def run(settings: Settings, serve_api: ServeApi) -> int:
             async with embedded_stack(demo_settings.data_dir, record=False) as connections:
                 _line(f"  Temporal {connections.temporal_address}, web UI {connections.ui_url}")
                 progress = await _run_scripts(demo_settings, connections, run_id, agent, serve_api)
-                _summary(progress, connections.ui_url)
+                _summary(progress)
                 if not progress.succeeded():
                     print(
                         "demo: some submissions or messages did not settle in time",
@@ -326,8 +329,8 @@ async def run(settings: Settings, serve_api: ServeApi) -> int:
                 task.uncancel()
             print("demo: stopped by a signal; the stack is stopped", file=sys.stderr)
             return 1
-    _line("Stack stopped. To browse these hosts in the Temporal UI, run")
-    _line(f"  threadwarden --data-dir {demo_settings.data_dir} dev")
+    _line("Stack stopped. To browse these hosts in the Temporal UI, start it again with")
+    _line(f"  {_this_command()} --data-dir {demo_settings.data_dir} dev")
     return 0
 
 
@@ -362,6 +365,7 @@ async def _run_scripts(
         graph_turn = None if graph is None else await _submit_graph(client, run_id, graph)
         if graph_turn is not None:
             threads.append(graph_turn.thread_id)
+        _announce_totals(run_id, threads, delegations)
 
         async def deploy_translator() -> None:
             await workers.aclose()  # a rolling deploy: the old worker goes away first
@@ -460,8 +464,6 @@ async def _submit_all(
         )
         turn = AgentTurn(thread, receipt.submission_id, agent.agent_id)
         threads.append(thread)
-    total = sum(len(s) for s in SCRIPTS.values()) + 1 + (turn is not None)
-    _line(f"Submitted {total} submissions on {len(threads)} threads (run {run_id}).")
     return threads, delegations, turn
 
 
@@ -477,12 +479,34 @@ def _post_json(url: str, body: Any, idempotency_key: str) -> Any:
         return json.loads(answer.read())
 
 
+def _this_command() -> str:
+    """How to run ``threadwarden`` again from here: the path this process was started as (the
+    venv's script under ``make demo``), so the hint works without an activated venv."""
+    started = Path(sys.argv[0])
+    if started.name == "threadwarden" and started.exists():
+        return shlex.quote(os.path.relpath(started))
+    return "threadwarden"
+
+
+def _announce_totals(run_id: str, threads: list[str], delegations: list[Delegation]) -> None:
+    """One line with the counts the progress and the summary will show: what was submitted,
+    and the submissions its messages and subagent calls add, each on a thread of its own."""
+    submitted = sum(len(s) for s in SCRIPTS.values()) + len(threads) - len(SCRIPTS)
+    sends = sum(1 for script in SCRIPTS.values() for steps in script for s in steps if "send" in s)
+    children = sum(len(d.child_threads) for d in delegations)
+    added = sends + children
+    _line(
+        f"Submitted {submitted} submissions on {len(threads)} threads (run {run_id}); a message"
+        f" between threads and a subagent call add {added} on {added} threads of their own:"
+        f" {submitted + added} submissions on {len(threads) + added} threads in all."
+    )
+
+
 async def _submit_graph(client: ThreadwardenClient, run_id: str, graph: Binding) -> AgentTurn:
     thread = _thread_id(run_id, graph.agent_id)
     receipt = await client.submit(
         thread, agent_id=graph.agent_id, input={"item": "jacket"}, idempotency_key=thread
     )
-    _line(f"Submitted a LangGraph turn on {thread}.")
     return AgentTurn(thread, receipt.submission_id, graph.agent_id)
 
 
@@ -659,7 +683,7 @@ async def _watch(
         await asyncio.sleep(0.25)
 
 
-def _summary(progress: Progress, ui_url: str | None) -> None:
+def _summary(progress: Progress) -> None:
     rows = []
     for status in progress.statuses:
         outcomes = [s.outcome for s in status.submissions]
@@ -683,4 +707,3 @@ def _summary(progress: Progress, ui_url: str | None) -> None:
         )
     )
     _line("")
-    _line(f"Temporal UI (while the stack runs): {ui_url}  — workflows threadwarden-host/…")

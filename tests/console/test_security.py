@@ -99,6 +99,13 @@ async def test_console_refuses_a_post_without_its_csrf_token(
     assert wrong.status_code == 403
     header = await http.post(path, json={"outcome": "fail"}, headers={"x-csrf-token": "x"})
     assert header.status_code == 403
+    as_json = await http.post(path, params={"format": "json"}, data={"outcome": "fail"})
+    assert as_json.status_code == 403  # the documented JSON error under ?format=json
+    assert as_json.json() == {
+        "error": "CSRF token missing or wrong",
+        "field": "csrf_token",
+        "code": "csrf",
+    }
     submit = await http.post("/submit", data={"thread": ids, "agent": "scripted", "input": "[]"})
     assert submit.status_code == 403
     assert await settled_state(client, ids, unknown) == "unknown"  # nothing was decided

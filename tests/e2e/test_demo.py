@@ -43,6 +43,14 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_agent_an
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
     assert "settled 22/22" in text  # 20 submitted, the message and the delegated child
+    totals = re.search(r"(\d+) submissions on (\d+) threads in all\.", text)
+    assert totals is not None and totals[1] == "22", text[-3000:]  # the same count, announced
+    summary_rows = re.findall(r"^demo-\w+-\w+ +\S+ +demo-", text, re.MULTILINE)
+    assert len(summary_rows) == int(totals[2]) == 12  # one summary row per thread
+    assert "(while the stack runs)" not in text  # nothing printed as running once stopped
+    assert "--data-dir" in text.splitlines()[-1] and text.splitlines()[-1].strip().startswith(
+        (".venv/bin/threadwarden", "threadwarden", "/")
+    )
     api = re.search(r"HTTP API (http://127\.0\.0\.1:\d+/v1) \(while the demo runs\)", text)
     assert api is not None, text[-3000:]
     assert f"admitted with POST {api[1]}/threads/demo-" in text  # the i18n turn, over HTTP
