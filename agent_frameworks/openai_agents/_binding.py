@@ -30,6 +30,7 @@ from threadwarden.agents.openai_agents._memory import (
 )
 from threadwarden.agents.openai_agents._model import JournaledModel
 from threadwarden.agents.openai_agents._tools import journaled_agents
+from threadwarden.agents.openai_agents._tracing import warn_if_traces_go_to_openai
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.errors import InvalidInput
 
@@ -71,6 +72,7 @@ class _Runner:
         self._provider = provider
 
     async def handle(self, ctx: AttemptContext) -> Outcome:
+        warn_if_traces_go_to_openai()  # once per process; tracing stays the application's
         try:
             prompt = user_prompt(ctx.input)
         except InvalidInput as refused:
@@ -132,7 +134,9 @@ def agent_binding(
         context: Builds the run's ``context`` from the attempt context (default: none).
         max_turns: The run's turn limit; exceeding it fails the submission.
         model_provider: Resolves agents' model names (default: the SDK's `MultiProvider`).
-            Tracing stays the application's choice (the SDK's own settings apply).
+            Tracing stays the application's choice (the SDK's own settings apply); the first
+            run in a process logs one warning when the SDK would send traces to OpenAI without
+            a real key or while ``OPENAI_BASE_URL`` names another server.
     """
     name = agent_id if agent_id is not None else agent.name
     if not name:

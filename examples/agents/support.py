@@ -1,12 +1,13 @@
 """A support desk with two agents, one per framework, run by threadwarden:
 
-    threadwarden worker --bindings support:bindings      # from this folder
+    threadwarden dev --bindings support:bindings      # from this folder
 
 ``support`` (pydantic-ai) looks orders up and refunds them; ``billing`` (OpenAI Agents SDK)
 looks invoices up and refunds them. Lookups are idempotent; a refund is a side effect that a
 person approves in the inbox. With ``OPENAI_API_KEY`` set both use a real model (``MODEL``,
 default ``gpt-4o-mini``; ``OPENAI_BASE_URL`` for any OpenAI-compatible server); without it,
-the offline models of offline.py answer.
+the offline models of offline.py answer. The Agents SDK's tracing, which sends traces to OpenAI,
+stays on only for OpenAI itself: offline or with a local server it is turned off.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import os
 
 from agents import Agent as SdkAgent
-from agents import Model, OpenAIChatCompletionsModel, function_tool
+from agents import Model, OpenAIChatCompletionsModel, function_tool, set_tracing_disabled
 from offline import agents_sdk_model, pydantic_ai_model
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
@@ -26,6 +27,8 @@ from threadwarden.agents import openai_agents, pydantic_ai
 
 REAL = bool(os.environ.get("OPENAI_API_KEY"))
 MODEL = os.environ.get("MODEL", "gpt-4o-mini")
+if not REAL or os.environ.get("OPENAI_BASE_URL"):
+    set_tracing_disabled(True)  # not OpenAI's model: keep the Agents SDK's traces here
 
 
 def _client() -> AsyncOpenAI:
