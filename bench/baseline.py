@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,11 @@ class BaselineSide:
     ) -> AsyncIterator[Driver]:
         client = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
         yield _BaselineDriver(client, task_queue, submissions)
+
+    def alongside(
+        self, dsn: str, temporal_address: str, hosts: Sequence[str], logs: Path
+    ) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()  # no console beside the baseline
 
     def workflow_id(self, host: str) -> str:
         return entity_workflow_id(host)

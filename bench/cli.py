@@ -82,6 +82,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add("--logs", type=Path, help="keep worker stdout/stderr here (default: a temp dir)")
     add(
+        "--streams",
+        type=_non_negative_int,
+        default=0,
+        metavar="N",
+        help="during threadwarden's measured runs, a console process serving N event streams"
+        " on the measured threads (bench/streams.py): their record events, the console's RSS",
+    )
+    add(
         "--soak",
         type=_positive_float,
         metavar="SECONDS",
@@ -97,13 +105,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.rate is not None and args.soak is None:
         parser.error("--rate: expected together with --soak")
+    if args.streams and (args.soak is not None or args.shape != "scripted"):
+        parser.error("--streams: only with the scripted shape's comparison (not --soak or --shape)")
     return args
 
 
 async def bench(args: argparse.Namespace, logs: Path) -> dict[str, list[SideRun]]:
     """Every repetition of both sides; even repetitions start with the baseline."""
     shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
-    sides: list[Side] = [BaselineSide(), ThreadwardenSide()]
+    sides: list[Side] = [BaselineSide(), ThreadwardenSide(streams=args.streams)]
     runs: dict[str, list[SideRun]] = {side.name: [] for side in sides}
     async with bench_stack() as stack:
         temporal = await Client.connect(stack.temporal_address)
@@ -187,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 submissions=args.submissions,
                 workers=args.workers,
                 top=args.top,
+                streams=args.streams,
             )
             text, complete = report.table(data), report.complete(data)
     print(json.dumps(data) if args.json else text)

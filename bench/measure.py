@@ -71,6 +71,9 @@ class SideRun:
     """Why the side did not finish (deadline, a worker died), or None."""
     top_statements: list[tuple[int, float, str]] = field(default_factory=list)
     """(calls, total ms, query) of the most called statements, for ``--top``."""
+    streams: dict[str, Any] | None = None
+    """With ``--streams``: what the event streams received and the console's memory
+    (`bench.streams.StreamWatch.finish`), and its statements; None without."""
 
     @property
     def units_per_s(self) -> float:
@@ -113,6 +116,7 @@ class SideRun:
             "completed": self.completed,
             "units": self.units,
             "error": self.error,
+            "streams": self.streams,
         }
 
 
@@ -155,10 +159,36 @@ def summarize(runs: Sequence[SideRun]) -> dict[str, Any]:
     }
     for figure in ("cpu_ms_per_unit_by_process", "history_events_per_unit_by_type"):
         summary[figure] = _median_by_key([f[figure] for f in each])
+    summary["streams"] = summarize_streams([run.streams for run in runs])
     summary["completed"] = min(run.completed for run in runs)
     summary["units"] = runs[0].units
     summary["errors"] = [run.error for run in runs if run.error is not None]
     summary["repetitions"] = each
+    return summary
+
+
+STREAMS_WORST = ("requested", "opened", "caught_up")
+"""Stream figures summarized by their worst (smallest) repetition, not the median."""
+
+
+def summarize_streams(runs: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """``--streams`` figures over the repetitions that have them: medians, the worst for
+    `STREAMS_WORST`, every repetition's errors; None without any."""
+    known = [r for r in runs if r is not None]
+    if not known:
+        return None
+    summary: dict[str, Any] = {}
+    for key in known[0]:
+        if key == "errors":
+            summary[key] = [error for r in known for error in r.get("errors", [])]
+            continue
+        values = [r[key] for r in known if isinstance(r.get(key), int | float)]
+        if not values:
+            summary[key] = None
+        elif key in STREAMS_WORST:
+            summary[key] = min(values)
+        else:
+            summary[key] = round(statistics.median(values), 2)
     return summary
 
 

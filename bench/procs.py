@@ -131,7 +131,7 @@ async def worker_group(
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=stdout,
                     stderr=stderr,
-                    env=_environment(command.env),
+                    env=environment(command.env),
                     start_new_session=True,
                 )
             processes.append(_Process(proc, out, err))
@@ -141,7 +141,8 @@ async def worker_group(
         await group.stop()
 
 
-def _environment(extra: dict[str, str]) -> dict[str, str]:
+def environment(extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment with ``extra``, and the checkout first on ``PYTHONPATH``."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
 

@@ -13,9 +13,16 @@ Row = tuple[str, Callable[[dict[str, Any]], Any]]
 
 
 def result(
-    runs: dict[str, list[SideRun]], *, hosts: int, submissions: int, workers: int, top: int
+    runs: dict[str, list[SideRun]],
+    *,
+    hosts: int,
+    submissions: int,
+    workers: int,
+    top: int,
+    streams: int = 0,
 ) -> dict[str, Any]:
-    """The JSON object: medians per side over the repetitions, and their ratio."""
+    """The JSON object: medians per side over the repetitions, and their ratio; ``streams``:
+    the event streams requested beside threadwarden's runs (``--streams``)."""
     sides = {name: summarize(runs[name]) for name in SIDES}
     if top:
         for name in SIDES:
@@ -32,6 +39,7 @@ def result(
         "hosts": hosts,
         "submissions": submissions,
         "workers": workers,
+        "streams": streams,
         "repeat": len(runs["threadwarden"]),
         "ratio": ratio,
         "cpu_ratio": cpu_ratio,
@@ -40,10 +48,28 @@ def result(
 
 
 def complete(data: dict[str, Any]) -> bool:
-    """Whether every repetition of both sides completed every unit, without error."""
+    """Whether every repetition of both sides completed every unit, without error, and (with
+    ``--streams``) every repetition's streams opened and delivered every record."""
     return all(
-        data[name]["completed"] == data[name]["units"] and not data[name]["errors"]
+        data[name]["completed"] == data[name]["units"]
+        and not data[name]["errors"]
+        and all(streams_complete(r.get("streams")) for r in data[name]["repetitions"])
         for name in SIDES
+    )
+
+
+def streams_complete(streams: dict[str, Any] | None) -> bool:
+    """Every stream opened, none failed or ended, each saw its thread's last record and the
+    events add up to every stream's thread's records (None: no streams, nothing to check)."""
+    if streams is None:
+        return True
+    return (
+        streams["opened"] == streams["requested"] == streams["caught_up"]
+        and streams.get("events_received") == streams.get("events_expected")
+        and not streams.get("failed")
+        and not streams.get("out_of_order")
+        and not streams.get("ended_by_server")
+        and not streams["errors"]
     )
 
 
@@ -57,6 +83,8 @@ _ROWS: tuple[Row, ...] = (
     ("  temporal server", lambda s: s["cpu_ms_per_unit_by_process"].get("temporal")),
     ("  postgres", lambda s: s["cpu_ms_per_unit_by_process"].get("postgres")),
     ("  bench client (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("bench")),
+    ("  console (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("console")),
+    ("  stream clients (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("streams")),
     ("Temporal tasks/unit (wf+act)", lambda s: s["temporal_tasks_per_unit"]),
     ("  workflow tasks/unit", lambda s: s["workflow_tasks_per_unit"]),
     ("  activity tasks/unit", lambda s: s["activity_tasks_per_unit"]),
@@ -75,18 +103,44 @@ _ROWS: tuple[Row, ...] = (
 )
 
 
+def _streams(pick: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    """A ``--streams`` figure of one side's summary (None on a side without streams)."""
+    return lambda s: None if s.get("streams") is None else pick(s["streams"])
+
+
+_STREAM_ROWS: tuple[Row, ...] = (
+    ("event streams open (worst rep)", _streams(lambda t: f"{t['opened']}/{t['requested']}")),
+    ("  caught up (worst rep)", _streams(lambda t: t["caught_up"])),
+    ("  record events received", _streams(lambda t: t["events_received"])),
+    ("  record events expected", _streams(lambda t: t["events_expected"])),
+    ("  out of order (gap, repeat)", _streams(lambda t: t.get("out_of_order"))),
+    ("  catch-up after the run s", _streams(lambda t: t["catch_up_s"])),
+    ("console RSS MiB idle", _streams(lambda t: t["console_rss_idle_mib"])),
+    ("  streams open", _streams(lambda t: t["console_rss_open_mib"])),
+    ("  peak (VmHWM)", _streams(lambda t: t["console_rss_peak_mib"])),
+    ("  end of run", _streams(lambda t: t["console_rss_end_mib"])),
+    ("console SQL statements", _streams(lambda t: t.get("console_sql_statements"))),
+)
+
+
 def table(data: dict[str, Any]) -> str:
     """Every figure, one row each, medians over the repetitions."""
+    with_streams = any(data[name].get("streams") for name in SIDES)
     lines = [
         f"hosts={data['hosts']} submissions/host={data['submissions']}"
         f" units={data['hosts'] * data['submissions']} workers={data['workers']}"
-        f" repeat={data['repeat']} (medians over repetitions)",
-        *figures(data, _ROWS, SIDES, unit="units"),
+        + (f" streams={data['streams']}" if data.get("streams") else "")
+        + f" repeat={data['repeat']} (medians over repetitions)",
+        *figures(data, _ROWS + (_STREAM_ROWS if with_streams else ()), SIDES, unit="units"),
         f"ratio threadwarden/baseline (median units/s): {cell(data['ratio'])}",
         f"CPU ratio threadwarden/baseline (median CPU ms/unit): {cell(data['cpu_ratio'])}",
     ]
     for name in SIDES:
         lines += [f"{name}: error: {e}" for e in data[name]["errors"]]
+        lines += [
+            f"{name}: stream error: {e}"
+            for e in (data[name].get("streams") or {}).get("errors", [])
+        ]
         lines += top_statements(name, data[name].get("top_statements", []))
     return "\n".join(lines)
 

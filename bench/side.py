@@ -9,6 +9,10 @@
    until one count query (every `POLL_INTERVAL_S`) sees every unit settled.
 5. Quiescence: every measured host's workflow closes (bounded); then the workers stop, the SQL
    counts are read, and the task queue's histories are fetched and counted.
+
+A side may run processes beside its measured run (`Side.alongside`: threadwarden's console and
+event streams of ``--streams``): started before the clock, their CPU reported apart, their
+figures taken once the hosts' workflows closed, stopped before the workers.
 """
 
 from __future__ import annotations
@@ -47,6 +51,21 @@ class Driver(Protocol):
         ...
 
 
+class Alongside(Protocol):
+    """Processes running beside a side's measured run (`Side.alongside`)."""
+
+    @property
+    def pids(self) -> dict[str, list[int]]:
+        """Their CPU groups (`bench.cpu`), reported apart from the measured processes'."""
+        ...
+
+    async def finish(
+        self, observer: asyncpg.Connection[Any], hosts: Sequence[str]
+    ) -> dict[str, Any]:
+        """Their figures, once the hosts' workflows closed (`SideRun.streams`)."""
+        ...
+
+
 class Side(Protocol):
     name: str
     count_sql: str
@@ -64,6 +83,12 @@ class Side(Protocol):
         self, dsn: str, temporal_address: str, task_queue: str, submissions: int
     ) -> AbstractAsyncContextManager[Driver]:
         """The client, for hosts of ``submissions`` units each."""
+        ...
+
+    def alongside(
+        self, dsn: str, temporal_address: str, hosts: Sequence[str], logs: Path
+    ) -> AbstractAsyncContextManager[Alongside | None]:
+        """What runs beside the measured run of ``hosts`` (None: nothing)."""
         ...
 
     def workflow_id(self, host: str) -> str: ...
@@ -102,7 +127,11 @@ async def run_side(
     finally:
         await admin.close()
     run.statements = counted.statements
-    run.transactions = sqlstats.transactions(before, after, counted.observer_calls)
+    run.transactions = sqlstats.transactions(
+        before, after, counted.observer_calls + counted.console_calls
+    )
+    if run.streams is not None:
+        run.streams["console_sql_statements"] = counted.console_calls
     run.pool_resets = counted.pool_resets
     run.top_statements = counted.top
     await runner.histories(hosts, run)
@@ -155,14 +184,23 @@ class _Runner:
 
     async def measure(self, hosts: list[str], run: SideRun) -> None:
         issued: dict[str, float] = {}
-        async with self.running("run", self.shape.submissions) as (group, driver, observer):
+        async with (
+            self.running("run", self.shape.submissions) as (group, driver, observer),
+            self.side.alongside(
+                self.dsn, self.stack.temporal_address, hosts, self.data_dir / "run"
+            ) as beside,
+        ):
             processes = {"workers": group.pids, **self.stack.server_pids()}
+            if beside is not None:
+                processes.update(beside.pids)
             before = cpu.snapshot(processes, alone=[os.getpid()])
             await _drive(self.side, driver, observer, group, hosts, self.shape, run, issued)
             if run.error is None:
                 await _quiesce(self.temporal, [self.side.workflow_id(h) for h in hosts])
             # Before the workers stop (their time would move to the bench's own children).
             run.cpu_s = cpu.used(before, cpu.snapshot(processes, alone=[os.getpid()]))
+            if beside is not None:
+                run.streams = await beside.finish(observer, hosts)
             await _completions(self.side, observer, hosts, issued, run)
         run.log_timeout_lines, run.failed_passes = log_counts(group.stderr_files)
 

@@ -1,10 +1,13 @@
 """Server-side SQL counts of one measured side: ``pg_stat_statements`` and ``pg_stat_database``.
 
 Statements come from ``pg_stat_statements`` (top-level statements, utility ones included) on the
-side's database, leaving out the role `bench.stack.OBSERVER`. Transactions come from the
+side's database, leaving out the roles `bench.stack.OBSERVER` and `bench.stack.CONSOLE` (the
+console process of ``--streams``, whose statements are counted apart). Transactions come from the
 database's commit and rollback counters, which a backend reports only when idle for a while or
 when it exits; so they are read with no session left on the database, and the transaction each
-new session runs at connection start is taken off, as are the observer's (one per statement).
+new session runs at connection start is taken off, as are the observer's and the console's (one
+per statement: neither opens a transaction). Not taken off: the transaction a listening backend
+(the console's) runs for each batch of notifications it takes in.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import asyncpg
 
 from bench.measure import wait_until
-from bench.stack import OBSERVER
+from bench.stack import CONSOLE, OBSERVER
 
 QUIET_DEADLINE_S = 60.0
 _TRANSACTION_CONTROL = re.compile(
@@ -26,12 +29,12 @@ _TRANSACTION_CONTROL = re.compile(
 _POOL_RESET = re.compile(r"^\s*SELECT pg_advisory_unlock_all\(\)", re.IGNORECASE)
 _STATEMENTS = """
 SELECT s.query, sum(s.calls)::bigint AS calls, sum(s.total_exec_time) AS ms,
-       r.rolname = $2 AS observer
+       r.rolname = $2 AS observer, r.rolname = $3 AS console
   FROM pg_stat_statements s
   JOIN pg_database d ON d.oid = s.dbid
   JOIN pg_roles r ON r.oid = s.userid
  WHERE d.datname = $1
- GROUP BY s.query, r.rolname = $2
+ GROUP BY s.query, r.rolname = $2, r.rolname = $3
 """
 _DATABASE = """
 SELECT xact_commit + xact_rollback AS transactions, sessions,
@@ -54,6 +57,8 @@ class Statements:
     """Top-level statements other than BEGIN/COMMIT/ROLLBACK, the observer's left out."""
     transaction_control: int
     observer_calls: int
+    console_calls: int
+    """Statements of the console process of ``--streams`` (role `bench.stack.CONSOLE`)."""
     pool_resets: int
     """asyncpg's reset on each release of a pooled connection: one round trip, one implicit
     transaction, 4 statements (advisory unlock, CLOSE ALL, UNLISTEN *, RESET ALL), all counted."""
@@ -93,8 +98,8 @@ async def quiet_counters(admin: asyncpg.Connection[Any], database: str) -> Count
 
 async def statements(admin: asyncpg.Connection[Any], database: str, *, top: int) -> Statements:
     """Statement counts on ``database`` since the last `reset`."""
-    rows = await admin.fetch(_STATEMENTS, database, OBSERVER)
-    counted = [r for r in rows if not r["observer"]]
+    rows = await admin.fetch(_STATEMENTS, database, OBSERVER, CONSOLE)
+    counted = [r for r in rows if not r["observer"] and not r["console"]]
     control = sum(int(r["calls"]) for r in counted if is_transaction_control(r["query"]))
     total = sum(int(r["calls"]) for r in counted)
     ranked = sorted(counted, key=lambda r: int(r["calls"]), reverse=True)[:top]
@@ -102,13 +107,15 @@ async def statements(admin: asyncpg.Connection[Any], database: str, *, top: int)
         statements=total - control,
         transaction_control=control,
         observer_calls=sum(int(r["calls"]) for r in rows if r["observer"]),
+        console_calls=sum(int(r["calls"]) for r in rows if r["console"]),
         pool_resets=sum(int(r["calls"]) for r in counted if _POOL_RESET.match(r["query"])),
         top=[(int(r["calls"]), round(float(r["ms"]), 1), _one_line(r["query"])) for r in ranked],
     )
 
 
 def transactions(before: Counters, after: Counters, observer_calls: int) -> int:
-    """Transactions of the side: the counter's rise, less session starts and observer queries."""
+    """Transactions of the side: the counter's rise, less session starts and ``observer_calls``
+    (statements outside any transaction: the observer's, the console's)."""
     return (
         after.transactions
         - before.transactions

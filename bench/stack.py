@@ -23,6 +23,8 @@ from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer, po
 
 OBSERVER = "bench_observer"
 """The role of the bench's own queries on a measured database."""
+CONSOLE = "bench_console"
+"""The role of the console process of ``--streams`` (its statements are counted apart)."""
 ADMIN_DATABASE = "postgres"
 """Where the bench reads server statistics from (its own queries there count for no side)."""
 
@@ -91,8 +93,9 @@ async def _start_postgres(path: Path) -> EmbeddedPostgres:
     try:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         await conn.execute("SET pg_stat_statements.track_utility = on")  # checks the setting
-        if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", OBSERVER):
-            await conn.execute(f"CREATE ROLE {OBSERVER} LOGIN SUPERUSER")
+        for role in (OBSERVER, CONSOLE):
+            if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role):
+                await conn.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
     finally:
         await conn.close()
     return postgres

@@ -4,6 +4,9 @@ Each host serves one thread (thread id = host id); each unit is one submission o
 ``scripted`` agent with input ``[{"say": "hi"}]``, admitted by `ThreadwardenClient.submit`
 (the admission transaction, then the host's wake). A unit is done when its submission is
 ``settled``; it counts as completed when its outcome is ``completed``.
+
+With ``streams`` (``--streams N``), a console process serves N event streams on the measured
+threads for the measured run (`bench.streams`).
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ import contextlib
 import re
 import shutil
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import asyncpg
 
 from bench.procs import WorkerCommand
 from bench.side import Driver
+from bench.stack import CONSOLE, with_user
+from bench.streams import StreamWatch, console_command, console_streams
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
@@ -40,8 +45,21 @@ class _ThreadwardenDriver:
         return receipt.submission_id
 
 
+def threadwarden_argv() -> list[str]:
+    """The ``threadwarden`` console script beside this interpreter (or on ``PATH``, or the
+    module)."""
+    script = Path(sys.executable).with_name("threadwarden")
+    found = str(script) if script.exists() else shutil.which("threadwarden")
+    return [found] if found else [sys.executable, "-m", "threadwarden.worker.cli"]
+
+
 class ThreadwardenSide:
     name = "threadwarden"
+
+    def __init__(self, streams: int = 0) -> None:
+        self.streams = streams
+        """Event streams a console process serves during the measured run (0: no console)."""
+
     count_sql = (
         "SELECT count(*) FROM threadwarden.submissions"
         " WHERE thread_id = ANY($1::text[]) AND state = 'settled'"
@@ -61,13 +79,7 @@ class ThreadwardenSide:
     def worker_command(
         self, dsn: str, temporal_address: str, task_queue: str, data_dir: Path
     ) -> WorkerCommand:
-        script = Path(sys.executable).with_name("threadwarden")
-        found = str(script) if script.exists() else shutil.which("threadwarden")
-        argv = (
-            [found, "worker"]
-            if found
-            else [sys.executable, "-m", "threadwarden.worker.cli", "worker"]
-        )
+        argv = [*threadwarden_argv(), "worker"]
         env = {
             "THREADWARDEN_DATABASE_URL": dsn,
             "THREADWARDEN_TEMPORAL_ADDRESS": temporal_address,
@@ -85,6 +97,20 @@ class ThreadwardenSide:
             settings, Connections(dsn, temporal_address)
         ) as client:
             yield _ThreadwardenDriver(client)
+
+    @contextlib.asynccontextmanager
+    async def alongside(
+        self, dsn: str, temporal_address: str, hosts: Sequence[str], logs: Path
+    ) -> AsyncIterator[StreamWatch | None]:
+        """With `streams`, a console serving that many event streams on ``hosts``' threads."""
+        if not self.streams:
+            yield None
+            return
+        command, token = console_command(
+            threadwarden_argv(), with_user(dsn, CONSOLE), temporal_address, logs / "console-data"
+        )
+        async with console_streams(command, token, hosts, self.streams, logs) as watch:
+            yield watch
 
     def workflow_id(self, host: str) -> str:
         return host_workflow_id(host)
