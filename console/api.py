@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from threadwarden.console import openapi
 from threadwarden.console.events import KEEPALIVE_S, SSE_HEADERS, resume_after, sse_event
-from threadwarden.console.feed import MAX_STREAMS
+from threadwarden.console.feed import StreamsFull
 from threadwarden.console.security import BodyTooLarge, is_number
 from threadwarden.console.web import Console, api_error, caller_of, console_of
 from threadwarden.errors import (
@@ -330,7 +330,7 @@ async def events(request: Request) -> Response:
         if value is not None and not is_number(value, 18):
             raise ApiError(400, "invalid_input", f"{name}: expected a record sequence", name)
     console = console_of(request)
-    if console.feed.readers >= MAX_STREAMS:
+    if console.feed.full:
         raise ApiError(503, "too_many_streams", "too many event streams open; retry later")
     return StreamingResponse(
         _records(request, thread_id, resume_after(request)),
@@ -342,12 +342,16 @@ async def events(request: Request) -> Response:
 async def _records(request: Request, thread_id: str, after: int) -> AsyncIterator[str]:
     yield ": live\n\n"
     feed = console_of(request).feed.follow(thread_id, after, idle_s=KEEPALIVE_S)
-    async with contextlib.aclosing(feed):
-        async for record in feed:
-            if record is None:
-                yield ": keepalive\n\n"
-            else:
-                yield sse_event("record", json.dumps(record, default=str), record["sequence"])
+    try:
+        async with contextlib.aclosing(feed):
+            async for record in feed:
+                if record is None:
+                    yield ": keepalive\n\n"
+                else:
+                    yield sse_event("record", json.dumps(record, default=str), record["sequence"])
+    except StreamsFull:  # a burst passed the handler's check: refused at its first read
+        yield "retry: 5000\n"
+        yield sse_event("error", json.dumps({"code": "too_many_streams", "retry_after_s": 5}))
 
 
 async def document(request: Request) -> Response:

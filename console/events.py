@@ -16,7 +16,7 @@ from jinja2 import Template
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from threadwarden.console.feed import MAX_STREAMS
+from threadwarden.console.feed import StreamsFull
 from threadwarden.console.security import is_number
 from threadwarden.console.web import Console, console_of
 from threadwarden.errors import InvalidInput
@@ -43,7 +43,7 @@ async def thread_events(request: Request) -> Response:
         validate_id("thread", thread_id)
     except InvalidInput as error:
         return Response(f"{error}\n", 400, media_type="text/plain")
-    if console.feed.readers >= MAX_STREAMS:
+    if console.feed.full:
         return Response("too many live timelines open\n", 503, media_type="text/plain")
     template = request.app.state.templates.get_template("_record.html")
     return StreamingResponse(
@@ -58,13 +58,16 @@ async def _stream(
 ) -> AsyncIterator[str]:
     yield ": live\n\n"  # the browser's EventSource counts as open from here
     feed = console.feed.follow(thread_id, after, idle_s=KEEPALIVE_S)
-    async with contextlib.aclosing(feed):
-        async for record in feed:
-            if record is None:
-                yield ": keepalive\n\n"
-                continue
-            html = template.render(record=record)
-            yield sse_event("record", html, record["sequence"])
+    try:
+        async with contextlib.aclosing(feed):
+            async for record in feed:
+                if record is None:
+                    yield ": keepalive\n\n"
+                    continue
+                html = template.render(record=record)
+                yield sse_event("record", html, record["sequence"])
+    except StreamsFull:  # a burst passed the handler's check: the browser retries later
+        yield "retry: 5000\n\n"
 
 
 def sse_event(event: str, data: str, event_id: int | None = None) -> str:

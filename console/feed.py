@@ -40,6 +40,10 @@ RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to listen again after the connection was lost."""
 
 
+class StreamsFull(Exception):
+    """`MAX_STREAMS` readers follow already: the stream is refused (it may retry later)."""
+
+
 class LedgerFeed:
     """Hints per thread from one LISTEN connection, taken from ``pool`` when first needed."""
 
@@ -48,6 +52,7 @@ class LedgerFeed:
         self.recheck_s = recheck_s
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.readers = 0
 
     @contextlib.contextmanager
@@ -68,17 +73,24 @@ class LedgerFeed:
                 if not waiting:
                     del self._waiters[thread_id]
 
+    @property
+    def full(self) -> bool:
+        """Whether `MAX_STREAMS` readers are subscribed (a new stream is refused)."""
+        return self.readers >= MAX_STREAMS
+
     async def follow(
         self, thread_id: str, after: int, *, idle_s: float | None = None
     ) -> AsyncGenerator[dict[str, Any] | None, None]:
-        """The thread's records above sequence ``after`` in order, then each new one, never
-        ending; a thread that does not exist yet is waited for. With ``idle_s``, yields None
-        after each ``idle_s`` without a record (a stream's keep-alive)."""
+        """The thread's records above sequence ``after`` in order, then each new one, until
+        `end_streams`; a thread that does not exist yet is waited for. With ``idle_s``, yields
+        None after each ``idle_s`` without a record (a stream's keep-alive)."""
         loop = asyncio.get_running_loop()
         last = after
+        if self.full:  # checked and subscribed with no await between: a burst cannot pass
+            raise StreamsFull(f"{MAX_STREAMS} live readers already")
         with self.subscribe(thread_id) as hint:
             quiet_since = loop.time()
-            while True:
+            while not self._closing:
                 hint.clear()
                 async with self._pool.acquire() as conn:
                     rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
@@ -97,6 +109,12 @@ class LedgerFeed:
                 if idle_s is not None and loop.time() - quiet_since >= idle_s:
                     quiet_since = loop.time()
                     yield None
+
+    def end_streams(self) -> None:
+        """End every `follow` at its next wait, so that their responses finish cleanly before
+        the server stops (a stream never ends on its own)."""
+        self._closing = True
+        self._wake(None)
 
     async def close(self) -> None:
         """Stop listening (the connection goes back to the pool)."""

@@ -13,6 +13,7 @@ import uvicorn
 from temporalio.client import Client
 
 from threadwarden.console.app import create_app
+from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.security import check_bind
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.pool import create_pool
@@ -82,12 +83,23 @@ async def serving(
         await asyncio.sleep(0.01)
     bound = server.servers[0].sockets[0].getsockname()
     url = console_url(host, int(bound[1]))
+    feed = app.state.console.feed
     try:
         yield url
     finally:
+        feed.end_streams()  # the live streams end first: their clients see a clean close
+        await _streams_ended(feed)
         server.should_exit = True
         await task
-        await app.state.console.feed.close()
+        await feed.close()
+
+
+async def _streams_ended(feed: LedgerFeed, wait_s: float = 1.0) -> None:
+    """Give the ended streams a moment to send their last chunk (at most ``wait_s``)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while feed.readers and loop.time() < deadline:
+        await asyncio.sleep(0.01)
 
 
 @contextlib.asynccontextmanager

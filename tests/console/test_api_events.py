@@ -9,9 +9,11 @@ import json
 
 import asyncpg
 import httpx
+import pytest
 
 from tests.console.api import events, settled
 from tests.console.conftest import ServeConsole
+from threadwarden.console import feed as feed_module
 from threadwarden.worker.client import ThreadwardenClient
 
 
@@ -125,3 +127,56 @@ async def test_a_stream_goes_on_when_the_listening_connection_is_killed(
     texts = [json.loads(e["data"])["body"].get("text") for e in [before, *later]]
     assert texts[0] == "before" and "after" in texts
     assert [int(e["id"]) for e in [before, *later]] == [1, 2, 3]  # no gap, no repeat
+
+
+async def test_streams_end_cleanly_when_the_console_stops(
+    serve_console: ServeConsole, ids: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with contextlib.AsyncExitStack() as opened:
+        async with serve_console() as url:
+            http = await opened.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30))
+            lines = []
+            for n in range(5):
+                path = f"/v1/threads/{ids}-{n}/events"
+                stream = await opened.enter_async_context(http.stream("GET", path))
+                lines.append(stream.aiter_lines())
+            assert [await anext(each) for each in lines] == [": live"] * 5
+        # The console is gone: each stream ended with its last chunk, none was cut off
+        # (a cut-off chunked body raises httpx.RemoteProtocolError here).
+        for each in lines:
+            rest = [line async for line in each]
+            assert all(line == "" or line.startswith(":") for line in rest), rest
+    assert "Exception in ASGI application" not in caplog.text
+
+
+async def test_a_burst_of_streams_past_the_limit_is_refused_not_served(
+    worker: None,
+    client: ThreadwardenClient,
+    serve_console: ServeConsole,
+    ids: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(feed_module, "MAX_STREAMS", 3)
+    async with (
+        serve_console() as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+        contextlib.AsyncExitStack() as opened,
+    ):
+
+        async def open_one(n: int) -> httpx.Response:
+            path = f"/v1/threads/{ids}-{n}/events"
+            return await opened.enter_async_context(http.stream("GET", path))
+
+        streams = await asyncio.gather(*(open_one(n) for n in range(8)))  # all at once
+        refused = [s for s in streams if s.status_code == 503]
+        started = [s for s in streams if s.status_code == 200]
+        for n in range(8):
+            await client.submit(f"{ids}-{n}", agent_id="scripted", input=[{"say": "x"}])
+        kinds = []
+        for stream in started:
+            [event] = await asyncio.wait_for(events(stream.aiter_lines(), 1), timeout=30)
+            kinds.append(event["event"])
+    assert len(refused) + len(started) == 8
+    assert kinds.count("record") <= 3  # never more followers than the limit
+    assert kinds.count("record") + kinds.count("error") == len(started)
+    assert len(refused) + kinds.count("error") >= 5  # the rest were told to come back
