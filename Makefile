@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 # The folders installed as the one package `threadwarden` (pyproject.toml [tool.setuptools]).
 PACKAGE_DIRS := api protocol workflows activities ledger worker console agent_frameworks
 # Strict editable mode links files one by one: an edit shows at once, but a new, moved or removed
-# file needs a reinstall. The stamp depends on the list of those files, rewritten only on a change.
+# file needs a reinstall (its 13-line notice that it did so is silenced: it is this mode's
+# normal way, not a problem). The stamp depends on the list of those files, rewritten only on a change.
 SOURCES := $(VENV)/.sources
 $(shell mkdir -p $(VENV) && find $(PACKAGE_DIRS) -type f \( -name '*.py' -o -name '*.sql' \
 	-o -name py.typed -o -name '*.html' -o -name '*.js' -o -name '*.css' \) | LC_ALL=C sort > $(SOURCES).new \
@@ -18,14 +19,18 @@ $(shell mkdir -p $(VENV) && find $(PACKAGE_DIRS) -type f \( -name '*.py' -o -nam
 $(STAMP): pyproject.toml $(SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	PYTHONWARNINGS=ignore::UserWarning:setuptools.command.editable_wheel \
+		$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/threadwarden demo
 
+# Your own agents: `make dev BINDINGS=support:bindings` (several: space-separated), as
+# `threadwarden dev --bindings support:bindings` does (docs/agents.md).
+BINDINGS ?=
 dev: $(STAMP)
-	$(BIN)/threadwarden dev
+	$(BIN)/threadwarden dev $(addprefix --bindings ,$(BINDINGS))
 
 # The suite on TEST_WORKERS pytest-xdist workers sharing one embedded stack (tests/conftest.py);
 # tests that start a `dev` or `demo` stack share one worker (xdist_group "usual-ports"), the slow
