@@ -92,7 +92,9 @@ async def run(script: str, cwd: Path, env: dict[str, str], timeout_s: float) -> 
 async def started(
     script: str, cwd: Path, env: dict[str, str]
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    """Start ``script`` (a long-running command) in its own process group; Ctrl-C it after."""
+    """Start ``script`` (a long-running command) in its own process group; Ctrl-C it after, as
+    a terminal does (``make`` and ``bash`` die of the signal: exit -2; the stack must have
+    stopped cleanly, its ``stack.json`` gone, no traceback)."""
     process = await asyncio.create_subprocess_exec(
         "bash", "-c", script, cwd=cwd, env=env, start_new_session=True,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -103,7 +105,10 @@ async def started(
         if process.returncode is None:
             os.killpg(process.pid, signal.SIGINT)
         out, _ = await asyncio.wait_for(process.communicate(), 90)
-        assert process.returncode == 0, out.decode()[-3000:]
+        text = out.decode()
+        assert process.returncode in (0, -signal.SIGINT), text[-3000:]
+        assert "Traceback" not in text, text[-3000:]
+        assert not (cwd / ".threadwarden" / "stack.json").exists(), text[-3000:]
 
 
 async def _api_up(url: str) -> bool:
