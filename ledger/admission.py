@@ -33,18 +33,22 @@ def payload_digest(
 
 _READ = """
 SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest,
-       ARRAY(SELECT i.submission_id FROM threadwarden.submissions i
-              WHERE i.thread_id = q.thread_id AND i.interrupted_by = s.submission_id
-              ORDER BY i.sequence) AS interrupted,
-       EXISTS (SELECT 1 FROM threadwarden.submissions b
-                WHERE b.thread_id = q.thread_id AND b.state <> 'settled') AS busy
+       CASE WHEN s.submission_id IS NOT NULL AND $3 THEN ARRAY(
+         SELECT i.submission_id FROM threadwarden.submissions i
+          WHERE i.thread_id = q.thread_id AND i.interrupted_by = s.submission_id
+          ORDER BY i.sequence) END AS interrupted,
+       CASE WHEN $3 THEN EXISTS (
+         SELECT 1 FROM threadwarden.submissions b
+          WHERE b.thread_id = q.thread_id AND b.state <> 'settled') END AS busy
   FROM (SELECT $1::text AS thread_id) q
   LEFT JOIN threadwarden.threads t ON t.thread_id = q.thread_id
   LEFT JOIN threadwarden.submissions s ON s.thread_id = q.thread_id AND s.idempotency_key = $2
 """
-"""The thread's owner, the submission an idempotency key already names (and what it
-interrupted), if any, and whether the thread has a submission that has not settled
-(``submissions_lane``)."""
+"""The thread's owner and the submission an idempotency key already names, if any; with ``$3``
+(``if_busy`` other than ``enqueue``) also what that submission interrupted and whether the
+thread has a submission that has not settled (``submissions_lane``). An ``enqueue`` admission,
+the hot path, evaluates neither subquery (a ``CASE`` runs a branch's subquery only when taken;
+only an ``interrupt`` admission ever sets ``interrupted_by``)."""
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended('threadwarden:thread:' || $1, 0))"
 """Serialises ``reject`` and ``interrupt`` admissions of one thread (the thread's row may not
 exist yet), so that two of them never both see it idle."""
@@ -160,13 +164,14 @@ class Admissions:
         submissions to abort before the write)."""
         if if_busy != "enqueue":
             await conn.execute(_LOCK_THREAD, thread_id)
-        found = await conn.fetchrow(_READ, thread_id, key)
+        checks = if_busy != "enqueue"
+        found = await conn.fetchrow(_READ, thread_id, key, checks)
         assert found is not None
         owner = found["owner"]
         host = host_id or owner or thread_id
         if if_busy != "enqueue" and owner is not None:
             await conn.execute(_LOCK_HOST, owner)
-            found = await conn.fetchrow(_READ, thread_id, key)  # as of the lock
+            found = await conn.fetchrow(_READ, thread_id, key, checks)  # as of the lock
             assert found is not None
         if owner is not None and owner != host:
             raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")
@@ -183,7 +188,7 @@ class Admissions:
                 sequence=found["sequence"],
                 created=False,
                 wake=False,
-                interrupted=list(found["interrupted"]),
+                interrupted=list(found["interrupted"] or []),
             )
         if if_busy == "reject" and found["busy"]:
             raise ThreadBusy(

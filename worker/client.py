@@ -243,9 +243,9 @@ class ThreadwardenClient:
             if receipt.interrupted:
                 await self._publications.publish_committed(receipt.host_id)
             await self._failpoints.hit("maintenance:mutation:finished")
-            if not await self._served(agent_id, agent_digest):
-                receipt.warnings.append(unserved_warning(agent_id, self._settings.task_queue))
         await self._failpoints.hit("maintenance:mutation:after")
+        if not await self._served(agent_id, agent_digest):  # a repeat too: it still waits
+            receipt.warnings.append(unserved_warning(agent_id, self._settings.task_queue))
         return receipt
 
     async def _served(self, agent_id: str, agent_digest: str | None) -> bool:

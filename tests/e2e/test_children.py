@@ -268,8 +268,10 @@ async def test_children_scenario_10_a_fault_after_the_child_abort_issues_no_seco
     asked: list[tuple[str, bool]] = []
     abort = Operator.abort
 
-    async def counted(self: Operator, submission_id: str) -> OperatorResult:
-        result = await abort(self, submission_id)
+    async def counted(
+        self: Operator, submission_id: str, *, operator: str | None = None
+    ) -> OperatorResult:
+        result = await abort(self, submission_id, operator=operator)
         asked.append((submission_id, result.changed))
         return result
 

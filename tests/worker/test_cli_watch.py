@@ -42,7 +42,7 @@ async def test_cli_watch_waits_for_a_thread_then_prints_its_records(
         lines = await read_until(watching.stdout, lambda line: "settlement" in line)
         assert watching.returncode is None  # still following
     assert all(receipt.submission_id in line for line in lines)
-    assert any('{"text": "first"}' in line for line in lines)
+    assert any(line.endswith(f"{receipt.submission_id}  first") for line in lines)  # its text
     assert [int(line.split()[0]) for line in lines] == list(range(1, len(lines) + 1))
 
 
