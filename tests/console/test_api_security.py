@@ -68,11 +68,11 @@ async def test_tokens_decide_who_may_do_what_and_name_the_operator(
             unknown = await unknown_side_effect(pool, f"{ids}-u")
             # The worker's passes may still touch rows (leases, the approved turn): what a
             # resolve would write is the unknown one's state and its records.
-            before = await _decided(pool, unknown)
+            decided = await _decided(pool, unknown)
             resolve = f"/v1/submissions/{unknown}/resolve"
             forbidden = await post(app, resolve, {"outcome": "not-run"})
             assert forbidden.status_code == 403 and error_of(forbidden)["code"] == "forbidden"
-            assert await _decided(pool, unknown) == before  # nothing decided, nothing written
+            assert await _decided(pool, unknown) == decided  # nothing decided, nothing written
             resolved = await post(console, resolve, {"outcome": "not-run"})
             assert resolved.status_code == 200 and resolved.json()["operator"] == "operator"
 
