@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 
 import asyncpg
 import httpx
@@ -13,6 +14,7 @@ import pytest
 
 from tests.console.api import events, settled
 from tests.console.conftest import ServeConsole
+from tests.console.test_command import CLI, _console_url, _interrupt
 from threadwarden.console import feed as feed_module
 from threadwarden.worker.client import ThreadwardenClient
 
@@ -35,31 +37,43 @@ async def test_events_start_before_the_thread_exists_and_carry_records_as_watch_
     )
 
 
+@contextlib.asynccontextmanager
+async def console_process() -> AsyncIterator[str]:
+    """``threadwarden console`` as a process of its own (the test's ledger, any free port);
+    yields its URL, then stops it with Ctrl-C as an operator would."""
+    process = await asyncio.create_subprocess_exec(
+        *CLI, "console", "--address", "127.0.0.1:0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        yield await _console_url(process)
+    finally:
+        code, err = await _interrupt(process)
+        assert code == 0, err[-2000:]
+
+
 async def test_events_resume_after_last_event_id_across_a_console_restart(
-    worker: None, client: ThreadwardenClient, serve_console: ServeConsole, ids: str
+    worker: None, cli_env: None, client: ThreadwardenClient, ids: str
 ) -> None:
-    first = await client.submit(
-        ids, agent_id="scripted", input=[{"say": f"a{n}"} for n in range(3)]
-    )
+    three = [{"say": f"a{n}"} for n in range(3)]
+    first = await client.submit(ids, agent_id="scripted", input=three)
     seen: list[int] = []
-    async with serve_console() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with console_process() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         async with http.stream("GET", f"/v1/threads/{ids}/events") as stream:
             got = await asyncio.wait_for(events(stream.aiter_lines(), 2), timeout=30)
             seen += [int(e["id"]) for e in got]
         await settled(http, first.submission_id)
-    # The console is gone; more records commit while no one reads.
+    # That console process is gone; more records commit while no one reads.
     second = await client.submit(ids, agent_id="scripted", input=[{"say": "b"}])
-    total = len(await client.records(ids))
-    async with serve_console() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with console_process() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         await settled(http, second.submission_id)
         total = len(await client.records(ids))
         headers = {"last-event-id": str(seen[-1])}
         async with http.stream("GET", f"/v1/threads/{ids}/events", headers=headers) as stream:
             got = await asyncio.wait_for(events(stream.aiter_lines(), total - seen[-1]), timeout=30)
             seen += [int(e["id"]) for e in got]
-    assert seen == list(range(1, total + 1))  # every record once, none skipped, none twice
+        assert seen == list(range(1, total + 1))  # every record once, none skipped, none twice
 
-    async with serve_console() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
         after = {"after": str(total - 1)}
         async with http.stream("GET", f"/v1/threads/{ids}/events", params=after) as stream:
             [last] = await asyncio.wait_for(events(stream.aiter_lines(), 1), timeout=30)
