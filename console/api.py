@@ -30,7 +30,7 @@ from threadwarden.console import openapi
 from threadwarden.console.events import KEEPALIVE_S, SSE_HEADERS, resume_after, sse_event
 from threadwarden.console.feed import StreamsFull
 from threadwarden.console.security import BodyTooLarge, is_number
-from threadwarden.console.web import Console, api_error, caller_of, console_of
+from threadwarden.console.web import Console, api_error, caller_of, console_of, error_status
 from threadwarden.errors import (
     DecisionConflict,
     HostMismatch,
@@ -68,10 +68,6 @@ class ApiError(Exception):
         return api_error(self.status, self.code, str(self), self.field)
 
 
-def _snake(name: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
-
-
 FIELD_OF: dict[type[ThreadwardenError], str] = {
     ThreadBusy: "thread_id",
     IdempotencyConflict: "Idempotency-Key",
@@ -94,7 +90,7 @@ def refusal(error: ThreadwardenError) -> ApiError:
         return ApiError(409, "not_waiting", str(error), "submission_id")
     if isinstance(error, PoolExhausted):  # overload: the caller retries later
         return ApiError(503, "unavailable", str(error))
-    return ApiError(409, _snake(type(error).__name__), str(error), field)
+    return ApiError(409, error_status(error)[1], str(error), field)
 
 
 def _answer(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
