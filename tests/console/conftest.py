@@ -9,7 +9,9 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from playwright.async_api import Browser
 
+from tests.console.browser import chromium
 from threadwarden.console.server import serving
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
@@ -48,3 +50,10 @@ async def http(console_url: str) -> AsyncIterator[httpx.AsyncClient]:
     """An HTTP client on the tokenless console (redirects not followed)."""
     async with httpx.AsyncClient(base_url=console_url, timeout=30) as session:
         yield session
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    """A headless chromium (without one: skipped naming the fix, or failed under CI=true)."""
+    async with chromium() as launched:
+        yield launched

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import pytest
 from playwright.async_api import Browser, Page, expect
 
-from tests.console.browser import chromium
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli, unknown_side_effect
@@ -21,13 +18,6 @@ TOKEN = "console-token-0123456789abcdef"
 SHOTS = "CONSOLE_SCREENSHOTS"
 """A folder to write the four pages' screenshots to (``docs/images`` refreshes the docs');
 unset: the test's own temporary folder."""
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    """A headless chromium (without one: skipped naming the fix, or failed under CI=true)."""
-    async with chromium() as launched:
-        yield launched
 
 
 async def _open(browser: Browser, url: str) -> Page:

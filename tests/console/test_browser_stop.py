@@ -3,12 +3,8 @@ next committed step, a waiting one at once; the page and the ledger both say ``a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
 from playwright.async_api import Browser, Locator, Page, expect
 
-from tests.console.browser import chromium
 from tests.console.helpers import wait_for_state
 from threadwarden.ledger.models import SubmissionView
 from threadwarden.worker.client import ThreadwardenClient
@@ -19,13 +15,6 @@ SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range
 that a loaded machine cannot finish it before the page shows it running (the test takes only
 until its next step after Stop)."""
 SETTLES_MS = 30_000
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    """A headless chromium (without one: skipped naming the fix, or failed under CI=true)."""
-    async with chromium() as launched:
-        yield launched
 
 
 async def _thread_page(browser: Browser, url: str) -> Page:
