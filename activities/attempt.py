@@ -27,6 +27,7 @@ from threadwarden.activities.context import (
 from threadwarden.activities.errors import domain_errors
 from threadwarden.activities.lease import LeaseKeeper, beat
 from threadwarden.activities.lease import stop as lease_stop
+from threadwarden.activities.live_text import LiveText
 from threadwarden.activities.pass_steps import INLINE_GRACE_MS, PassSteps, describe
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
@@ -40,6 +41,7 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts, Claim
 from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
@@ -111,8 +113,10 @@ class HeadRunner:
         operator: Operator,
         waker: Waker,
         checkpoints: Checkpoints,
+        deltas: Deltas | None = None,
     ) -> None:
         self._checkpoints = checkpoints
+        self._deltas = deltas
         self._children = children
         self._operator = operator
         self._waker = waker
@@ -333,6 +337,7 @@ class HeadRunner:
             children=self._children,
             waker=self._waker,
             checkpoints=self._checkpoints,
+            live=LiveText(self._deltas, claim) if self._deltas is not None else None,
         )
         handler = asyncio.ensure_future(binding.handler(context))
         lease = LeaseKeeper(
@@ -356,6 +361,7 @@ class HeadRunner:
             error = raised
         finally:
             await lease_stop(renewer)
+            await context.close_live()
         if _cancelling():  # the handler swallowed an outside cancellation
             await self._release(claim)
             raise asyncio.CancelledError()

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from threadwarden.activities.lease import beat
+from threadwarden.activities.live_text import LiveText
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import ApprovalDecision, ChildOutcome, SavedCheckpoint, ThreadRecord
 from threadwarden.errors import (
@@ -145,8 +146,10 @@ class AttemptContext:
         children: Children | None = None,
         waker: Waker | None = None,
         checkpoints: Checkpoints | None = None,
+        live: LiveText | None = None,
     ) -> None:
         self._claim = claim
+        self._live = live
         self._checkpoints = checkpoints
         self._saved: list[SavedCheckpoint] | None = None
         self._attempts = attempts
@@ -195,6 +198,16 @@ class AttemptContext:
     def heartbeat(self) -> None:
         beat()
 
+    async def close_live(self) -> None:
+        """The attempt ended: its live text stops (a cut-off step's text stays for readers)."""
+        if self._live is not None:
+            await self._live.close()
+
+    def text_delta(self, text: str) -> None:
+        if self._live is None or not text or self.replaying or not isinstance(text, str):
+            return
+        self._live.add(self._step, text)
+
     async def append(self, kind: str, body: Any) -> ThreadRecord:
         if kind in RESERVED_KINDS:
             raise InvalidInput("kind", f"a record kind other than {kind!r} (reserved)")
@@ -241,7 +254,11 @@ class AttemptContext:
         # The call ran: its result is recorded even if an abort arrived meanwhile (it lands at
         # the next boundary), so a side effect's outcome is never lost to an abort.
         body = {"tool": name, "result": value}
+        if self._live is not None:  # its last live words before the journaled response
+            await self._live.flush(step)
         await self._write("tool-result", body, step, honour_abort=False)
+        if self._live is not None:  # the journaled response replaces the step's live text
+            await self._live.finish(step)
         return value
 
     async def request_approval(

@@ -122,6 +122,14 @@ class AttemptContext(Protocol):
         """True while the handler re-executes steps an earlier attempt already committed."""
         ...
 
+    def text_delta(self, text: str) -> None:
+        """Forward a fragment of the text being generated for the step in progress (the
+        model request inside a ``tool`` call): readers see it live (the API's ``event: delta``,
+        ``watch``, the console). Never journaled; a replayed step sends none; a write that
+        fails is dropped. The agent adapters call it for every text delta of a streamed
+        response (docs/agents.md, "Streaming")."""
+        ...
+
     async def append(self, kind: str, body: Any) -> ThreadRecord:
         """Append a canonical record (a journal step), fenced by this attempt's ownership.
 

@@ -9,8 +9,11 @@ thread; ``agent`` defaults to ``scripted``, ``host`` to the destination's own),
 ``{"call": {"thread": id, "agent": id, "input": value, "host": id, "budget": n}}`` (delegate to
 a subagent and wait for its outcome; ``agent`` defaults to ``scripted``, ``thread`` to the one
 ``call_agent`` derives, ``host`` and ``budget`` are optional), ``{"calls": [call, ...]}``
-(several delegations awaited together) and ``{"spend": n}`` (spend n units of the budget a
-delegation gave this submission). A scripted child's input is validated as scripted steps too.
+(several delegations awaited together), ``{"spend": n}`` (spend n units of the budget a
+delegation gave this submission) and ``{"stream": text, "chunk_ms": n}`` (a model-like step: the
+text goes to readers word by word as live text, one word every ``n`` ms, default 100, then its
+whole is journaled as the step's result and said as a message). A scripted child's input is
+validated as scripted steps too.
 
 The outcome is ``Completed({"said": [...]})``; a script that asked also gets ``"answers":
 [...]`` (in order), and one that made calls
@@ -20,6 +23,7 @@ budget also lists ``budget_consumed``).
 """
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,8 +40,10 @@ from threadwarden.validation import check_schema, validate_id, validate_input
 
 SCRIPTED_AGENT_ID = "scripted"
 SCRIPTED_DIGEST = "scripted-v1"
-STEP_KINDS = "say, tool, approval, ask, fail, sleep_ms, send, call, calls, spend"
+STEP_KINDS = "say, tool, approval, ask, fail, sleep_ms, send, call, calls, spend, stream"
 _HEARTBEAT_SLICE_S = 1.0
+STREAM_CHUNK_MS = 100
+"""A ``stream`` step's default pause between words."""
 
 
 def parse_steps(value: Any) -> list[dict[str, Any]]:
@@ -50,12 +56,19 @@ def parse_steps(value: Any) -> list[dict[str, Any]]:
 
 
 def _validate_step(field: str, step: Any) -> None:
-    if not isinstance(step, dict) or len(step.keys() - {"args", "side_effect", "schema"}) != 1:
+    extras = {"args", "side_effect", "schema", "chunk_ms"}
+    if not isinstance(step, dict) or len(step.keys() - extras) != 1:
         raise InvalidInput(field, f"an object with one of {STEP_KINDS}", step)
+    if "chunk_ms" in step and "stream" not in step:
+        raise InvalidInput(f"{field}.chunk_ms", "chunk_ms only beside stream", step)
     if "schema" in step and "ask" not in step:
         raise InvalidInput(f"{field}.schema", "a schema only beside ask", step)
     nested = next((key for key in _NESTED if key in step), None)
-    if "say" in step or "approval" in step or "fail" in step:
+    if "stream" in step:
+        if not isinstance(step["stream"], str):
+            raise InvalidInput(f"{field}.stream", "a string", step["stream"])
+        _validate_sleep(f"{field}.chunk_ms", step.get("chunk_ms", STREAM_CHUNK_MS))
+    elif "say" in step or "approval" in step or "fail" in step:
         text = step.get("say", step.get("approval", step.get("fail")))
         if not isinstance(text, str):
             raise InvalidInput(field, "a string value", text)
@@ -152,6 +165,10 @@ async def run_scripted(context: AttemptContext) -> Outcome:
         if "say" in step:
             await context.append("message", {"text": step["say"]})
             said.append(step["say"])
+        elif "stream" in step:
+            text = await _stream(context, step["stream"], step.get("chunk_ms", STREAM_CHUNK_MS))
+            await context.append("message", {"text": text})
+            said.append(text)
         elif "ask" in step:
             answers.append(await context.ask(step["ask"], schema=step.get("schema")))
         elif "call" in step:
@@ -167,6 +184,22 @@ async def run_scripted(context: AttemptContext) -> Outcome:
     if children:
         result["children"] = children
     return Completed(result)
+
+
+async def _stream(context: AttemptContext, text: str, chunk_ms: int) -> str:
+    """A model-like step: ``text`` word by word as live text, then journaled whole (a re-run
+    after the journal returns the recorded text and streams nothing)."""
+
+    async def generate(_: dict[str, Any]) -> str:
+        for n, piece in enumerate(re.split(r"(?<=\s)(?=\S)", text)):
+            if n:
+                await asyncio.sleep(chunk_ms / 1000)
+                context.heartbeat()
+            context.text_delta(piece)
+        return text
+
+    recorded = await context.tool("stream", {"chars": len(text)}, generate)
+    return str(recorded)
 
 
 async def _act(context: AttemptContext, step: dict[str, Any]) -> None:

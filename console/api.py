@@ -42,6 +42,7 @@ from threadwarden.errors import (
     ThreadBusy,
     ThreadwardenError,
 )
+from threadwarden.ledger.deltas import Delta
 from threadwarden.ledger.models import SubmissionDetail
 from threadwarden.ledger.operator import OperatorResult
 from threadwarden.validation import MAX_JSON_DEPTH, check_json_tree, validate_id
@@ -337,17 +338,30 @@ async def events(request: Request) -> Response:
 
 async def _records(request: Request, thread_id: str, after: int) -> AsyncIterator[str]:
     yield ": live\n\n"
-    feed = console_of(request).feed.follow(thread_id, after, idle_s=KEEPALIVE_S)
+    feed = console_of(request).feed.follow(thread_id, after, idle_s=KEEPALIVE_S, live=True)
     try:
         async with contextlib.aclosing(feed):
-            async for record in feed:
-                if record is None:
+            async for item in feed:
+                if item is None:
                     yield ": keepalive\n\n"
+                elif isinstance(item, Delta):  # live text: no id (Last-Event-ID is a record's)
+                    yield sse_event("delta", json.dumps(delta_json(item)))
                 else:
-                    yield sse_event("record", json.dumps(record, default=str), record["sequence"])
+                    yield sse_event("record", json.dumps(item, default=str), item["sequence"])
     except StreamsFull:  # a burst passed the handler's check: refused at its first read
         yield "retry: 5000\n"
         yield sse_event("error", json.dumps({"code": "too_many_streams", "retry_after_s": 5}))
+
+
+def delta_json(delta: Delta) -> dict[str, Any]:
+    """A live-text event's data: the new fragment of a step's text; ``restart``: the step
+    started over (a re-run after a cut-off attempt), drop what was shown of it."""
+    return {
+        "submission_id": delta.submission_id,
+        "step": delta.step,
+        "text": delta.text,
+        "restart": delta.restart,
+    }
 
 
 async def document(request: Request) -> Response:

@@ -20,6 +20,7 @@ from threadwarden.console.feed import StreamsFull
 from threadwarden.console.security import is_number
 from threadwarden.console.web import Console, console_of
 from threadwarden.errors import InvalidInput
+from threadwarden.ledger.deltas import Delta
 from threadwarden.validation import validate_id
 
 KEEPALIVE_S = 15.0
@@ -64,6 +65,7 @@ async def _stream(
                 if record is None:
                     yield ": keepalive\n\n"
                     continue
+                assert not isinstance(record, Delta)  # the timeline follows records only
                 html = template.render(record=record)
                 yield sse_event("record", html, record["sequence"])
     except StreamsFull:  # a burst passed the handler's check: the browser retries later

@@ -24,6 +24,14 @@ from typing import Any
 
 import asyncpg
 
+from threadwarden.ledger.deltas import (
+    DELTA_CHANNEL,
+    Delta,
+    Deltas,
+    DeltaTracker,
+    Resync,
+    parse_notification,
+)
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
 from threadwarden.ledger.status import records_after
 
@@ -40,6 +48,19 @@ RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to listen again after the connection was lost."""
 
 
+MAX_QUEUED_DELTAS = 256
+"""Live-text notifications kept for one reader between its reads; past that it reads the rows."""
+
+
+class Subscription(asyncio.Event):
+    """One reader's hint, and the live text notified since it last looked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deltas: list[Delta] = []
+        self.overflow = False
+
+
 class StreamsFull(Exception):
     """`MAX_STREAMS` readers follow already: the stream is refused (it may retry later)."""
 
@@ -50,17 +71,18 @@ class LedgerFeed:
     def __init__(self, pool: asyncpg.Pool[Any], *, recheck_s: float = RECHECK_S) -> None:
         self._pool = pool
         self.recheck_s = recheck_s
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters: dict[str, set[Subscription]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.readers = 0
 
     @contextlib.contextmanager
-    def subscribe(self, thread_id: str) -> Iterator[asyncio.Event]:
-        """A hint set whenever the thread may have new records (clear it before reading)."""
+    def subscribe(self, thread_id: str) -> Iterator[Subscription]:
+        """A hint set whenever the thread may have new records or live text (clear it before
+        reading); its ``deltas`` collect the live text notified meanwhile."""
         if self._task is None:
             self._task = asyncio.create_task(self._listen(), name="console-ledger-feed")
-        hint = asyncio.Event()
+        hint = Subscription()
         self._waiters.setdefault(thread_id, set()).add(hint)
         self.readers += 1
         try:
@@ -79,19 +101,27 @@ class LedgerFeed:
         return self.readers >= MAX_STREAMS
 
     async def follow(
-        self, thread_id: str, after: int, *, idle_s: float | None = None
-    ) -> AsyncGenerator[dict[str, Any] | None, None]:
+        self, thread_id: str, after: int, *, idle_s: float | None = None, live: bool = False
+    ) -> AsyncGenerator[dict[str, Any] | Delta | None, None]:
         """The thread's records above sequence ``after`` in order, then each new one, until
         `end_streams`; a thread that does not exist yet is waited for. With ``idle_s``, yields
-        None after each ``idle_s`` without a record (a stream's keep-alive)."""
+        None after each ``idle_s`` without a record (a stream's keep-alive). With ``live``, also
+        the live text of the steps that stream (`Delta`: first each one's text so far, then its
+        new fragments; their concatenation per step is its text, once)."""
         loop = asyncio.get_running_loop()
         last = after
         if self.full:  # checked and subscribed with no await between: a burst cannot pass
             raise StreamsFull(f"{MAX_STREAMS} live readers already")
+        tracker = DeltaTracker() if live else None
         with self.subscribe(thread_id) as hint:
             quiet_since = loop.time()
+            resync = live
             while not self._closing:
                 hint.clear()
+                if tracker is not None:
+                    fresh, resync = await self._live_text(thread_id, hint, tracker, resync)
+                    for delta in fresh:
+                        yield delta
                 async with self._pool.acquire() as conn:
                     rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
                 for row in rows:
@@ -109,6 +139,28 @@ class LedgerFeed:
                 if idle_s is not None and loop.time() - quiet_since >= idle_s:
                     quiet_since = loop.time()
                     yield None
+
+    async def _live_text(
+        self, thread_id: str, hint: Subscription, tracker: DeltaTracker, resync: bool
+    ) -> tuple[list[Delta], bool]:
+        """The live text to show now, from the notified fragments (or the rows, to resync);
+        whether the next round must read the rows."""
+        notified, hint.deltas = hint.deltas, []
+        resync = resync or hint.overflow
+        hint.overflow = False
+        fresh: list[Delta] = []
+        for delta in notified:
+            try:
+                shown = tracker.apply(delta)
+            except Resync:
+                resync = True
+                continue
+            if shown is not None:
+                fresh.append(shown)
+        if resync:
+            async with self._pool.acquire() as conn:
+                fresh += tracker.catch_up(await Deltas.so_far(conn, thread_id))
+        return fresh, False
 
     def end_streams(self) -> None:
         """End every `follow` at its next wait, so that their responses finish cleanly before
@@ -136,6 +188,18 @@ class LedgerFeed:
             if isinstance(thread_id, str):
                 self._wake(thread_id)
 
+    def _on_delta(self, *args: Any) -> None:
+        parsed = parse_notification(str(args[-1]))
+        if parsed is None:
+            return
+        thread_id, delta = parsed
+        for hint in self._waiters.get(thread_id, ()):
+            if len(hint.deltas) < MAX_QUEUED_DELTAS:
+                hint.deltas.append(delta)
+            else:  # a slow reader: it reads the rows instead when it comes round
+                hint.overflow = True
+            hint.set()
+
     async def _listen(self) -> None:
         failures = 0
         while True:
@@ -144,6 +208,7 @@ class LedgerFeed:
                 async with self._pool.acquire() as conn:
                     conn.add_termination_listener(functools.partial(_set, lost))
                     await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                    await conn.add_listener(DELTA_CHANNEL, self._on_delta)
                     failures = 0
                     self._wake(None)  # anything committed before the LISTEN: read again
                     try:
@@ -152,6 +217,7 @@ class LedgerFeed:
                         if not conn.is_closed():
                             with contextlib.suppress(Exception):
                                 await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+                                await conn.remove_listener(DELTA_CHANNEL, self._on_delta)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the database is away: readers recheck, we retry

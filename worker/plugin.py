@@ -47,6 +47,7 @@ from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.messages import Messages
@@ -443,6 +444,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             operator=Operator(pool, minimum_alarm_delay_ms=delay),
             waker=waker,
             checkpoints=Checkpoints(pool),
+            deltas=Deltas(pool),
         )
         steps = MaintenanceActivities(
             maintenance,

@@ -1,0 +1,85 @@
+"""An attempt's live text (`AttemptContext.text_delta`): fragments of the step in progress,
+coalesced and written off the journal (`threadwarden.ledger.deltas`).
+
+The first fragment of a step is written at once (the reader's first words come quickly); the
+next ones are coalesced and written at most every `FLUSH_S`, so a step costs about 20
+statements a second however fast its model streams. A write that fails is dropped and logged:
+live text is a courtesy to readers, never a reason to slow or fail the attempt. When the step's
+response is about to be journaled what is pending is written (`flush`), and once it is the
+row goes (`finish`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.deltas import Deltas
+
+logger = logging.getLogger(__name__)
+
+FLUSH_S = 0.05
+"""The most often a step's coalesced fragments are written (about 20 a second)."""
+
+
+class LiveText:
+    """The live text of one attempt."""
+
+    def __init__(self, deltas: Deltas, claim: Claim) -> None:
+        self._deltas = deltas
+        self._claim = claim
+        self._pending: dict[int, str] = {}
+        self._written: set[int] = set()
+        self._flusher: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    def add(self, step: int, text: str) -> None:
+        """Queue ``text`` for ``step``; written within `FLUSH_S` (the step's first at once)."""
+        self._pending[step] = self._pending.get(step, "") + text
+        if self._flusher is None or self._flusher.done():
+            delay = FLUSH_S if step in self._written else 0.0
+            self._flusher = asyncio.create_task(self._flush_after(delay))
+
+    async def flush(self, step: int) -> None:
+        """Before the step's response is journaled: write what is pending (a reader gets the
+        step's last words before its record)."""
+        if step in self._pending:
+            await self._flush()
+
+    async def finish(self, step: int) -> None:
+        """The step's response is journaled: its row goes."""
+        if step not in self._written:
+            return
+        self._written.discard(step)
+        with contextlib.suppress(Exception):  # stale rows are replaced by the next epoch anyway
+            await self._deltas.clear(self._claim.submission_id, step)
+
+    async def close(self) -> None:
+        """The attempt ends: stop writing (a cut-off step keeps its row for readers)."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+
+    async def _flush_after(self, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        async with self._lock:
+            pending, self._pending = self._pending, {}
+            for step, text in pending.items():
+                try:
+                    await self._deltas.write(
+                        self._claim.thread_id,
+                        self._claim.submission_id,
+                        step,
+                        self._claim.epoch,
+                        text,
+                    )
+                    self._written.add(step)
+                except Exception as error:  # a courtesy to readers: never the attempt's fault
+                    logger.debug("live text of %s dropped: %r", self._claim.submission_id, error)
