@@ -183,7 +183,8 @@ def document() -> dict[str, Any]:
     )
     events = {
         "description": "Server-sent events: each record as `event: record`, `id:` its"
-        " sequence, `data:` the record as `watch --json` prints it; comments keep it alive",
+        " sequence, `data:` the record as `watch --json` prints it; live text as `event: delta`"
+        " (no id) with data {submission_id, step, text, restart}; comments keep it alive",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},
     }
     idempotency = {
