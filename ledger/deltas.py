@@ -44,10 +44,19 @@ SELECT pg_notify($6, json_build_object(
 """Append a fragment to its step's text (a new epoch starts the text again: a re-run after a
 cut-off attempt) and announce it, in one statement."""
 
-_SO_FAR = (
-    "SELECT submission_id, step, epoch, text FROM threadwarden.deltas"
-    " WHERE thread_id = $1 ORDER BY updated_at"
-)
+_SO_FAR = """
+SELECT d.submission_id, d.step, d.epoch, d.text
+  FROM threadwarden.deltas d
+  JOIN threadwarden.submissions s ON s.submission_id = d.submission_id
+ WHERE d.thread_id = $1 AND s.state <> 'settled'
+   AND NOT EXISTS (
+     SELECT 1 FROM threadwarden.records r
+      WHERE r.submission_id = d.submission_id COLLATE "default" AND r.step = d.step
+        AND r.kind = 'tool-result')
+ ORDER BY d.updated_at
+"""
+"""The text so far of the thread's steps that still stream: not of a settled submission, nor
+of a step whose response is journaled (a row a crash left behind before its clear)."""
 
 
 class Delta(BaseModel):

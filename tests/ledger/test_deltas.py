@@ -10,6 +10,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.ledger import Ledger
 from threadwarden.ledger.deltas import (
     DELTA_CHANNEL,
     Delta,
@@ -25,34 +26,43 @@ def _delta(text: str | None, offset: int, epoch: int = 1, step: int = 1) -> Delt
 
 
 async def test_write_appends_announces_the_offset_and_a_new_epoch_starts_over(
-    pool: asyncpg.Pool[Any], database_url: str
+    pool: asyncpg.Pool[Any], database_url: str, ids: str
 ) -> None:
+    sub = await Ledger.defaults(pool).admit(ids)
     heard: asyncio.Queue[str] = asyncio.Queue()
     listener = await asyncpg.connect(database_url)
     await listener.add_listener(DELTA_CHANNEL, lambda *args: heard.put_nowait(args[-1]))
     try:
         deltas = Deltas(pool)
-        await deltas.write("t", "s", 1, 1, "hello ")
-        await deltas.write("t", "s", 1, 1, "world")
+        await deltas.write(ids, sub, 1, 1, "hello ")
+        await deltas.write(ids, sub, 1, 1, "world")
         notes = [parse_notification(await asyncio.wait_for(heard.get(), 10)) for _ in range(2)]
         assert [(d.offset, d.text) for _, d in filter(None, notes)] == [(0, "hello "), (6, "world")]
         async with pool.acquire() as conn:
-            [row] = await Deltas.so_far(conn, "t")
+            [row] = await Deltas.so_far(conn, ids)
         assert (row.text, row.epoch) == ("hello world", 1)
 
-        await deltas.write("t", "s", 1, 2, "again")  # a re-run of the step
+        await deltas.write(ids, sub, 1, 2, "again")  # a re-run of the step
         note = parse_notification(await asyncio.wait_for(heard.get(), 10))
         assert note is not None and (note[1].offset, note[1].epoch) == (0, 2)
         async with pool.acquire() as conn:
-            [row] = await Deltas.so_far(conn, "t")
+            [row] = await Deltas.so_far(conn, ids)
         assert row.text == "again"
 
-        await deltas.write("t", "s", 1, 2, "x" * 7_000)  # past a NOTIFY's payload
+        await deltas.write(ids, sub, 1, 2, "x" * 7_000)  # past a NOTIFY's payload
         note = parse_notification(await asyncio.wait_for(heard.get(), 10))
         assert note is not None and note[1].text is None  # readers read the row instead
-        await deltas.clear("s", 1)
+        await deltas.clear(sub, 1)
         async with pool.acquire() as conn:
-            assert await Deltas.so_far(conn, "t") == []
+            assert await Deltas.so_far(conn, ids) == []
+        await deltas.write(ids, sub, 2, 2, "left behind")  # then the submission settles
+        await pool.execute(
+            "UPDATE threadwarden.submissions SET state = 'settled', outcome = 'aborted'"
+            " WHERE submission_id = $1",
+            sub,
+        )
+        async with pool.acquire() as conn:
+            assert await Deltas.so_far(conn, ids) == []  # a settled one's text is not live
     finally:
         await listener.close()
 
