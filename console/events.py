@@ -1,16 +1,29 @@
-"""Server-sent events: a thread's new records, live, from the ledger's LISTEN/NOTIFY feed.
+"""Server-sent events: a thread's new records and the live text of its steps, from the ledger's
+LISTEN/NOTIFY feed.
 
 ``GET /threads/{thread_id}/events?after=N`` streams each record above sequence ``N`` (or the
 ``Last-Event-ID`` a reconnecting browser sends) as an ``event: record`` whose data is the
-timeline's HTML for it, escaped like the page. It rides the console's `LedgerFeed`: one
-listening connection for every stream, subscribed before the first read, so nothing committed
-in between is missed.
+timeline's HTML for it, escaped like the page. Between the records come ``event: delta``
+events: the live text of a step while its model generates it, as JSON ``{"submission_id",
+"step", "text", "restart"}`` like the API's (the page shows ``text`` as text, never as HTML;
+``restart``: the step started over, drop what was shown of it). It rides the console's
+`LedgerFeed`: one listening connection for every stream, subscribed before the first read, so
+nothing committed in between is missed.
+
+The record that ends a step's live text is its ``tool-result`` (the journaled response). The
+ledger's record rows read by the feed do not carry their step, so the stream looks it up (one
+primary-key read) for a ``tool-result`` of a submission whose live text it has shown, or for
+every ``tool-result`` of a resumed stream (the page may hold live text from before it
+reconnected), and renders it with ``data-step``: the page then replaces that step's live text
+with the record.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from jinja2 import Template
 from starlette.requests import Request
@@ -27,6 +40,9 @@ KEEPALIVE_S = 15.0
 """A stream with no record for this long gets a comment, so proxies keep it open."""
 SSE_HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}
 
+_STEP_OF = "SELECT step FROM threadwarden.records WHERE thread_id = $1 AND sequence = $2"
+"""A record's step (``records_pkey``): which step's live text a ``tool-result`` ends."""
+
 
 def resume_after(request: Request) -> int:
     """The sequence a stream resumes after: the larger of ``?after=`` and ``Last-Event-ID``
@@ -37,7 +53,8 @@ def resume_after(request: Request) -> int:
 
 
 async def thread_events(request: Request) -> Response:
-    """The thread's records above ``after``, then each new one, as server-sent events."""
+    """The thread's records above ``after``, then each new one, and the live text of its
+    steps, as server-sent events."""
     console = console_of(request)
     thread_id = request.path_params["thread_id"]
     try:
@@ -47,29 +64,83 @@ async def thread_events(request: Request) -> Response:
     if console.feed.full:
         return Response("too many live timelines open\n", 503, media_type="text/plain")
     template = request.app.state.templates.get_template("_record.html")
+    resumed = "last-event-id" in request.headers
     return StreamingResponse(
-        _stream(console, template, thread_id, resume_after(request)),
+        _stream(console, template, thread_id, resume_after(request), resumed=resumed),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
 
 
 async def _stream(
-    console: Console, template: Template, thread_id: str, after: int
+    console: Console, template: Template, thread_id: str, after: int, *, resumed: bool = False
 ) -> AsyncIterator[str]:
     yield ": live\n\n"  # the browser's EventSource counts as open from here
-    feed = console.feed.follow(thread_id, after, idle_s=KEEPALIVE_S)
+    feed = console.feed.follow(thread_id, after, idle_s=KEEPALIVE_S, live=True)
+    shown = _LiveSteps(console, thread_id, every_result=resumed)
     try:
         async with contextlib.aclosing(feed):
-            async for record in feed:
-                if record is None:
+            async for item in feed:
+                if item is None:
                     yield ": keepalive\n\n"
-                    continue
-                assert not isinstance(record, Delta)  # the timeline follows records only
-                html = template.render(record=record)
-                yield sse_event("record", html, record["sequence"])
+                elif isinstance(item, Delta):
+                    data = shown.delta(item)
+                    if data is not None:
+                        yield sse_event("delta", data)
+                else:
+                    step = await shown.record(item)
+                    html = template.render(record=item, step=step)
+                    yield sse_event("record", html, item["sequence"])
     except StreamsFull:  # a burst passed the handler's check: the browser retries later
         yield "retry: 5000\n\n"
+
+
+class _LiveSteps:
+    """The steps whose live text one stream has shown, and the steps it has seen journaled."""
+
+    def __init__(self, console: Console, thread_id: str, *, every_result: bool) -> None:
+        self._console = console
+        self._thread_id = thread_id
+        self._every_result = every_result
+        self._live: set[tuple[str, int]] = set()
+        self._journaled: set[tuple[str, int]] = set()
+        self._settled: set[str] = set()
+
+    def delta(self, delta: Delta) -> str | None:
+        """The event data of a fragment (None: its step's record is shown already)."""
+        key = (delta.submission_id, delta.step)
+        if key in self._journaled or delta.submission_id in self._settled:
+            return None
+        self._live.add(key)
+        return json.dumps(delta_data(delta))
+
+    async def record(self, record: dict[str, Any]) -> int | None:
+        """The record's step when it ends a step's live text (a ``tool-result``), else None."""
+        submission_id = record["submission_id"]
+        if record["kind"] == "settlement":
+            self._settled.add(submission_id)
+            self._live = {key for key in self._live if key[0] != submission_id}
+            return None
+        if record["kind"] != "tool-result":
+            return None
+        if not self._every_result and not any(key[0] == submission_id for key in self._live):
+            return None
+        step = await self._console.pool.fetchval(_STEP_OF, self._thread_id, record["sequence"])
+        if not isinstance(step, int):
+            return None
+        self._live.discard((submission_id, step))
+        self._journaled.add((submission_id, step))
+        return step
+
+
+def delta_data(delta: Delta) -> dict[str, Any]:
+    """A live-text event's data, as the API's (`threadwarden.console.api.delta_json`)."""
+    return {
+        "submission_id": delta.submission_id,
+        "step": delta.step,
+        "text": delta.text,
+        "restart": delta.restart,
+    }
 
 
 def sse_event(event: str, data: str, event_id: int | None = None) -> str:
