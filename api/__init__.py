@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
     from threadwarden.worker.plugin import ThreadwardenPlugin
     from threadwarden.worker.settings import Settings
-    from threadwarden.worker.watch import RecordFeed
+    from threadwarden.worker.watch import RecordFeed, TextDelta, ThreadStream
 
 _LAZY = {
     "HostStatus": "threadwarden.ledger.models",
@@ -70,7 +70,9 @@ _LAZY = {
     "SubmissionDetail": "threadwarden.ledger.models",
     "SubmissionResult": "threadwarden.worker.client",
     "SubmissionView": "threadwarden.ledger.models",
+    "TextDelta": "threadwarden.worker.watch",
     "ThreadStatus": "threadwarden.ledger.models",
+    "ThreadStream": "threadwarden.worker.watch",
     "ThreadwardenClient": "threadwarden.worker.client",
     "ThreadwardenPlugin": "threadwarden.worker.plugin",
 }
@@ -128,8 +130,10 @@ __all__ = [
     "SubmissionResult",
     "SubmissionDetail",
     "SubmissionView",
+    "TextDelta",
     "ThreadRecord",
     "ThreadStatus",
+    "ThreadStream",
     "ThreadwardenClient",
     "ThreadBusy",
     "ThreadwardenError",

@@ -153,12 +153,27 @@ def build_parser() -> argparse.ArgumentParser:
     _submit_command(sub)
     _decision_commands(sub)
 
-    watch = _command(sub, "watch", "print a thread's records, then new ones live")
+    watch = _command(
+        sub, "watch", "print a thread's records, then new ones and live text as they come"
+    )
     watch.add_argument(
         "thread", type=_id("thread"), help="the thread to watch (waited for if it does not exist)"
     )
-    watch.add_argument("--no-follow", action="store_true", help="print what is there and exit")
-    watch.add_argument("--json", action="store_true", help="one JSON record per line")
+    watch.add_argument(
+        "--no-follow",
+        action="store_true",
+        help="print the records there are and exit (no live text)",
+    )
+    watch.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON record per line; live text as {"delta": ...} lines',
+    )
+    watch.add_argument(
+        "--no-text",
+        action="store_true",
+        help="records only: not the live text of a model's answer as it is generated",
+    )
     watch.add_argument(
         "--verbose", action="store_true", help="each record's whole body (default: in a few words)"
     )

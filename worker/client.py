@@ -40,7 +40,7 @@ from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
-from threadwarden.worker.watch import RecordFeed, await_settlement
+from threadwarden.worker.watch import RecordFeed, ThreadStream, await_settlement
 from threadwarden.workflows.contracts import head_task_queue
 
 logger = logging.getLogger(__name__)
@@ -440,6 +440,16 @@ class ThreadwardenClient:
         its first record (subscribe before the first submission, as ``tail -F`` does)."""
         validate_id("thread", thread_id)
         return RecordFeed(self._pool, thread_id, wait_for_thread=wait_for_thread)
+
+    def stream(self, thread_id: str, *, wait_for_thread: bool = False) -> ThreadStream:
+        """The thread's records and live text: ``async for`` yields `ThreadRecord` models
+        as `records` does and, among them, `TextDelta` models (each streaming step's text so
+        far, then each new fragment, before its journaled response). See `ThreadStream`.
+
+        Iterating an unknown thread raises `NotFound`, or with ``wait_for_thread`` waits for
+        its first record."""
+        validate_id("thread", thread_id)
+        return ThreadStream(self._pool, thread_id, wait_for_thread=wait_for_thread)
 
     async def inbox(self, *, limit: int = 100) -> InboxPage:
         """What waits for a person, across threads, oldest submission first: pending approvals

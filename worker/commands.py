@@ -341,6 +341,7 @@ async def watch(settings: Settings, args: argparse.Namespace) -> int:
         as_json=args.json,
         follow=not args.no_follow,
         verbose=args.verbose,
+        text=not args.no_text,
     )
 
 

@@ -1,8 +1,9 @@
-"""The live record feed: a thread's committed records in order, then new ones as they publish.
+"""The live record feed: a thread's committed records in order, then new ones as they publish,
+and, for a reader that asks, the live text of the steps that stream (issue 31).
 
 Shared by ``threadwarden watch THREAD`` and the client (`ThreadwardenClient.records`,
-`ThreadwardenClient.result`). Waiting rests on the built-in sink's NOTIFY on
-`NOTIFY_CHANNEL`; a notification is only a hint to read the ledger again:
+`ThreadwardenClient.stream`, `ThreadwardenClient.result`). Waiting rests on the built-in sink's
+NOTIFY on `NOTIFY_CHANNEL`; a notification is only a hint to read the ledger again:
 
 - the listener is registered before the first read, so nothing committed in between is missed;
 - a notification can still be late (the publication outbox drains in a later pass, or its
@@ -12,6 +13,10 @@ Shared by ``threadwarden watch THREAD`` and the client (`ThreadwardenClient.reco
 
 Each feed or waiter holds one pooled connection while it waits (LISTEN and reads on the same
 connection, so it never waits for a second one); it ``UNLISTEN``s before giving it back.
+
+Live text (`follow_thread` with ``text``) rides the same connection: it also LISTENs on
+`DELTA_CHANNEL`, reads each streaming step's text so far when it (re)connects, and shows what a
+`DeltaTracker` says is new (see `_LiveText` for how it keeps the order of text and records).
 """
 
 from __future__ import annotations
@@ -28,6 +33,14 @@ import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.errors import NotFound, ResultTimeout
+from threadwarden.ledger.deltas import (
+    DELTA_CHANNEL,
+    Delta,
+    Deltas,
+    DeltaTracker,
+    Resync,
+    parse_notification,
+)
 from threadwarden.ledger.pool import Connection, create_pool
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
 from threadwarden.ledger.status import StatusReader, records_after, settlement_of
@@ -38,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 RECHECK_S = 5.0
 """The longest a waiter goes without reading the ledger, should a notification be late or lost."""
+MAX_QUEUED_DELTAS = 256
+"""Live-text notifications a feed keeps between its reads; past that it reads the rows instead."""
 
 _CONNECTION_LOST = (
     asyncpg.exceptions.ConnectionDoesNotExistError,
@@ -62,6 +77,10 @@ class _Hint:
     def _on_terminate(self, *_: Any) -> None:
         self._event.set()
 
+    def poke(self) -> None:
+        """Read again at once (live text to show, or to look for)."""
+        self._event.set()
+
     async def __aenter__(self) -> _Hint:
         self._conn.add_termination_listener(self._on_terminate)
         await self._conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
@@ -83,16 +102,226 @@ class _Hint:
             await asyncio.wait_for(self._event.wait(), max(at_most_s, 0))
 
 
-async def follow_records(
+class TextDelta(BaseModel):
+    """A fragment of the text a model generates for a journal step, live (issue 31): never a
+    record. The fragments of a step concatenate to its text, once; its journaled response (the
+    step's ``tool-result`` record) is the text the application keeps."""
+
+    submission_id: str
+    step: int
+    """The journal step whose model request streams."""
+    text: str
+    """The new fragment (for a reader that arrived mid-step, first the text so far)."""
+    restart: bool = False
+    """The step started over (a re-run after a cut-off attempt): what was shown of it before is
+    not part of its text; this fragment begins it again."""
+
+
+_Key = tuple[str, int]
+"""A streaming step: its submission and journal step."""
+
+_RESULT_STEPS = (
+    "SELECT sequence, step FROM threadwarden.records"
+    " WHERE thread_id = $1 AND sequence = ANY($2::bigint[])"
+)
+
+
+class _Notes:
+    """LISTEN on `DELTA_CHANNEL` on the feed's connection: the thread's fragments notified
+    since the feed last took them (each one also pokes the feed's hint)."""
+
+    def __init__(self, conn: Connection, thread_id: str, hint: _Hint) -> None:
+        self._conn = conn
+        self._thread_id = thread_id
+        self._hint = hint
+        self._queue: list[Delta] = []
+        self.overflow = False
+
+    def _on_delta(self, *args: Any) -> None:
+        parsed = parse_notification(str(args[-1]))
+        if parsed is None or parsed[0] != self._thread_id:
+            return
+        if len(self._queue) < MAX_QUEUED_DELTAS:
+            self._queue.append(parsed[1])
+        else:  # a slow reader: it reads the rows instead
+            self.overflow = True
+        self._hint.poke()
+
+    async def __aenter__(self) -> _Notes:
+        await self._conn.add_listener(DELTA_CHANNEL, self._on_delta)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if not self._conn.is_closed():
+            with contextlib.suppress(*_CONNECTION_LOST, asyncpg.InterfaceError):
+                await self._conn.remove_listener(DELTA_CHANNEL, self._on_delta)
+
+    def take(self) -> list[Delta]:
+        """The fragments notified since the last take, in order."""
+        taken, self._queue = self._queue, []
+        return taken
+
+    def put_back(self, deltas: list[Delta]) -> None:
+        """Keep ``deltas`` for the next round (ahead of newer ones), which comes at once."""
+        if deltas:
+            self._queue[:0] = deltas
+            self._hint.poke()
+
+
+class _LiveText:
+    """What one reader showed of the thread's live text, across its connections; each round
+    reads the records and places the text among them.
+
+    The order it keeps: a step's fragments come before the record that closes the step (its
+    ``tool-result``, or the submission's ``settlement`` if the step never completed), since the
+    worker writes a step's last words before it journals the response. A round takes the
+    fragments notified before it reads the records (all committed before that read) and shows
+    them, each before the record of this read that closes its step, else after the records;
+    of the fragments notified while it read (Postgres sends every notification committed before
+    the statement ended ahead of its result), it shows those whose step closes in this read and
+    keeps the others for the next round, after the next read, so that no text comes before a
+    record committed before it. What is new of each fragment (once, with ``restart`` when a
+    step starts over) is the `DeltaTracker`'s to say; a fragment it cannot place sends the
+    round to the rows (`Deltas.so_far`).
+
+    Text it never shows: a fragment of an older attempt than one it saw (a late notification
+    of a cut-off attempt), of a step already closed, or of a step that closed before the reader
+    showed any of it (it completed before the reader arrived: its record says it all).
+    """
+
+    def __init__(self, thread_id: str) -> None:
+        self._thread_id = thread_id
+        self._tracker = DeltaTracker()
+        self._epochs: dict[_Key, int] = {}
+        """The latest attempt seen of each step the reader follows."""
+        self._closed: set[_Key] = set()
+        self._settled: set[str] = set()
+        """Submissions the reader saw settle while it followed (or had text of theirs)."""
+
+    async def round(
+        self, conn: Connection, notes: _Notes, after: int, *, catch_up: bool
+    ) -> list[dict[str, Any] | TextDelta]:
+        """The records above ``after`` with the live text to show among them; with
+        ``catch_up`` (a new connection), first the text so far of each streaming step."""
+        rows = await Deltas.so_far(conn, self._thread_id) if catch_up else []
+        early = notes.take()
+        records = await records_after(conn, self._thread_id, after)
+        during = notes.take()
+        closes, settles = await self._closes(conn, records, [*rows, *early, *during])
+        notes.put_back([d for d in during if _key(d) not in closes])
+        # A step that closes here and that the reader showed nothing of: its record says it.
+        self._closed |= {_key(r) for r in rows if _key(r) in closes} - set(self._epochs)
+        fresh = self._tracker.catch_up(self._current(rows))
+        unplaced, notes.overflow = notes.overflow, False
+        for delta in self._current([*early, *(d for d in during if _key(d) in closes)]):
+            try:
+                shown = self._tracker.apply(delta)
+            except Resync:
+                unplaced = True
+                continue
+            if shown is not None:
+                fresh.append(shown)
+        if unplaced:  # read the rows (a step closing here keeps its row until just after)
+            rows = await Deltas.so_far(conn, self._thread_id)
+            # Of the steps this round knows: one that began since may not have its record yet.
+            rows = [r for r in rows if _key(r) in self._epochs]
+            fresh += self._tracker.catch_up(self._current(rows))
+        return self._placed(records, fresh, closes, settles)
+
+    async def _closes(
+        self, conn: Connection, records: list[dict[str, Any]], deltas: list[Delta]
+    ) -> tuple[dict[_Key, int], set[str]]:
+        """Which of the steps of ``deltas`` and of those followed close in ``records`` (each
+        with the index of the record that closes it), and which of their submissions settle."""
+        keys = {_key(d) for d in deltas} | set(self._epochs)
+        submissions = {key[0] for key in keys}
+        results = [
+            r["sequence"]
+            for r in records
+            if r["kind"] == "tool-result" and r["submission_id"] in submissions
+        ]
+        steps: dict[int, int] = {}
+        if results:
+            rows = await conn.fetch(_RESULT_STEPS, self._thread_id, results)
+            steps = {row["sequence"]: row["step"] for row in rows if row["step"] is not None}
+        closes: dict[_Key, int] = {}
+        settles: dict[str, int] = {}
+        for index, record in enumerate(records):
+            step = steps.get(record["sequence"])
+            if step is not None:
+                closes.setdefault((record["submission_id"], step), index)
+            elif record["kind"] == "settlement" and record["submission_id"] in submissions:
+                settles.setdefault(record["submission_id"], index)
+        for key in keys:  # a step that never completed closes with its submission
+            if key[0] in settles:
+                closes.setdefault(key, settles[key[0]])
+        return closes, set(settles)
+
+    def _current(self, deltas: list[Delta]) -> list[Delta]:
+        """``deltas`` less those of a closed step or of an older attempt than one seen."""
+        current = []
+        for delta in deltas:
+            key = _key(delta)
+            if key in self._closed or delta.submission_id in self._settled:
+                continue
+            if delta.epoch < self._epochs.get(key, delta.epoch):
+                continue
+            self._epochs[key] = delta.epoch
+            current.append(delta)
+        return current
+
+    def _placed(
+        self,
+        records: list[dict[str, Any]],
+        fresh: list[Delta],
+        closes: dict[_Key, int],
+        settles: set[str],
+    ) -> list[dict[str, Any] | TextDelta]:
+        """The records, each after the text of the steps it closes; the other text after them.
+        The steps closed are forgotten (their late notifications are ignored)."""
+        before: dict[int, list[TextDelta]] = {}
+        rest: list[TextDelta] = []
+        for delta in fresh:
+            index = closes.get(_key(delta))
+            (rest if index is None else before.setdefault(index, [])).append(_public(delta))
+        placed: list[dict[str, Any] | TextDelta] = []
+        for index, record in enumerate(records):
+            placed += before.get(index, [])
+            placed.append(record)
+        self._settled |= settles
+        self._closed |= set(closes)
+        for key in [key for key in self._epochs if key in closes or key[0] in settles]:
+            del self._epochs[key]
+            self._tracker.done(*key)
+        return placed + rest
+
+
+def _key(delta: Delta) -> _Key:
+    return delta.submission_id, delta.step
+
+
+def _public(delta: Delta) -> TextDelta:
+    return TextDelta(
+        submission_id=delta.submission_id,
+        step=delta.step,
+        text=delta.text or "",
+        restart=delta.restart,
+    )
+
+
+async def follow_thread(
     pool: asyncpg.Pool[Any],
     thread_id: str,
     *,
     live: bool = True,
     recheck_s: float | None = None,
     wait_for_thread: bool = False,
-) -> AsyncGenerator[dict[str, Any], None]:
+    text: bool = False,
+) -> AsyncGenerator[dict[str, Any] | TextDelta, None]:
     """Yield the thread's committed records in sequence order; with ``live``, never stop,
-    yielding each new record once it is committed.
+    yielding each new record once it is committed; with ``live`` and ``text``, also the live
+    text of the steps that stream (`TextDelta`: first each one's text so far, then each new
+    fragment, before the record that closes the step).
 
     An unknown thread raises `NotFound`, unless ``live`` and ``wait_for_thread``: then the feed
     waits for the thread's first record the way it waits for any new one (the first
@@ -102,6 +331,7 @@ async def follow_records(
     recheck_s = RECHECK_S if recheck_s is None else recheck_s
     if not (live and wait_for_thread):
         await StatusReader(pool).thread(thread_id)
+    shown = _LiveText(thread_id) if live and text else None
     last = 0
     while True:
         held = False
@@ -109,20 +339,53 @@ async def follow_records(
             async with (
                 pool.acquire() as conn,
                 _Hint(conn, lambda note: note.get("thread_id") == thread_id) as hint,
+                contextlib.AsyncExitStack() as stack,
             ):
+                notes = (
+                    None
+                    if shown is None
+                    else await stack.enter_async_context(_Notes(conn, thread_id, hint))
+                )
                 held = True
+                catch_up = True  # on each connection: the text so far, then its notifications
                 while True:
                     hint.clear()
-                    for record in await records_after(conn, thread_id, last):
-                        last = record["sequence"]
-                        yield record
+                    if shown is None or notes is None:
+                        items: list[dict[str, Any] | TextDelta] = list(
+                            await records_after(conn, thread_id, last)
+                        )
+                    else:
+                        items = await shown.round(conn, notes, last, catch_up=catch_up)
+                        catch_up = False
+                    for item in items:
+                        if isinstance(item, dict):
+                            last = item["sequence"]
+                        yield item
                     if not live:
                         return
                     await hint.wait(recheck_s)
         except _CONNECTION_LOST as error:
             if not held:  # no connection to be had: the database is away, tell the caller
                 raise
-            logger.warning("record feed of %s lost its connection, resuming: %s", thread_id, error)
+            logger.warning("feed of %s lost its connection, resuming: %s", thread_id, error)
+
+
+async def follow_records(
+    pool: asyncpg.Pool[Any],
+    thread_id: str,
+    *,
+    live: bool = True,
+    recheck_s: float | None = None,
+    wait_for_thread: bool = False,
+) -> AsyncGenerator[dict[str, Any], None]:
+    """The thread's records only (`follow_thread` without live text)."""
+    feed = follow_thread(
+        pool, thread_id, live=live, recheck_s=recheck_s, wait_for_thread=wait_for_thread
+    )
+    async with contextlib.aclosing(feed):
+        async for item in feed:
+            assert isinstance(item, dict)
+            yield item
 
 
 async def await_settlement(
@@ -226,6 +489,87 @@ class RecordFeed:
                 yield ThreadRecord.model_validate(record)
 
 
+class ThreadStream:
+    """A thread's records and live text: ``async for`` yields `ThreadRecord` models (as
+    `RecordFeed` does: the committed ones in order, then each new one) and, among them,
+    `TextDelta` models: for each step that streams, first its text so far, then each new
+    fragment, all before the step's journaled response. It never ends on its own.
+
+    Breaking out of the loop (or ``aclose`` through ``contextlib.aclosing``) gives its
+    connection back. Iterating raises `NotFound` for an unknown thread (with
+    ``wait_for_thread``, waits for it instead).
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool[Any],
+        thread_id: str,
+        *,
+        recheck_s: float | None = None,
+        wait_for_thread: bool = False,
+    ) -> None:
+        self._pool = pool
+        self._thread_id = thread_id
+        self._recheck_s = recheck_s
+        self._wait_for_thread = wait_for_thread
+
+    async def __aiter__(self) -> AsyncIterator[ThreadRecord | TextDelta]:
+        feed = follow_thread(
+            self._pool,
+            self._thread_id,
+            recheck_s=self._recheck_s,
+            wait_for_thread=self._wait_for_thread,
+            text=True,
+        )
+        async with contextlib.aclosing(feed):
+            async for item in feed:
+                yield item if isinstance(item, TextDelta) else ThreadRecord.model_validate(item)
+
+
+TEXT_MARK = "…"
+"""Where a record line has its sequence, a line of live text has this."""
+
+
+class _Printer:
+    """``watch``'s output: a line per record; live text grows on a line of its own (``…``,
+    the step, the submission, then each fragment as it comes), ended before the next line."""
+
+    def __init__(self, *, as_json: bool, verbose: bool) -> None:
+        self._as_json = as_json
+        self._verbose = verbose
+        self._open: tuple[str, int] | None = None
+        """The step whose line of live text is being written."""
+
+    def record(self, record: dict[str, Any]) -> None:
+        self._end_line()
+        _show(record, self._as_json, self._verbose)
+
+    def delta(self, delta: TextDelta) -> None:
+        if self._as_json:
+            print_json({"delta": delta.model_dump()})
+            print(end="", flush=True)
+            return
+        key = (delta.submission_id, delta.step)
+        if delta.restart:
+            self._end_line()
+            print(f"{TEXT_MARK:>6}  (step {delta.step} started over)")
+        if self._open != key:
+            self._end_line()
+            print(f"{TEXT_MARK:>6}  {f'step {delta.step}':<18} {delta.submission_id}  ", end="")
+            self._open = key
+        indent = " " * (29 + len(delta.submission_id))  # under the records' summaries
+        print(delta.text.replace("\n", "\n" + indent), end="", flush=True)
+
+    def _end_line(self) -> None:
+        if self._open is not None:
+            print(flush=True)
+            self._open = None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):  # stdout may be gone (a closed pipe)
+            self._end_line()
+
+
 def _show(record: dict[str, Any], as_json: bool, verbose: bool) -> None:
     if as_json:
         print_json(record)
@@ -240,13 +584,23 @@ def _show(record: dict[str, Any], as_json: bool, verbose: bool) -> None:
 
 
 async def watch(
-    database_url: str, thread_id: str, *, as_json: bool, follow: bool, verbose: bool = False
+    database_url: str,
+    thread_id: str,
+    *,
+    as_json: bool,
+    follow: bool,
+    verbose: bool = False,
+    text: bool = True,
 ) -> int:
     """Print the thread's records in order, each in a few words (a model's reply as its text;
     ``verbose``: the whole body); with ``follow``, keep printing new ones, waiting for a thread
-    that does not exist yet (``tail -F``; a note on stderr says so, except under ``--json``).
-    Without ``follow`` an unknown thread raises `NotFound`."""
+    that does not exist yet (``tail -F``; a note on stderr says so, except under ``--json``),
+    and, with ``text``, the live text of the steps that stream as it arrives (`_Printer`;
+    ``--json``: ``{"delta": TextDelta}`` lines). Without ``follow`` it prints the records only
+    (the journal: no live text, which a re-run could still replace), and an unknown thread
+    raises `NotFound`."""
     pool = await create_pool(database_url, max_size=2)
+    printer = _Printer(as_json=as_json, verbose=verbose)
     try:
         if follow and not as_json:
             try:
@@ -257,10 +611,14 @@ async def watch(
                     file=sys.stderr,
                     flush=True,
                 )
-        feed = follow_records(pool, thread_id, live=follow, wait_for_thread=follow)
+        feed = follow_thread(pool, thread_id, live=follow, wait_for_thread=follow, text=text)
         async with contextlib.aclosing(feed):
-            async for record in feed:
-                _show(record, as_json, verbose)
+            async for item in feed:
+                if isinstance(item, TextDelta):
+                    printer.delta(item)
+                else:
+                    printer.record(item)
         return 0
     finally:
+        printer.close()
         await pool.close()

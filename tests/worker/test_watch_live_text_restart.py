@@ -1,0 +1,49 @@
+"""A step cut off mid-answer starts its live text over (issue 31): the scripted binding's inline
+budget (2 s) cuts a 4 s answer and its re-run on the agent's queue streams afresh. ``watch``
+says so on a line of its own, then prints the re-run's text; `ThreadwardenClient.stream`
+flags the fragment ``restart``."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.helpers.cli import console
+from tests.worker.test_watch_live_text import ANSWER, DEADLINE_S, STREAM, chunks_until
+from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.worker.watch import TEXT_MARK, TextDelta, ThreadRecord
+
+
+async def test_watch_and_the_client_show_a_cut_off_step_starting_over(
+    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+) -> None:
+    async def until_settled() -> list[ThreadRecord | TextDelta]:
+        seen: list[ThreadRecord | TextDelta] = []
+        async for item in client.stream(ids, wait_for_thread=True):
+            seen.append(item)
+            if isinstance(item, ThreadRecord) and item.kind == "settlement":
+                return seen
+        raise AssertionError("the stream ended")
+
+    following = asyncio.create_task(until_settled())
+    async with console({}, "watch", ids) as watching:
+        assert watching.stdout is not None and watching.stderr is not None
+        await asyncio.wait_for(watching.stderr.readline(), DEADLINE_S)  # waiting for the thread
+        receipt = await client.submit(ids, agent_id="scripted", input=STREAM)
+        output = "".join(await chunks_until(watching.stdout, " settlement "))
+    seen = await asyncio.wait_for(following, DEADLINE_S)
+
+    lines = output.splitlines()
+    over = [n for n, line in enumerate(lines) if line == f"{TEXT_MARK:>6}  (step 1 started over)"]
+    assert over, output
+    prefix = f"{TEXT_MARK:>6}  {'step 1':<18} {receipt.submission_id}  "
+    assert lines[over[-1] + 1] == prefix + ANSWER  # the re-run's text, whole, once
+    assert lines[over[-1] + 2].split()[1] == "tool-result"
+
+    deltas = [item for item in seen if isinstance(item, TextDelta)]
+    restarts = [n for n, delta in enumerate(deltas) if delta.restart]
+    assert restarts
+    assert "".join(d.text for d in deltas[restarts[-1] :]) == ANSWER
+    results = [
+        r.body["result"] for r in seen if isinstance(r, ThreadRecord) and r.kind == "tool-result"
+    ]
+    assert results == [ANSWER]
