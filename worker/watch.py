@@ -221,7 +221,7 @@ class _LiveText:
                 continue
             if shown is not None:
                 fresh.append(shown)
-        if unplaced:  # read the rows (a step closing here keeps its row until just after)
+        if unplaced:  # read the rows (of the steps still streaming: its record says a closed one)
             rows = await Deltas.so_far(conn, self._thread_id)
             # Of the steps this round knows: one that began since may not have its record yet.
             rows = [r for r in rows if _key(r) in self._epochs]
