@@ -118,12 +118,13 @@ class LedgerFeed:
             resync = live
             while not self._closing:
                 hint.clear()
-                if tracker is not None:
+                async with self._pool.acquire() as conn:
+                    rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
+                if tracker is not None:  # after the read, before its records: a fragment that
+                    # arrived meanwhile committed before a record of its step this read saw
                     fresh, resync = await self._live_text(thread_id, hint, tracker, resync)
                     for delta in fresh:
                         yield delta
-                async with self._pool.acquire() as conn:
-                    rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
                 for row in rows:
                     last = row["sequence"]
                     yield row

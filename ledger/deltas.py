@@ -33,6 +33,7 @@ WITH up AS (
      SET text = CASE WHEN d.epoch = EXCLUDED.epoch THEN d.text || EXCLUDED.text
                      ELSE EXCLUDED.text END,
          epoch = EXCLUDED.epoch, updated_at = clock_timestamp()
+   WHERE d.epoch <= EXCLUDED.epoch
   RETURNING char_length(d.text) AS total
 )
 SELECT pg_notify($6, json_build_object(
@@ -42,7 +43,8 @@ SELECT pg_notify($6, json_build_object(
   FROM up
 """
 """Append a fragment to its step's text (a new epoch starts the text again: a re-run after a
-cut-off attempt) and announce it, in one statement."""
+cut-off attempt; an older one's late write changes and announces nothing) and announce it, in
+one statement."""
 
 _SO_FAR = """
 SELECT d.submission_id, d.step, d.epoch, d.text
@@ -130,6 +132,8 @@ class DeltaTracker:
         for row in rows:
             key = (row.submission_id, row.step)
             epoch, shown = self._shown.get(key, (row.epoch, 0))
+            if row.epoch < epoch:  # an older attempt's text: the reader is past it
+                continue
             restart = epoch != row.epoch and shown > 0
             if epoch != row.epoch:
                 shown = 0
@@ -145,6 +149,8 @@ class DeltaTracker:
         key = (delta.submission_id, delta.step)
         epoch, shown = self._shown.get(key, (delta.epoch, 0))
         restart = False
+        if delta.epoch < epoch:  # a late fragment of an older attempt: not the step's text
+            return None
         if epoch != delta.epoch:  # a re-run's text starts again
             epoch, restart, shown = delta.epoch, shown > 0, 0
         if delta.text is None or delta.offset > shown:
@@ -154,10 +160,10 @@ class DeltaTracker:
         update = {"offset": shown, "text": new, "restart": restart}
         return delta.model_copy(update=update) if new else None
 
-    def done(self, submission_id: str, step: int | None) -> None:
-        """The step's response is journaled: forget it."""
-        if step is not None:
-            self._shown.pop((submission_id, step), None)
+    def done(self, submission_id: str, step: int) -> None:
+        """The step's response is journaled: forget it (the caller shows no later fragment of
+        a closed step)."""
+        self._shown.pop((submission_id, step), None)
 
 
 class Resync(Exception):

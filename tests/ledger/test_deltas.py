@@ -87,3 +87,24 @@ def test_the_tracker_shows_each_step_once_in_any_order() -> None:
 def test_a_notification_that_is_not_live_text_is_ignored() -> None:
     assert parse_notification("not json") is None
     assert parse_notification(json.dumps({"thread_id": "t"})) is None
+
+
+def test_the_tracker_ignores_a_late_fragment_of_an_older_attempt() -> None:
+    tracker = DeltaTracker()
+    tracker.catch_up([_delta("re-run text", 0, epoch=2)])
+    assert tracker.apply(_delta("cut-off text", 0, epoch=1)) is None
+    assert tracker.catch_up([_delta("cut-off text", 0, epoch=1)]) == []
+    more = tracker.apply(_delta(" goes on", 11, epoch=2))
+    assert more is not None and not more.restart and more.text == " goes on"
+
+
+async def test_an_older_attempts_late_write_changes_nothing(
+    pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    sub = await Ledger.defaults(pool).admit(ids)
+    deltas = Deltas(pool)
+    await deltas.write(ids, sub, 1, 2, "the re-run")
+    await deltas.write(ids, sub, 1, 1, "a cut-off attempt, late")
+    async with pool.acquire() as conn:
+        [row] = await Deltas.so_far(conn, ids)
+    assert (row.epoch, row.text) == (2, "the re-run")
