@@ -2,9 +2,16 @@
 
 The answer is a pure function of the conversation, so a replayed step would ask the same
 question and the request count shows it: a last message from a tool is answered with text
-``final: <tool content>``; a user message ``call TOOL {json args}`` with that tool call; any
-other user message with ``echo: <message>``. `fail_next` scripts error statuses (a 503 past the
-client's retries, a 400). Every request body is kept (`requests`), failed ones included.
+``final: <tool content>``; a user message ``call TOOL {json args}`` with that tool call; a user
+message ``say N`` with N words ``w1 w2 … wN`` (a long answer to stream); any other user message
+with ``echo: <message>``. `fail_next` scripts error statuses (a 503 past the client's retries, a
+400). Every request body is kept (`requests`), failed ones included.
+
+A request with ``"stream": true`` is answered as the OpenAI API streams (``text/event-stream``,
+``chat.completion.chunk`` events): the role first, then the content a word at a time with
+`ChatServer.stream_delay_s` between words (a tool call's arguments in a few pieces), then the
+``finish_reason``, the usage when ``stream_options.include_usage`` asks for it, and ``[DONE]``.
+`streams_started` and `streams_finished` count the streamed answers begun and sent whole.
 """
 
 from __future__ import annotations
@@ -12,9 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
 
 @dataclass
@@ -22,10 +32,14 @@ class ChatServer:
     """The server's script and what it saw; `url` is the ``base_url`` for the clients."""
 
     port: int = 0
+    stream_delay_s: float = 0.1
+    """The pause between the words (and tool-argument pieces) of a streamed answer."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     connections: set[asyncio.StreamWriter] = field(default_factory=set)
+    streams_started: int = 0
+    streams_finished: int = 0
 
     @property
     def url(self) -> str:
@@ -50,6 +64,11 @@ class ChatServer:
         return 200, _completion(body, len(self.requests))
 
 
+def words(count: int) -> str:
+    """The answer to ``say COUNT``: ``w1 w2 … wCOUNT``."""
+    return " ".join(f"w{n}" for n in range(1, count + 1))
+
+
 def _text(content: Any) -> str:
     if isinstance(content, list):  # content parts
         return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
@@ -60,12 +79,15 @@ def _completion(body: dict[str, Any], number: int) -> dict[str, Any]:
     last = body["messages"][-1]
     message: dict[str, Any] = {"role": "assistant", "content": None}
     text = _text(last.get("content"))
+    said = re.fullmatch(r"say (\d+)", text.strip())
     if last.get("role") == "tool":
         message["content"] = f"final: {text}"
     elif text.startswith("call "):
         name, _, args = text[5:].partition(" ")
         call = {"name": name, "arguments": args.strip() or "{}"}
         message["tool_calls"] = [{"id": f"call_{number}", "type": "function", "function": call}]
+    elif said is not None:
+        message["content"] = words(int(said.group(1)))
     else:
         message["content"] = f"echo: {text}"
     return {
@@ -80,8 +102,87 @@ def _completion(body: dict[str, Any], number: int) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
             }
         ],
-        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+        "usage": dict(USAGE),
     }
+
+
+def _pieces(text: str, parts: int) -> list[str]:
+    """``text`` cut into about ``parts`` pieces (a tool call's arguments as they stream)."""
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _deltas(message: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The ``delta`` objects of a streamed answer, after the role: each word of the content,
+    or each tool call's header and then its arguments in pieces."""
+    content = message.get("content")
+    if content:
+        for word in re.split(r"(?<=\s)(?=\S)", content):
+            yield {"content": word}
+    for index, call in enumerate(message.get("tool_calls", [])):
+        yield {
+            "tool_calls": [
+                {
+                    "index": index,
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""},
+                }
+            ]
+        }
+        for piece in _pieces(call["function"]["arguments"], 3):
+            yield {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+
+
+def _chunks(completion: dict[str, Any], body: dict[str, Any]) -> Iterator[dict[str, Any] | None]:
+    """A completion as the ``chat.completion.chunk`` objects that stream it; None stands for
+    a pause of `ChatServer.stream_delay_s` (between words)."""
+    choice = completion["choices"][0]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": completion["id"],
+            "object": "chat.completion.chunk",
+            "created": completion["created"],
+            "model": completion["model"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    yield chunk({"role": "assistant", "content": ""})
+    for n, delta in enumerate(_deltas(choice["message"])):
+        if n:
+            yield None
+        yield chunk(delta)
+    yield chunk({}, choice["finish_reason"])
+    options = body.get("stream_options") or {}
+    if options.get("include_usage"):
+        yield {**chunk({}), "choices": [], "usage": completion["usage"]}
+
+
+async def _stream(
+    server: ChatServer, writer: asyncio.StreamWriter, completion: dict[str, Any], body: Any
+) -> None:
+    """Send ``completion`` as an event stream (chunked transfer encoding: keep-alive holds)."""
+
+    async def send(data: str) -> None:
+        payload = f"data: {data}\n\n".encode()
+        writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        await writer.drain()
+
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    server.streams_started += 1
+    for chunk in _chunks(completion, body):
+        if chunk is None:
+            await asyncio.sleep(server.stream_delay_s)
+        else:
+            await send(json.dumps(chunk))
+    await send("[DONE]")
+    writer.write(b"0\r\n\r\n")
+    await writer.drain()
+    server.streams_finished += 1
 
 
 async def _serve(
@@ -95,8 +196,13 @@ async def _serve(
             headers = {
                 k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)
             }
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
-            status, answer = server.reply(json.loads(body or b"{}"))
+            body = json.loads(
+                await reader.readexactly(int(headers.get("content-length", "0"))) or b"{}"
+            )
+            status, answer = server.reply(body)
+            if status == 200 and body.get("stream") is True:
+                await _stream(server, writer, answer, body)
+                continue
             payload = json.dumps(answer).encode()
             writer.write(
                 f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
