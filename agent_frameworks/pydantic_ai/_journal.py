@@ -1,5 +1,7 @@
 """The pydantic-ai model and toolsets wrapped so that each request and each tool call is one
-journal step of the attempt (`AttemptContext.tool`)."""
+journal step of the attempt (`AttemptContext.tool`). A model that can stream is asked with
+`request_stream`: the text of its response goes to readers as it arrives
+(`AttemptContext.text_delta`), and the whole response is journaled once, as a request's."""
 
 from __future__ import annotations
 
@@ -17,8 +19,18 @@ from pydantic_ai import (
     UserError,
     WrapperToolset,
 )
-from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    ModelResponseStreamEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
@@ -58,9 +70,7 @@ class JournaledModel(WrapperModel):
 
         async def ask(_: dict[str, Any]) -> Any:
             with model_span("pydantic-ai", self.model_name, self._ctx):
-                response = await self.wrapped.request(
-                    messages, model_settings, model_request_parameters
-                )
+                response = await self._ask(messages, model_settings, model_request_parameters)
             asked.append(response)
             usage = response.usage
             return {
@@ -79,6 +89,32 @@ class JournaledModel(WrapperModel):
         await self._spend(recorded["usage"])
         return response
 
+    async def _ask(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """The wrapped model's whole response: streamed when it can stream, its text forwarded
+        to readers (`AttemptContext.text_delta`) as it arrives; else asked in one request."""
+        if streams(self.wrapped):
+            forward = not structured(model_request_parameters)
+            opened = False
+            try:
+                async with self.wrapped.request_stream(
+                    messages, model_settings, model_request_parameters
+                ) as stream:
+                    opened = True
+                    async for event in stream:
+                        if forward:
+                            self._ctx.text_delta(text_of(event))
+                    return stream.get()
+            except NotImplementedError:
+                if opened:
+                    raise
+                # nothing was sent: a model that answers whole responses only
+        return await self.wrapped.request(messages, model_settings, model_request_parameters)
+
     async def _spend(self, usage: dict[str, int]) -> None:
         if self._ctx.budget_left is None:  # no delegation budget: usage is in the record
             return
@@ -96,8 +132,45 @@ class JournaledModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
         run_context: RunContext[Any] | None = None,
     ) -> AsyncIterator[StreamedResponse]:
-        raise UserError("threadwarden agent bindings journal whole responses: no streaming")
+        # A streamed run (`run_stream`, an `event_stream_handler`) would act on a response
+        # before it is journaled; `request` streams the text to readers instead.
+        raise UserError(
+            "threadwarden agent bindings run agent.run and journal each whole response: no"
+            " streamed run or event_stream_handler (readers get the text live: docs/agents.md,"
+            " Streaming)"
+        )
         yield  # pragma: no cover
+
+
+def streams(model: Model) -> bool:
+    """Whether ``model`` can stream a response: a model with `request_stream` of its own,
+    under its wrappers; a `FallbackModel` if each of its models can; pydantic-ai's
+    `FunctionModel` only with a ``stream_function``."""
+    if isinstance(model, WrapperModel):
+        return streams(model.wrapped)
+    if isinstance(model, FallbackModel):
+        return all(streams(m) for m in model.models)
+    if isinstance(model, FunctionModel):
+        return model.stream_function is not None
+    return type(model).request_stream is not Model.request_stream
+
+
+def structured(parameters: ModelRequestParameters) -> bool:
+    """Whether the response's text may be a structured output (JSON, native or prompted
+    output): not streamed to readers."""
+    mode = parameters.output_mode
+    return mode in ("native", "prompted") or (
+        mode == "auto" and parameters.output_object is not None
+    )
+
+
+def text_of(event: ModelResponseStreamEvent) -> str:
+    """The text a stream event adds to the response's text parts ("" for any other part)."""
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return event.part.content
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return event.delta.content_delta
+    return ""
 
 
 @dataclass
