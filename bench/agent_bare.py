@@ -1,8 +1,11 @@
-"""``python -m bench.agent_bare URL THREADS TURNS``: the bare agent, the agent shape's reference.
+"""``python -m bench.agent_bare URL THREADS TURNS [--stream]``: the bare agent, the agent shape's
+reference.
 
 THREADS conversations run concurrently, each TURNS turns in order with its message history
 carried (`agent.run`, no threadwarden); prints one JSON object: ``seconds`` (first turn to
-last), ``cpu_s`` (this process, the measured loop only) and ``turns``.
+last), ``cpu_s`` (this process, the measured loop only) and ``turns``. With ``--stream`` each
+model request is streamed (an ``event_stream_handler``) and ``first_chunk_ms`` lists, per turn,
+the time from the turn's start to the first chunk of its answer's text.
 """
 
 from __future__ import annotations
@@ -11,30 +14,50 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterable
 from typing import Any
 
-from bench.agent_support import WARM_UP, support_agent, unit_prompt
+from bench.agent_support import WARM_UP, first_text, support_agent, unit_prompt
 
 
-async def _conversation(agent: Any, thread: int, turns: int) -> None:
+async def _conversation(
+    agent: Any, thread: int, turns: int, first_chunks: list[float] | None
+) -> None:
     history: list[Any] = []
+    seen: list[float] = []  # the current turn's first chunk, once it came
+
+    async def on_events(_: Any, events: AsyncIterable[Any]) -> None:
+        async for event in events:
+            if not seen and first_text(event):
+                seen.append(time.perf_counter())
+
+    streamed = {} if first_chunks is None else {"event_stream_handler": on_events}
     for turn in range(turns):
-        result = await agent.run(unit_prompt(thread, turn), message_history=history)
+        seen.clear()
+        started = time.perf_counter()
+        result = await agent.run(unit_prompt(thread, turn), message_history=history, **streamed)
         history = result.all_messages()
+        if first_chunks is not None and seen:
+            first_chunks.append(1000 * (seen[0] - started))
 
 
-async def main(url: str, threads: int, turns: int) -> dict[str, float]:
+async def main(url: str, threads: int, turns: int, *, stream: bool = False) -> dict[str, Any]:
     agent = support_agent(url)
     await agent.run(WARM_UP)  # warm-up: imports, connections
+    first_chunks: list[float] | None = [] if stream else None
     cpu, start = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(_conversation(agent, t, turns) for t in range(threads)))
-    return {
+    await asyncio.gather(*(_conversation(agent, t, turns, first_chunks) for t in range(threads)))
+    figures: dict[str, Any] = {
         "seconds": time.perf_counter() - start,
         "cpu_s": time.process_time() - cpu,
         "turns": threads * turns,
     }
+    if first_chunks is not None:
+        figures["first_chunk_ms"] = [round(ms, 2) for ms in first_chunks]
+    return figures
 
 
 if __name__ == "__main__":
     url, threads, turns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    print(json.dumps(asyncio.run(main(url, threads, turns))))
+    stream = "--stream" in sys.argv[4:]
+    print(json.dumps(asyncio.run(main(url, threads, turns, stream=stream))))

@@ -3,6 +3,7 @@ medians over repetitions, the JSON object and the readable table with the same f
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,13 +27,25 @@ class AgentRun:
     """CPU of the process(es) running the agent (the bare process, or the workers), user +
     system, over the measured turns only."""
     servers_cpu_s: dict[str, float] = field(default_factory=dict)
-    """threadwarden only: the Temporal server's and PostgreSQL's CPU over the same turns."""
+    """threadwarden only: the Temporal server's and PostgreSQL's CPU over the same turns; with
+    readers (``--stream``) also the console's and the reader process's, apart."""
     model_requests: int = 0
     """Requests the chat server answered for the measured turns (warm-up left out)."""
     statements: int | None = None
     history_events: int | None = None
     error: str | None = None
     top_statements: list[tuple[int, float, str]] = field(default_factory=list)
+    first_delta_ms: list[float] | None = None
+    """``--stream``: per turn, the time to the first text a reader got. threadwarden: from the
+    turn's start (its submit, or its thread's previous turn's settlement if later) to the first
+    ``event: delta`` of the turn at an event-stream reader; bare: from ``agent.run`` to the first
+    streamed chunk of the answer's text. None without ``--stream`` (or without readers)."""
+    turns_without_delta: int | None = None
+    """threadwarden with readers: measured turns of which no reader got a delta."""
+    deltas_received: int | None = None
+    """threadwarden with readers: ``event: delta`` messages, all readers."""
+    console_statements: int | None = None
+    """threadwarden with readers: the console process's statements (counted apart)."""
 
     @property
     def units_per_s(self) -> float:
@@ -53,10 +66,26 @@ class AgentRun:
             "model_requests_per_unit": per_unit(self.model_requests),
             "sql_statements_per_unit": per_unit(self.statements),
             "history_events_per_unit": per_unit(self.history_events),
+            "first_delta_ms": percentiles(self.first_delta_ms),
+            "turns_without_delta": self.turns_without_delta,
+            "deltas_per_unit": per_unit(self.deltas_received),
+            "console_sql_statements_per_unit": per_unit(self.console_statements),
             "completed": self.completed,
             "units": self.units,
             "error": self.error,
         }
+
+
+def percentiles(values: Sequence[float] | None) -> dict[str, float] | None:
+    """p50 and p95 of ``values`` (nearest rank), ms; None without any."""
+    if not values:
+        return None
+    ranked = sorted(values)
+
+    def rank(q: float) -> float:
+        return round(ranked[min(len(ranked) - 1, max(0, math.ceil(q * len(ranked)) - 1))], 1)
+
+    return {"p50": rank(0.5), "p95": rank(0.95), "n": len(ranked)}
 
 
 MEDIAN_FIELDS = (
@@ -66,6 +95,8 @@ MEDIAN_FIELDS = (
     "model_requests_per_unit",
     "sql_statements_per_unit",
     "history_events_per_unit",
+    "deltas_per_unit",
+    "console_sql_statements_per_unit",
 )
 
 
@@ -82,6 +113,12 @@ def _summary(runs: Sequence[AgentRun]) -> dict[str, Any]:
         name: _median([b.get(name) for b in servers])
         for name in dict.fromkeys(n for b in servers for n in b)
     }
+    latencies = [f["first_delta_ms"] for f in each if f["first_delta_ms"] is not None]
+    summary["first_delta_ms"] = (
+        {q: _median([p[q] for p in latencies]) for q in ("p50", "p95")} if latencies else None
+    )
+    missing = [run.turns_without_delta for run in runs if run.turns_without_delta is not None]
+    summary["turns_without_delta"] = max(missing) if missing else None
     summary["completed"] = min(run.completed for run in runs)
     summary["units"] = runs[0].units
     summary["errors"] = [run.error for run in runs if run.error is not None]
@@ -96,10 +133,20 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def result(
-    runs: dict[str, list[AgentRun]], *, threads: int, turns: int, workers: int, top: int
+    runs: dict[str, list[AgentRun]],
+    *,
+    threads: int,
+    turns: int,
+    workers: int,
+    top: int,
+    stream: bool = False,
+    readers: int = 0,
 ) -> dict[str, Any]:
     """The JSON object: medians per side, the throughput ratio threadwarden/bare (and the CPU
-    per unit's), and whether any repetition asked the model more often under threadwarden."""
+    per unit's), and whether any repetition asked the model more often under threadwarden.
+    With ``stream`` (``--stream``, ``readers`` per thread): each side's time to first delta
+    (`AgentRun.first_delta_ms`), their ratio, and whether threadwarden's p50 is within issue
+    31's budget (1.5 × the bare agent's + 50 ms)."""
     sides = {name: _summary(runs[name]) for name in SIDES}
     if top:
         sides["threadwarden"]["top_statements"] = [
@@ -107,14 +154,24 @@ def result(
             for calls, ms, query in runs["threadwarden"][-1].top_statements
         ]
     tw, bare = sides["threadwarden"], sides["bare"]
+    tw_first = (tw["first_delta_ms"] or {}).get("p50")
+    bare_first = (bare["first_delta_ms"] or {}).get("p50")
+    budget = None if bare_first is None else round(1.5 * bare_first + 50, 1)
     return {
         "shape": "agent",
         "hosts": threads,
         "submissions": turns,
         "workers": workers,
         "repeat": len(runs["threadwarden"]),
+        "stream": stream,
+        "readers": readers if stream else 0,
         "ratio": _ratio(tw["units_per_s"], bare["units_per_s"]),
         "cpu_ratio": _ratio(tw["cpu_ms_per_unit"], bare["cpu_ms_per_unit"]),
+        "first_delta_ratio": _ratio(tw_first, bare_first),
+        "first_delta_budget_ms": budget,
+        "first_delta_within_budget": (
+            None if tw_first is None or budget is None else tw_first <= budget
+        ),
         "same_model_requests": all(
             t.model_requests == b.model_requests
             for t, b in zip(runs["threadwarden"], runs["bare"], strict=True)
@@ -125,11 +182,21 @@ def result(
 
 def complete(data: dict[str, Any]) -> bool:
     """Every repetition of both sides completed every turn without error, and threadwarden
-    asked the model as often as the bare agent (no step asked twice)."""
-    return data["same_model_requests"] and all(
-        data[name]["completed"] == data[name]["units"] and not data[name]["errors"]
-        for name in SIDES
+    asked the model as often as the bare agent (no step asked twice); with readers, every turn
+    reached them as live text."""
+    streamed = not data.get("readers") or data["threadwarden"]["turns_without_delta"] == 0
+    return (
+        data["same_model_requests"]
+        and streamed
+        and all(
+            data[name]["completed"] == data[name]["units"] and not data[name]["errors"]
+            for name in SIDES
+        )
     )
+
+
+def _first(quantile: str) -> Any:
+    return lambda s: (s["first_delta_ms"] or {}).get(quantile)
 
 
 _ROWS: tuple[Row, ...] = (
@@ -143,18 +210,42 @@ _ROWS: tuple[Row, ...] = (
     ("history events/turn", lambda s: s["history_events_per_unit"]),
     ("completed (worst rep)", lambda s: f"{s['completed']}/{s['units']}"),
 )
+_STREAM_ROWS: tuple[Row, ...] = (
+    ("first delta p50 ms", _first("p50")),
+    ("first delta p95 ms", _first("p95")),
+    ("turns without a delta (worst)", lambda s: s["turns_without_delta"]),
+    ("deltas/turn at the readers", lambda s: s["deltas_per_unit"]),
+    ("  console CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("console")),
+    ("  readers CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("readers")),
+    ("  console SQL/turn (apart)", lambda s: s["console_sql_statements_per_unit"]),
+)
 
 
 def table(data: dict[str, Any]) -> str:
     """Every figure, one row each, medians over the repetitions."""
+    streamed = bool(data.get("stream"))
+    rows = _ROWS + _STREAM_ROWS if streamed else _ROWS
     lines = [
         f"shape=agent threads={data['hosts']} turns/thread={data['submissions']}"
         f" turns={data['hosts'] * data['submissions']} workers={data['workers']}"
-        f" repeat={data['repeat']} (medians over repetitions)",
-        *figures(data, _ROWS, SIDES, unit="turns"),
+        f" repeat={data['repeat']}"
+        + (f" stream readers/thread={data['readers']}" if streamed else "")
+        + " (medians over repetitions)",
+        *figures(data, rows, SIDES, unit="turns"),
         f"ratio threadwarden/bare (median turns/s): {cell(data['ratio'])}",
         f"ratio threadwarden/bare (median CPU ms/turn): {cell(data['cpu_ratio'])}",
     ]
+    if streamed:
+        within = data["first_delta_within_budget"]
+        lines.append(
+            f"ratio threadwarden/bare (first delta p50): {cell(data['first_delta_ratio'])};"
+            f" budget 1.5 x bare + 50 ms = {cell(data['first_delta_budget_ms'])} ms:"
+            f" {'-' if within is None else 'within' if within else 'over'}"
+        )
+        if data.get("readers") and data["threadwarden"]["turns_without_delta"]:
+            lines.append(
+                "error: some turns reached no reader as live text (does the agent stream?)"
+            )
     if not data["same_model_requests"]:
         lines.append("error: threadwarden and the bare agent sent different model requests")
     for name in SIDES:

@@ -16,6 +16,17 @@ from the first submit until the hosts went idle), and the chat server's requests
 measured turns. For threadwarden also SQL statements (pg_stat_statements from the reset after
 the warm-up until idle; the bench's own polls left out) and Temporal history events of the
 measured threads' host workflows.
+
+``--stream`` (issue 31): the chat server streams each answer a word per chunk, `STREAM_DELAY_S`
+apart (without it: no pause, so the model costs both sides the same as before). The bare agent
+streams its requests too (an ``event_stream_handler``) and reports, per turn, the time to its
+answer's first text chunk. Under threadwarden, with ``readers`` per thread, a ``threadwarden
+console`` process (`bench.streams`, role `bench.stack.CONSOLE`: its statements and CPU apart)
+serves ``GET /v1/threads/{id}/events`` to a reader process (`bench.sse`) opened on the measured
+threads before they exist; each turn's time to first delta runs from its start, the later of
+its submit and its thread's previous turn's settlement (turns of a thread are admitted at once
+and run one after another, as the bare agent's do), to the first ``event: delta`` of it at a
+reader (wall clocks of one machine).
 """
 
 from __future__ import annotations
@@ -35,12 +46,13 @@ from temporalio.client import Client
 
 from bench import cpu, history, sqlstats
 from bench.agent_report import SIDES, AgentRun
-from bench.agent_support import AGENT, WARM_UP, measured_requests, unit_prompt
+from bench.agent_support import AGENT, STREAM_DELAY_S, WARM_UP, measured_requests, unit_prompt
 from bench.measure import wait_until
 from bench.procs import ROOT, WorkerCommand, WorkerDied, WorkerGroup, worker_group
 from bench.side import Shape
-from bench.stack import BenchStack, bench_stack
-from bench.threadwarden_run import ThreadwardenSide
+from bench.stack import CONSOLE, BenchStack, bench_stack, with_user
+from bench.streams import StreamWatch, console_command, console_streams
+from bench.threadwarden_run import ThreadwardenSide, threadwarden_argv
 from tests.helpers.chat_server import ChatServer, chat_server
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.client import ThreadwardenClient
@@ -56,22 +68,41 @@ SETTLED = (
     " WHERE thread_id = ANY($1::text[]) AND state = 'settled'"
 )
 COMPLETED = SETTLED + " AND outcome = 'completed'"
+SETTLED_AT = (
+    "SELECT submission_id, extract(epoch FROM settled_at)::float8 AS at"
+    "  FROM threadwarden.submissions WHERE thread_id = ANY($1::text[]) AND state = 'settled'"
+)
 
 
-async def bench_agents(shape: Shape, repeat: int, logs: Path) -> dict[str, list[AgentRun]]:
-    """Every repetition of both sides; even repetitions start with the bare agent."""
+async def bench_agents(
+    shape: Shape, repeat: int, logs: Path, *, stream: bool = False, readers: int = 0
+) -> dict[str, list[AgentRun]]:
+    """Every repetition of both sides; even repetitions start with the bare agent. With
+    ``stream`` the model streams its answers slowly, with ``readers`` per thread under
+    threadwarden (see the module docstring)."""
     runs: dict[str, list[AgentRun]] = {side: [] for side in SIDES}
     async with bench_stack() as stack, chat_server() as server:
+        _pace(server, STREAM_DELAY_S if stream else 0.0)
         temporal = await Client.connect(stack.temporal_address)
         for rep in range(repeat):
             for side in ("bare", "threadwarden") if rep % 2 == 0 else ("threadwarden", "bare"):
                 measured = (
-                    bare_side(server, shape)
+                    bare_side(server, shape, stream=stream)
                     if side == "bare"
-                    else threadwarden_side(stack, server, shape, rep, temporal, logs)
+                    else threadwarden_side(
+                        stack, server, shape, rep, temporal, logs, readers=readers if stream else 0
+                    )
                 )
                 runs[side].append(await _guarded(side, shape, measured))
     return runs
+
+
+def _pace(server: ChatServer, delay_s: float) -> None:
+    """The chat server's pause between the chunks of a streamed answer. A request the adapter
+    streams without ``--stream`` gets its chunks at once: the model costs what it did."""
+    if not hasattr(server, "stream_delay_s"):
+        print("bench: the chat server cannot stream (no stream_delay_s)", file=sys.stderr)
+    server.stream_delay_s = delay_s
 
 
 async def _guarded(side: str, shape: Shape, measured: Awaitable[AgentRun]) -> AgentRun:
@@ -85,7 +116,7 @@ async def _guarded(side: str, shape: Shape, measured: Awaitable[AgentRun]) -> Ag
         return run
 
 
-async def bare_side(server: ChatServer, shape: Shape) -> AgentRun:
+async def bare_side(server: ChatServer, shape: Shape, *, stream: bool = False) -> AgentRun:
     """One repetition of the bare agent, in a process of its own."""
     run = AgentRun("bare", shape.hosts * shape.submissions)
     asked = len(server.requests)
@@ -96,6 +127,7 @@ async def bare_side(server: ChatServer, shape: Shape) -> AgentRun:
         server.url,
         str(shape.hosts),
         str(shape.submissions),
+        *(["--stream"] if stream else []),
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -113,6 +145,7 @@ async def bare_side(server: ChatServer, shape: Shape) -> AgentRun:
         return run
     figures = json.loads(out.decode().strip().splitlines()[-1])
     run.seconds, run.cpu_s, run.completed = figures["seconds"], figures["cpu_s"], figures["turns"]
+    run.first_delta_ms = figures.get("first_chunk_ms")
     run.model_requests = measured_requests(server.requests[asked:])
     return run
 
@@ -125,9 +158,17 @@ def _command(stack: BenchStack, dsn: str, queue: str, data_dir: Path, url: str) 
 
 
 async def threadwarden_side(
-    stack: BenchStack, server: ChatServer, shape: Shape, rep: int, temporal: Client, logs: Path
+    stack: BenchStack,
+    server: ChatServer,
+    shape: Shape,
+    rep: int,
+    temporal: Client,
+    logs: Path,
+    *,
+    readers: int = 0,
 ) -> AgentRun:
-    """One repetition under threadwarden (see the module docstring)."""
+    """One repetition under threadwarden (see the module docstring); ``readers`` event-stream
+    readers per thread on a console process of its own."""
     tag = f"agents-r{rep}-{uuid.uuid4().hex[:6]}"
     database = tag.replace("-", "_")
     dsn = await stack.fresh_database(database)
@@ -156,19 +197,34 @@ async def threadwarden_side(
             what="the warm-up turn settled",
         )
         await _idle(temporal, queue)
-        await sqlstats.reset(admin)
-        processes = {"workers": group.pids, **stack.server_pids()}
-        before, asked = cpu.snapshot(processes), len(server.requests)
-        await _drive(client, observer, group, threads, shape, run)
-        if run.error is None:
-            await _idle(temporal, queue)
-        spent = cpu.used(before, cpu.snapshot(processes))
-        run.cpu_s = spent.pop("workers")
-        run.servers_cpu_s = spent
-        run.model_requests = measured_requests(server.requests[asked:])
-        run.completed = int(await observer.fetchval(COMPLETED, threads))
+        async with _readers(stack, dsn, threads, readers, logs / tag) as watch:
+            await sqlstats.reset(admin)
+            processes = {"workers": group.pids, **stack.server_pids()}
+            if watch is not None:
+                processes.update({"console": watch.console.pids, "readers": [watch.client.pid]})
+            before, asked = cpu.snapshot(processes), len(server.requests)
+            submitted = await _drive(client, observer, group, threads, shape, run)
+            if run.error is None:
+                await _idle(temporal, queue)
+            spent = cpu.used(before, cpu.snapshot(processes))
+            run.cpu_s = spent.pop("workers")
+            run.servers_cpu_s = spent
+            run.model_requests = measured_requests(server.requests[asked:])
+            run.completed = int(await observer.fetchval(COMPLETED, threads))
+            if watch is not None:
+                received = await watch.finish(observer, threads)
+                run.error = run.error or "; ".join(received["errors"]) or None
+                run.deltas_received = received["deltas_received"]
+                settled = {
+                    r["submission_id"]: r["at"] for r in await observer.fetch(SETTLED_AT, threads)
+                }
+                run.first_delta_ms, run.turns_without_delta = first_deltas(
+                    submitted, settled, watch.first_deltas
+                )
         counted = await sqlstats.statements(admin, database, top=shape.top)
     run.statements, run.top_statements = counted.statements, counted.top
+    if readers:
+        run.console_statements = counted.console_calls
     hosts = {host_workflow_id(thread) for thread in threads}
     runs = await history.list_runs(temporal, queue, hosts if run.error is None else set())
     counts = await history.count(
@@ -179,6 +235,47 @@ async def threadwarden_side(
     return run
 
 
+@contextlib.asynccontextmanager
+async def _readers(
+    stack: BenchStack, dsn: str, threads: list[str], readers: int, logs: Path
+) -> AsyncIterator[StreamWatch | None]:
+    """With ``readers``: a console process and that many event streams per thread (opened
+    before the threads exist; they wait for them); both stop on exit. Else None."""
+    if not readers:
+        yield None
+        return
+    command, token = console_command(
+        threadwarden_argv(), with_user(dsn, CONSOLE), stack.temporal_address, logs / "console-data"
+    )
+    async with console_streams(command, token, threads, readers * len(threads), logs) as watch:
+        if watch.opened < watch.requested:
+            raise RuntimeError(f"{watch.opened}/{watch.requested} event streams opened")
+        yield watch
+
+
+Turn = tuple[str, int, float]
+"""A submitted turn: its thread, its turn number in the thread, its submit time (wall clock)."""
+
+
+def first_deltas(
+    submitted: dict[str, Turn],
+    settled_at: dict[str, float],
+    first: list[tuple[str, float]],
+) -> tuple[list[float], int]:
+    """Per (reader, turn), ms from the turn's start to its first delta at that reader; and the
+    turns no reader got a delta of. A turn starts at the later of its submit and its thread's
+    previous turn's settlement (all wall clocks, seconds)."""
+    by_turn = {(thread, turn): sid for sid, (thread, turn, _) in submitted.items()}
+    starts: dict[str, float] = {}
+    for sid, (thread, turn, at) in submitted.items():
+        previous = by_turn.get((thread, turn - 1))
+        before = settled_at.get(previous, 0.0) if previous is not None else 0.0
+        starts[sid] = max(at, before)
+    samples = [1000 * (at - starts[sid]) for sid, at in first if sid in starts]
+    reached = {sid for sid, _ in first}
+    return samples, sum(sid not in reached for sid in submitted)
+
+
 async def _drive(
     client: ThreadwardenClient,
     observer: asyncpg.Connection[Any],
@@ -186,10 +283,19 @@ async def _drive(
     threads: list[str],
     shape: Shape,
     run: AgentRun,
-) -> None:
-    """Admit every turn (each thread's in order), then poll until all settled or time is up."""
+) -> dict[str, Turn]:
+    """Admit every turn (each thread's in order), then poll until all settled or time is up;
+    the turns submitted, by submission id."""
     units = run.units
     last = [-1]  # settled turns at the last poll; -1 while still submitting
+    submitted: dict[str, Turn] = {}
+
+    async def submit(t: int, thread: str, turn: int) -> None:
+        at = time.time()
+        receipt = await client.submit(
+            thread, agent_id=AGENT, input=unit_prompt(t, turn), host_id=thread
+        )
+        submitted[receipt.submission_id] = (thread, turn, at)
 
     async def settled() -> int:
         group.check()
@@ -200,14 +306,7 @@ async def _drive(
     try:
         async with asyncio.timeout(shape.timeout_s):
             for turn in range(shape.submissions):
-                await asyncio.gather(
-                    *(
-                        client.submit(
-                            thread, agent_id=AGENT, input=unit_prompt(t, turn), host_id=thread
-                        )
-                        for t, thread in enumerate(threads)
-                    )
-                )
+                await asyncio.gather(*(submit(t, thread, turn) for t, thread in enumerate(threads)))
             await wait_until(
                 settled, lambda n: n >= units, timeout_s=shape.timeout_s, what="all settled"
             )
@@ -217,6 +316,7 @@ async def _drive(
     except WorkerDied as error:
         run.error = f"WorkerDied: {error}"
     run.seconds = time.perf_counter() - started
+    return submitted
 
 
 async def _idle(temporal: Client, queue: str) -> None:

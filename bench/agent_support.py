@@ -1,6 +1,8 @@
 """The agent the agent shape measures: pydantic-ai's real `OpenAIChatModel` against the scripted
 chat server (tests/helpers/chat_server.py), one idempotent tool. A unit is one turn
-``call lookup {"q": …}``: 2 model requests and 1 tool call.
+``call lookup {"q": …}``: 2 model requests and 1 tool call. The turn's answer, ``final: `` and
+the tool's text, is `ANSWER_WORDS` words: the chat server streams it (``--stream``) a word per
+chunk, `STREAM_DELAY_S` apart.
 
 Worker processes load ``bench.agent_support:bindings`` with ``BENCH_MODEL_URL`` set.
 """
@@ -12,6 +14,7 @@ from typing import Any
 
 from openai import AsyncOpenAI
 from pydantic_ai import Agent
+from pydantic_ai.messages import PartDeltaEvent, PartStartEvent, TextPart, TextPartDelta
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -19,6 +22,15 @@ from threadwarden.agents import pydantic_ai
 from threadwarden.bindings import Binding
 
 AGENT = "bench-support"
+STREAM_DELAY_S = 0.02
+"""``--stream``: the chat server's pause between the chunks of a streamed answer."""
+SHIPPED = (
+    "shipped on Monday by express courier and should reach the address on file within two"
+    " working days"
+)
+"""What ``lookup`` says of every order, after ``order Q``."""
+ANSWER_WORDS = 3 + len(SHIPPED.split())
+"""Words of the turn's answer ``final: order Q shipped …``: the chunks it streams in."""
 
 
 def support_agent(base_url: str) -> Agent[None, str]:
@@ -30,9 +42,19 @@ def support_agent(base_url: str) -> Agent[None, str]:
     @agent.tool_plain
     def lookup(q: str) -> str:
         """Look an order up."""
-        return f"order {q} shipped"
+        return f"order {q} {SHIPPED}"
 
     return agent
+
+
+def first_text(event: Any) -> bool:
+    """Whether a pydantic-ai stream event carries text of the response (a chunk a reader would
+    see: the bare agent's counterpart of threadwarden's first live-text event)."""
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return bool(event.part.content)
+    if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        return bool(event.delta.content_delta)
+    return False
 
 
 def unit_prompt(thread: int, turn: int) -> str:

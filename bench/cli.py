@@ -90,6 +90,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         " on the measured threads (bench/streams.py): their record events, the console's RSS",
     )
     add(
+        "--stream",
+        action="store_true",
+        help="agent shape: the model streams its answer (20 ms a chunk); a console serves an"
+        " event stream per thread and the time to first delta at that reader is reported"
+        " against the bare agent's time to its first streamed chunk",
+    )
+    add(
+        "--readers",
+        type=_non_negative_int,
+        metavar="N",
+        help="with --stream: event-stream readers per thread (default 1; 0: the model streams,"
+        " nobody reads)",
+    )
+    add(
         "--soak",
         type=_positive_float,
         metavar="SECONDS",
@@ -107,6 +121,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--rate: expected together with --soak")
     if args.streams and (args.soak is not None or args.shape != "scripted"):
         parser.error("--streams: only with the scripted shape's comparison (not --soak or --shape)")
+    if args.stream and (args.soak is not None or args.shape != "agent"):
+        parser.error("--stream: only with --shape agent (not --soak)")
+    if args.readers is not None and not args.stream:
+        parser.error("--readers: expected together with --stream")
+    if args.readers is None:
+        args.readers = 1 if args.stream else 0
     return args
 
 
@@ -150,9 +170,17 @@ def _agent_shape(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], 
     from bench.agent_sides import bench_agents
 
     shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
-    runs = asyncio.run(bench_agents(shape, args.repeat, logs))
+    runs = asyncio.run(
+        bench_agents(shape, args.repeat, logs, stream=args.stream, readers=args.readers)
+    )
     data = agent_report.result(
-        runs, threads=args.hosts, turns=args.submissions, workers=args.workers, top=args.top
+        runs,
+        threads=args.hosts,
+        turns=args.submissions,
+        workers=args.workers,
+        top=args.top,
+        stream=args.stream,
+        readers=args.readers,
     )
     return data, agent_report.table(data), agent_report.complete(data)
 

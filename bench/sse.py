@@ -6,7 +6,9 @@ opens COUNT streams ``GET URL/v1/threads/{thread}/events``, round-robin over the
 ``Authorization: Bearer $BENCH_SSE_TOKEN`` when that variable is set, over plain asyncio
 sockets (HTTP/1.1, chunked or close-delimited bodies), and counts each stream's ``event:
 record`` messages, the last ``id:`` it saw and those that did not follow the one before (a
-stream reads its thread from sequence 1, so each record's is the last one's + 1). On stdio:
+stream reads its thread from sequence 1, so each record's is the last one's + 1), and its
+``event: delta`` messages (live text, ``--stream``): how many, and the wall-clock time
+(``time.time()``) the first one of each submission arrived. On stdio:
 
 1. once every stream has answered (its ``: live`` comment, or a refusal or an error), one line
    ``streams open K/N``;
@@ -51,6 +53,10 @@ class Stream:
     """The sequence (``id:``) of the last record event."""
     out_of_order: int = 0
     """Record events whose sequence is not the one after the last (a gap or a repeat)."""
+    deltas: int = 0
+    """Live-text events (``event: delta``)."""
+    first_delta: dict[str, float] = field(default_factory=dict)
+    """Each submission's first live-text event: when it arrived (``time.time()``)."""
     status: int | None = None
     error: str | None = None
     ended: bool = False
@@ -76,19 +82,34 @@ class Stream:
         if message.startswith(b":"):
             self.opened = self.opened or message.startswith(b": live")
             return
-        is_record = False
+        is_record = is_delta = False
         sequence = None
+        data = b""
         for line in message.split(b"\n"):
             if line == b"event: record":
                 is_record = True
+            elif line == b"event: delta":
+                is_delta = True
             elif line.startswith(b"id: "):
                 with contextlib.suppress(ValueError):
                     sequence = int(line[4:])
+            elif line.startswith(b"data: "):
+                data += line[6:]
+        if is_delta:
+            self._delta(data)
         if is_record:
             self.events += 1
             self.out_of_order += sequence != self.last + 1
             if sequence is not None:
                 self.last = max(self.last, sequence)
+
+    def _delta(self, data: bytes) -> None:
+        arrived = time.time()
+        self.deltas += 1
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            submission = json.loads(data).get("submission_id")
+            if isinstance(submission, str):
+                self.first_delta.setdefault(submission, arrived)
 
 
 def _request(url: str, thread: str, token: str | None) -> tuple[str, int, bytes]:
@@ -155,7 +176,8 @@ def result(
     streams: Sequence[Stream], expected: dict[str, int], catch_up_s: float
 ) -> dict[str, Any]:
     """What the streams received; ``events_expected`` is every opened stream's thread's last
-    sequence (a stream reads its thread from its first record)."""
+    sequence (a stream reads its thread from its first record); ``first_deltas``: ``[submission,
+    time]`` of each stream's first live-text event of each submission."""
     errors = list(dict.fromkeys(s.error for s in streams if s.error is not None))
     return {
         "requested": len(streams),
@@ -167,6 +189,8 @@ def result(
         "ended_by_server": sum(s.ended for s in streams),
         "failed": sum(s.error is not None for s in streams),
         "catch_up_s": round(catch_up_s, 3),
+        "deltas_received": sum(s.deltas for s in streams),
+        "first_deltas": [[sub, at] for s in streams for sub, at in s.first_delta.items()],
         "errors": errors[:MAX_ERRORS],
     }
 

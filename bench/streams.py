@@ -25,7 +25,7 @@ import re
 import secrets
 import sys
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +78,9 @@ class StreamWatch:
     opened: int
     rss_idle_kib: int | None
     rss_open_kib: int | None
+    first_deltas: list[tuple[str, float]] = field(default_factory=list)
+    """Once `finish`ed: ``(submission, time)`` of each stream's first live-text event of each
+    submission (``time.time()`` at the stream process)."""
 
     @property
     def pids(self) -> dict[str, list[int]]:
@@ -104,6 +107,7 @@ class StreamWatch:
             self.console.check()  # it must have served the whole run
         except WorkerDied as error:
             received.setdefault("errors", []).append(f"console: {error}")
+        self.first_deltas = [(str(sub), float(at)) for sub, at in received.get("first_deltas", [])]
         memory = memory_kib(self.console.pids[0])
         return {
             "requested": self.requested,
@@ -115,6 +119,7 @@ class StreamWatch:
             "ended_by_server": received.get("ended_by_server"),
             "failed": received.get("failed"),
             "catch_up_s": received.get("catch_up_s"),
+            "deltas_received": received.get("deltas_received"),
             "console_rss_idle_mib": _mib(self.rss_idle_kib),
             "console_rss_open_mib": _mib(self.rss_open_kib),
             "console_rss_peak_mib": _mib(memory.get("VmHWM")),
