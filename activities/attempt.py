@@ -350,18 +350,20 @@ class HeadRunner:
         renewer = asyncio.create_task(lease.keep(handler))
         error: BaseException | None = None
         outcome: object = None
+        cut_off = True  # until the handler ends by itself
         try:
             outcome = await handler
+            cut_off = False
         except asyncio.CancelledError:
             if lease.lost is None or _cancelling():
                 await self._release(claim)  # give the head back instead of waiting out the lease
                 raise
             error = _PassFault(lease.lost, owned=False)
         except (Exception, AttemptStop) as raised:
-            error = raised
+            error, cut_off = raised, False
         finally:
             await lease_stop(renewer)
-            await context.close_live()
+            await context.close_live(cut_off=cut_off)
         if _cancelling():  # the handler swallowed an outside cancellation
             await self._release(claim)
             raise asyncio.CancelledError()

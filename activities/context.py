@@ -150,6 +150,8 @@ class AttemptContext:
     ) -> None:
         self._claim = claim
         self._live = live
+        self._open_step: int | None = None
+        """The step whose tool is running (live text belongs to it), else None."""
         self._checkpoints = checkpoints
         self._saved: list[SavedCheckpoint] | None = None
         self._attempts = attempts
@@ -198,15 +200,17 @@ class AttemptContext:
     def heartbeat(self) -> None:
         beat()
 
-    async def close_live(self) -> None:
-        """The attempt ended: its live text stops (a cut-off step's text stays for readers)."""
+    async def close_live(self, *, cut_off: bool) -> None:
+        """The attempt ended: its live text stops. A ``cut_off`` attempt's unjournaled text
+        stays for readers until the re-run starts the step over; otherwise it goes."""
         if self._live is not None:
-            await self._live.close()
+            await self._live.close(keep=cut_off)
 
     def text_delta(self, text: str) -> None:
-        if self._live is None or not text or self.replaying or not isinstance(text, str):
-            return
-        self._live.add(self._step, text)
+        if self._live is None or self._open_step is None or not text:
+            return  # outside a tool's run there is no step in progress to stream
+        if isinstance(text, str):
+            self._live.add(self._open_step, text)
 
     async def append(self, kind: str, body: Any) -> ThreadRecord:
         if kind in RESERVED_KINDS:
@@ -249,13 +253,17 @@ class AttemptContext:
             await self._write("tool-call", body, step, failpoint="attempt:tool", check_yield=False)
         elif side_effect and not idempotency_key and (step, "tool-resolution") not in self._journal:
             raise UnknownEffect(f"tool {name} at step {step}")
-        value = await run(args)
+        self._open_step = step
+        try:
+            value = await run(args)
+        finally:
+            self._open_step = None
         validate_input("result", value)
         # The call ran: its result is recorded even if an abort arrived meanwhile (it lands at
         # the next boundary), so a side effect's outcome is never lost to an abort.
         body = {"tool": name, "result": value}
         if self._live is not None:  # its last live words before the journaled response
-            await self._live.flush(step)
+            await self._live.flush()
         await self._write("tool-result", body, step, honour_abort=False)
         if self._live is not None:  # the journaled response replaces the step's live text
             await self._live.finish(step)

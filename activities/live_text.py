@@ -42,11 +42,11 @@ class LiveText:
             delay = FLUSH_S if step in self._written else 0.0
             self._flusher = asyncio.create_task(self._flush_after(delay))
 
-    async def flush(self, step: int) -> None:
-        """Before the step's response is journaled: write what is pending (a reader gets the
-        step's last words before its record)."""
-        if step in self._pending:
-            await self._flush()
+    async def flush(self) -> None:
+        """Before the step's response is journaled: write what is pending, and wait for a write
+        under way (a reader gets the step's last words before its record, and no late write
+        brings back a row `finish` removed)."""
+        await self._flush()
 
     async def finish(self, step: int) -> None:
         """The step's response is journaled: its row goes."""
@@ -56,12 +56,24 @@ class LiveText:
         with contextlib.suppress(Exception):  # stale rows are replaced by the next epoch anyway
             await self._deltas.clear(self._claim.submission_id, step)
 
-    async def close(self) -> None:
-        """The attempt ends: stop writing (a cut-off step keeps its row for readers)."""
+    async def close(self, *, keep: bool) -> None:
+        """The attempt ends: stop writing. Unless ``keep`` (an attempt cut off by a deploy, a
+        lost lease or its time: readers keep its text so far until the re-run starts the step
+        over), remove the rows of steps it never journaled (the binding failed mid-step: no
+        reader is to see them again). A crashed worker never gets here; its rows are replaced
+        by the re-run's text, and readers never read a settled submission's."""
         if self._flusher is not None:
             self._flusher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._flusher
+        if keep:
+            return
+        async with self._lock:
+            self._pending.clear()
+            left, self._written = self._written, set()
+            for step in sorted(left):
+                with contextlib.suppress(Exception):
+                    await self._deltas.clear(self._claim.submission_id, step)
 
     async def _flush_after(self, delay: float) -> None:
         if delay:

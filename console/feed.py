@@ -55,10 +55,16 @@ MAX_QUEUED_DELTAS = 256
 class Subscription(asyncio.Event):
     """One reader's hint, and the live text notified since it last looked."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, live: bool) -> None:
         super().__init__()
+        self.live = live
+        """Whether live text wakes it and is collected for it (a stream's reader, not a
+        ``result?wait=``)."""
         self.deltas: list[Delta] = []
         self.overflow = False
+        self.records = True
+        """The thread may have new records (else only live text woke the reader: a delta
+        costs it no read of the records)."""
 
 
 class StreamsFull(Exception):
@@ -77,12 +83,12 @@ class LedgerFeed:
         self.readers = 0
 
     @contextlib.contextmanager
-    def subscribe(self, thread_id: str) -> Iterator[Subscription]:
-        """A hint set whenever the thread may have new records or live text (clear it before
-        reading); its ``deltas`` collect the live text notified meanwhile."""
+    def subscribe(self, thread_id: str, *, live: bool = False) -> Iterator[Subscription]:
+        """A hint set whenever the thread may have new records (clear it before reading); with
+        ``live``, also live text, which its ``deltas`` collect meanwhile."""
         if self._task is None:
             self._task = asyncio.create_task(self._listen(), name="console-ledger-feed")
-        hint = Subscription()
+        hint = Subscription(live=live)
         self._waiters.setdefault(thread_id, set()).add(hint)
         self.readers += 1
         try:
@@ -113,13 +119,16 @@ class LedgerFeed:
         if self.full:  # checked and subscribed with no await between: a burst cannot pass
             raise StreamsFull(f"{MAX_STREAMS} live readers already")
         tracker = DeltaTracker() if live else None
-        with self.subscribe(thread_id) as hint:
+        with self.subscribe(thread_id, live=live) as hint:
             quiet_since = loop.time()
             resync = live
             while not self._closing:
                 hint.clear()
-                async with self._pool.acquire() as conn:
-                    rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
+                rows: list[dict[str, Any]] = []
+                if hint.records:
+                    hint.records = False
+                    async with self._pool.acquire() as conn:
+                        rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
                 if tracker is not None:  # after the read, before its records: a fragment that
                     # arrived meanwhile committed before a record of its step this read saw
                     fresh, resync = await self._live_text(thread_id, hint, tracker, resync)
@@ -131,12 +140,15 @@ class LedgerFeed:
                 if rows:
                     quiet_since = loop.time()
                     if len(rows) == READ_BATCH:
+                        hint.records = True
                         continue
                 wait_s = self.recheck_s
                 if idle_s is not None:
                     wait_s = min(wait_s, max(quiet_since + idle_s - loop.time(), 0))
-                with contextlib.suppress(TimeoutError):
+                try:
                     await asyncio.wait_for(hint.wait(), wait_s)
+                except TimeoutError:  # a late or lost notification: read again anyway
+                    hint.records = True
                 if idle_s is not None and loop.time() - quiet_since >= idle_s:
                     quiet_since = loop.time()
                     yield None
@@ -181,6 +193,9 @@ class LedgerFeed:
         groups = self._waiters.values() if thread_id is None else [self._waiters.get(thread_id)]
         for hints in groups:
             for hint in hints or ():
+                hint.records = True
+                if thread_id is None:  # (re)listening: fragments notified meanwhile are lost
+                    hint.overflow = True  # so a live reader reads the rows again
                 hint.set()
 
     def _on_notify(self, *args: Any) -> None:
@@ -195,6 +210,8 @@ class LedgerFeed:
             return
         thread_id, delta = parsed
         for hint in self._waiters.get(thread_id, ()):
+            if not hint.live:
+                continue
             if len(hint.deltas) < MAX_QUEUED_DELTAS:
                 hint.deltas.append(delta)
             else:  # a slow reader: it reads the rows instead when it comes round

@@ -221,18 +221,33 @@ class ThreadwardenClient:
         validate_input("input", input, max_bytes=self._settings.max_input_bytes)
         if agent_id == SCRIPTED_AGENT_ID:
             parse_steps(input)
+        # Asked beside the admission and answered before the wake: a submit returns as soon as
+        # its host is woken, as without the check (callers act on a pass not yet under way).
+        served = asyncio.ensure_future(self._served(agent_id, agent_digest))
+        try:
+            receipt = await self._admit_and_wake(
+                served,
+                thread_id=thread_id,
+                agent_id=agent_id,
+                input=input,
+                host_id=host_id,
+                idempotency_key=idempotency_key,
+                agent_digest=agent_digest,
+                if_busy=if_busy,
+            )
+        finally:
+            served.cancel()
+        return receipt
+
+    async def _admit_and_wake(
+        self, served: asyncio.Task[bool], *, agent_id: str, **admission: Any
+    ) -> Receipt:
         await self._failpoints.hit("maintenance:mutation:before")
         await self._failpoints.hit("maintenance:dirty:before")
-        receipt = await self._admissions.admit(
-            thread_id=thread_id,
-            agent_id=agent_id,
-            input=input,
-            host_id=host_id,
-            idempotency_key=idempotency_key,
-            agent_digest=agent_digest,
-            if_busy=if_busy,
-        )
+        receipt = await self._admissions.admit(agent_id=agent_id, **admission)
         await self._failpoints.hit("maintenance:dirty:after")
+        if not await served:  # a repeat too: it still waits
+            receipt.warnings.append(unserved_warning(agent_id, self._settings.task_queue))
         if receipt.created:
             _ADMITTED.add(1, {"source": "client"})
             await self._failpoints.hit("maintenance:mutation:armed")
@@ -244,8 +259,6 @@ class ThreadwardenClient:
                 await self._publications.publish_committed(receipt.host_id)
             await self._failpoints.hit("maintenance:mutation:finished")
         await self._failpoints.hit("maintenance:mutation:after")
-        if not await self._served(agent_id, agent_digest):  # a repeat too: it still waits
-            receipt.warnings.append(unserved_warning(agent_id, self._settings.task_queue))
         return receipt
 
     async def _served(self, agent_id: str, agent_digest: str | None) -> bool:

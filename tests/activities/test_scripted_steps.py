@@ -14,8 +14,8 @@ from threadwarden.errors import InvalidInput
 from threadwarden.scripted import STEP_KINDS, parse_steps, run_scripted
 
 
-def test_step_kinds_name_call_calls_and_spend() -> None:
-    assert STEP_KINDS.endswith("send, call, calls, spend")
+def test_step_kinds_name_call_calls_spend_and_stream() -> None:
+    assert STEP_KINDS.endswith("send, call, calls, spend, stream")
 
 
 @pytest.mark.parametrize(
