@@ -11,7 +11,7 @@ from threadwarden.worker.runtime import Connections
 
 SCRIPT = dedent(
     """
-    import asyncio, json, sys
+    import asyncio, json, os, sys
     from opentelemetry import metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -44,9 +44,12 @@ SCRIPT = dedent(
             if m.name == "threadwarden_submissions_admitted"
             for p in m.data.data_points
         ]
-        print(json.dumps(points))
+        print(json.dumps(points), flush=True)
 
     asyncio.run(main())
+    # As the CLI does (docs/operations.md): finalizing beside the Temporal SDK's native threads
+    # may abort a process that has done its work (temporalio/sdk-python#300).
+    os._exit(0)
     """
 )
 
