@@ -444,7 +444,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             operator=Operator(pool, minimum_alarm_delay_ms=delay),
             waker=waker,
             checkpoints=Checkpoints(pool),
-            deltas=Deltas(pool),
+            deltas=Deltas(pool) if settings.live_text else None,
         )
         steps = MaintenanceActivities(
             maintenance,

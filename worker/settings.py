@@ -95,6 +95,10 @@ class Settings(BaseSettings):
     step, or is cut off 1 s later, and the head is handed off: its later attempts are dispatched
     to its agent's queue. At most 5 s: an inline head never outlives a workflow task's
     heartbeat. 0: no head runs inline (every attempt is dispatched)."""
+    live_text: bool = True
+    """Whether attempts write live text (the model's words as they are generated, for readers
+    of the event stream, ``watch`` and the console; docs/agents.md, "Streaming"). False: the
+    adapters still journal each response once; readers see it when it is journaled."""
     head_start_timeout_ms: int = Field(default=60_000, ge=1_000, le=600_000)
     """How long a head attempt waits on its agent's task queue for a worker with the binding
     (and a free slot) to start it before it counts as binding-unavailable (binding retry)."""
