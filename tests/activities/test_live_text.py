@@ -11,6 +11,7 @@ import asyncpg
 
 from tests.helpers.ledger import Ledger
 from threadwarden.activities.live_text import LiveText
+from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.deltas import Deltas
 
 
@@ -32,6 +33,14 @@ class GatedDeltas(Deltas):
         self.events.append(f"write {text}")
 
 
+async def _claim(pool: asyncpg.Pool[Any], ids: str) -> Claim:
+    """A running attempt's claim on a fresh host's head."""
+    ledger = Ledger.defaults(pool)
+    await ledger.admit(ids)
+    await ledger.begin(ids)
+    return await ledger.claim(ids)
+
+
 async def _rows(pool: asyncpg.Pool[Any], submission_id: str) -> list[tuple[int, str]]:
     rows = await pool.fetch(
         "SELECT step, text FROM threadwarden.deltas WHERE submission_id = $1 ORDER BY step",
@@ -43,10 +52,7 @@ async def _rows(pool: asyncpg.Pool[Any], submission_id: str) -> list[tuple[int, 
 async def test_flush_waits_for_a_write_under_way_so_finish_removes_the_row(
     pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    ledger = Ledger.defaults(pool)
-    await ledger.admit(ids)
-    await ledger.begin(ids)
-    claim = await ledger.claim(ids)
+    claim = await _claim(pool, ids)
     deltas = GatedDeltas(pool)
     live = LiveText(deltas, claim)
     live.add(1, "hello")  # the step's first fragment: its write starts at once
@@ -70,10 +76,7 @@ async def test_flush_waits_for_a_write_under_way_so_finish_removes_the_row(
 async def test_close_removes_unjournaled_rows_unless_cut_off(
     pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    ledger = Ledger.defaults(pool)
-    await ledger.admit(ids)
-    await ledger.begin(ids)
-    claim = await ledger.claim(ids)
+    claim = await _claim(pool, ids)
     deltas = GatedDeltas(pool)
     deltas.gate.set()
 
