@@ -81,6 +81,8 @@ class LedgerFeed:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.readers = 0
+        self.listening = asyncio.Event()
+        """Set while the feed LISTENs (notifications committed from then on reach readers)."""
 
     @contextlib.contextmanager
     def subscribe(self, thread_id: str, *, live: bool = False) -> Iterator[Subscription]:
@@ -228,10 +230,12 @@ class LedgerFeed:
                     await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
                     await conn.add_listener(DELTA_CHANNEL, self._on_delta)
                     failures = 0
+                    self.listening.set()
                     self._wake(None)  # anything committed before the LISTEN: read again
                     try:
                         await lost.wait()
                     finally:
+                        self.listening.clear()
                         if not conn.is_closed():
                             with contextlib.suppress(Exception):
                                 await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
