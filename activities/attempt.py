@@ -363,7 +363,7 @@ class HeadRunner:
             error, cut_off = raised, False
         finally:
             await lease_stop(renewer)
-            await context.close_live(cut_off=cut_off)
+            await context.close(cut_off=cut_off)
         if _cancelling():  # the handler swallowed an outside cancellation
             await self._release(claim)
             raise asyncio.CancelledError()

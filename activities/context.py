@@ -10,6 +10,7 @@ the handler catches it and returns `Failed`; once faulted, the context refuses f
 """
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -38,6 +39,10 @@ from threadwarden.ledger.records import HistoryRecord
 from threadwarden.validation import check_schema, validate_id, validate_input
 
 T = TypeVar("T")
+
+CLOSE_GATHER_S = 5.0
+"""The longest an ended attempt waits for its calls awaited together to finish gathering (a
+wait being written) before it cancels them."""
 
 RESERVED_KINDS = frozenset(
     {
@@ -160,6 +165,8 @@ class AttemptContext:
         self._establishing = 0
         self._awaiting: dict[int, tuple[str, asyncio.Future[ChildOutcome]]] = {}
         self._gathering: asyncio.Task[None] | None = None
+        self._gatherers: set[asyncio.Task[None]] = set()
+        """Every gatherer still running (one may be writing its batch's wait)."""
         self._established = asyncio.Event()
         self._yield_after = yield_after
         self._failpoints = failpoints or Failpoints()
@@ -200,9 +207,15 @@ class AttemptContext:
     def heartbeat(self) -> None:
         beat()
 
-    async def close_live(self, *, cut_off: bool) -> None:
-        """The attempt ended: its live text stops. A ``cut_off`` attempt's unjournaled text
-        stays for readers until the re-run starts the step over; otherwise it goes."""
+    async def close(self, *, cut_off: bool) -> None:
+        """The attempt ended. Calls awaited together that were still gathering end with it
+        (after a fault they write nothing; bounded by `CLOSE_GATHER_S`). Its live text
+        stops: a ``cut_off`` attempt's unjournaled text stays for readers until the re-run
+        starts the step over; otherwise it goes."""
+        for gathering in list(self._gatherers):
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(gathering), CLOSE_GATHER_S)
+            gathering.cancel()
         if self._live is not None:
             await self._live.close(keep=cut_off)
 
@@ -379,6 +392,23 @@ class AttemptContext:
         host_id: str | None = None,
         budget: int | None = None,
     ) -> ChildOutcome:
+        try:
+            return await self._call_agent(agent_id, input, thread_id, host_id, budget)
+        except asyncio.CancelledError as error:
+            # A call cancelled anywhere (the attempt cut off, a deploy, the handler's own
+            # timeout) is a fault: the calls awaited with it must not suspend without it.
+            if self.fault is None:
+                self.fault = error
+            raise
+
+    async def _call_agent(
+        self,
+        agent_id: str,
+        input: Any,
+        thread_id: str | None,
+        host_id: str | None,
+        budget: int | None,
+    ) -> ChildOutcome:
         validate_id("agent_id", agent_id)
         if budget is not None:
             _validate_units("budget", budget)
@@ -467,6 +497,8 @@ class AttemptContext:
         self._awaiting[step] = (child_submission_id, future)
         if self._gathering is None:
             self._gathering = asyncio.ensure_future(self._gather_children())
+            self._gatherers.add(self._gathering)
+            self._gathering.add_done_callback(self._gatherers.discard)
         return await future
 
     async def _gather_children(self) -> None:
