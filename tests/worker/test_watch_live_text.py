@@ -15,6 +15,7 @@ import pytest
 import threadwarden
 from tests.helpers.cli import console, run_cli
 from tests.helpers.polling import eventually
+from tests.worker.test_cli_watch import listening
 from threadwarden.ledger.deltas import Deltas
 from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
@@ -71,13 +72,19 @@ async def test_watch_prints_the_answer_growing_then_its_record(
 
 
 async def test_watch_json_prints_delta_lines_beside_the_records(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+    cli_env: None,
+    worker: None,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
 ) -> None:
     async with (
         console({}, "watch", ids, "--json") as watching,
         console({}, "watch", ids, "--json", "--no-text") as records_only,
     ):
         assert watching.stdout is not None and records_only.stdout is not None
+        # Both follow before the answer starts (a late watcher gets the text so far at once).
+        await eventually(lambda: listening(pool), lambda n: n == 2, what="both watchers waiting")
         receipt = await client.submit(ids, agent_id="scripted", input=STREAM)
         output = "".join(await chunks_until(watching.stdout, '"kind": "settlement"'))
         plain = "".join(await chunks_until(records_only.stdout, '"kind": "settlement"'))
