@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.client import Client
 
 from threadwarden.activities.errors import domain_errors
-from threadwarden.activities.wake import wake_host
+from threadwarden.client.temporal import wake_host
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance, HostWaveStillRunning
 from threadwarden.ledger.host_work import HostWork

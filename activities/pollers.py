@@ -2,26 +2,17 @@
 the head's schedule-to-start timeout."""
 
 import asyncio
-import logging
 import time
 from collections.abc import Iterable
 
-from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
+from threadwarden.client.temporal import CONFIRM_AFTER_S, queue_polled
 from threadwarden.workflows import contracts as c
-
-logger = logging.getLogger(__name__)
 
 POLLED_TTL_S = 15.0
 """How long a queue seen polled is taken as polled without asking again (per worker process).
 A queue seen unpolled is asked again at the next head: a worker that just started is found."""
-ASK_TIMEOUT_S = 2.0
-"""A describe that takes longer counts as unknown (the head is dispatched as usual)."""
-CONFIRM_AFTER_S = 0.5
-"""An empty answer is confirmed by a second one this much later."""
 
 
 class HeadPollers:
@@ -65,21 +56,3 @@ class HeadPollers:
 
     async def _ask(self, queue: str) -> bool | None:
         return await queue_polled(self._client, queue)
-
-
-async def queue_polled(client: Client, queue: str, timeout_s: float = ASK_TIMEOUT_S) -> bool | None:
-    """Whether Temporal lists pollers of the activity task queue ``queue`` (None: no answer
-    within ``timeout_s``, or an error: a diagnostic, never a verdict)."""
-    try:
-        async with asyncio.timeout(timeout_s):
-            described = await client.workflow_service.describe_task_queue(
-                DescribeTaskQueueRequest(
-                    namespace=client.namespace,
-                    task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-                )
-            )
-    except Exception as error:  # a diagnostic: never a reason to fail the pass
-        logger.debug("pollers of %s unknown: %r", queue, error)
-        return None
-    return bool(described.pollers)

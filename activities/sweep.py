@@ -5,7 +5,7 @@ import time
 from temporalio import activity
 from temporalio.client import Client
 
-from threadwarden.activities.wake import wake_host
+from threadwarden.client.temporal import wake_host
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.sweep import Sweeps
 from threadwarden.workflows import contracts as c

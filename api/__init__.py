@@ -48,6 +48,8 @@ from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance, HostWaveSt
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 if TYPE_CHECKING:
+    from threadwarden.client.client import SubmissionResult, ThreadwardenClient
+    from threadwarden.client.feed import RecordFeed, TextDelta, ThreadStream
     from threadwarden.ledger.models import (
         HostStatus,
         Receipt,
@@ -56,24 +58,22 @@ if TYPE_CHECKING:
         ThreadStatus,
     )
     from threadwarden.ledger.operator import OperatorResult
-    from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
     from threadwarden.worker.plugin import ThreadwardenPlugin
     from threadwarden.worker.settings import Settings
-    from threadwarden.worker.watch import RecordFeed, TextDelta, ThreadStream
 
 _LAZY = {
     "HostStatus": "threadwarden.ledger.models",
     "OperatorResult": "threadwarden.ledger.operator",
     "Receipt": "threadwarden.ledger.models",
-    "RecordFeed": "threadwarden.worker.watch",
+    "RecordFeed": "threadwarden.client.feed",
     "Settings": "threadwarden.worker.settings",
     "SubmissionDetail": "threadwarden.ledger.models",
-    "SubmissionResult": "threadwarden.worker.client",
+    "SubmissionResult": "threadwarden.client.client",
     "SubmissionView": "threadwarden.ledger.models",
-    "TextDelta": "threadwarden.worker.watch",
+    "TextDelta": "threadwarden.client.feed",
     "ThreadStatus": "threadwarden.ledger.models",
-    "ThreadStream": "threadwarden.worker.watch",
-    "ThreadwardenClient": "threadwarden.worker.client",
+    "ThreadStream": "threadwarden.client.feed",
+    "ThreadwardenClient": "threadwarden.client.client",
     "ThreadwardenPlugin": "threadwarden.worker.plugin",
 }
 """Names that need Temporal or asyncpg, imported when first used (PEP 562)."""

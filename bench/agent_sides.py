@@ -54,8 +54,8 @@ from bench.stack import CONSOLE, BenchStack, bench_stack, with_user
 from bench.streams import StreamWatch, console_command, console_streams
 from bench.threadwarden_run import ThreadwardenSide, threadwarden_argv
 from tests.helpers.chat_server import ChatServer, chat_server
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.migrations import migrate
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id

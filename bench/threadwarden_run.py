@@ -24,8 +24,8 @@ from bench.procs import WorkerCommand
 from bench.side import Driver
 from bench.stack import CONSOLE, with_user
 from bench.streams import StreamWatch, console_command, console_streams
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.migrations import migrate
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
@@ -50,7 +50,7 @@ def threadwarden_argv() -> list[str]:
     module)."""
     script = Path(sys.executable).with_name("threadwarden")
     found = str(script) if script.exists() else shutil.which("threadwarden")
-    return [found] if found else [sys.executable, "-m", "threadwarden.worker.cli"]
+    return [found] if found else [sys.executable, "-m", "threadwarden.cli.main"]
 
 
 class ThreadwardenSide:

@@ -37,8 +37,8 @@ from chaos.report import report
 from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
 from chaos.workload import Planned, plan_workload
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 

@@ -2,5 +2,5 @@
 
 An ASGI app (Starlette, Jinja2, served by uvicorn) that reads and decides through
 `ThreadwardenClient` and reads the ledger's pages with its own literal SQL (`queries.py`).
-Only ``threadwarden.worker.commands`` imports it (for ``threadwarden console`` and ``dev``).
+Only ``threadwarden.cli.commands`` imports it (for ``threadwarden console`` and ``dev``).
 """

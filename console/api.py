@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from threadwarden.client.shapes import thread_json
 from threadwarden.console import openapi
 from threadwarden.console.events import KEEPALIVE_S, SSE_HEADERS, resume_after, sse_event
 from threadwarden.console.feed import StreamsFull
@@ -46,7 +47,6 @@ from threadwarden.ledger.deltas import Delta
 from threadwarden.ledger.models import SubmissionDetail
 from threadwarden.ledger.operator import OperatorResult
 from threadwarden.validation import MAX_JSON_DEPTH, check_json_tree, validate_id
-from threadwarden.worker.cli_output import thread_json
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console import actions, events, login, pages
 from threadwarden.console.api import create_api
 from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import BodyLimit, Guard
 from threadwarden.console.web import STATIC, Authenticate, Console, environment
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 

@@ -7,7 +7,7 @@ while they wait or while their client reads slowly. So 1,000 open streams cost o
 connection, and a slow reader never holds up a worker (nothing is queued for it: it reads
 again from its last sequence when it is ready).
 
-A notification is only a hint (see `threadwarden.worker.watch`): readers read again at least
+A notification is only a hint (see `threadwarden.client.feed`): readers read again at least
 every `RECHECK_S`, and when the listening connection is lost every reader is woken, and the
 listener reconnects with a backoff.
 """
@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 RECHECK_S = 5.0
 """The longest a reader goes without reading the ledger, should a notification be late or lost
-(as `threadwarden.worker.watch.RECHECK_S`)."""
+(as `threadwarden.client.feed.RECHECK_S`)."""
 MAX_STREAMS = 1_000
 """Live readers served at once by one console; one more is refused (503)."""
 READ_BATCH = 500

@@ -8,6 +8,11 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import Response
 
+from threadwarden.client.shapes import (
+    HOST_STATUS_FIELDS,
+    MESSAGE_FIELDS,
+    THREAD_STATUS_FIELDS,
+)
 from threadwarden.console.queries import ThreadPage
 from threadwarden.console.security import is_number
 from threadwarden.console.web import (
@@ -20,11 +25,6 @@ from threadwarden.console.web import (
 from threadwarden.errors import InvalidInput, NotFound
 from threadwarden.ledger.inbox import InboxPage
 from threadwarden.validation import validate_id
-from threadwarden.worker.cli_output import (
-    HOST_STATUS_FIELDS,
-    MESSAGE_FIELDS,
-    THREAD_STATUS_FIELDS,
-)
 
 INBOX_LIMIT = 200
 

@@ -12,12 +12,12 @@ import asyncpg
 import uvicorn
 from temporalio.client import Client
 
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.app import create_app
 from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.security import check_bind
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import (
@@ -27,7 +28,6 @@ from threadwarden.console.security import (
     is_loopback,
 )
 from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 TEMPLATES = Path(__file__).parent / "templates"

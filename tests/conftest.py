@@ -19,9 +19,9 @@ import asyncpg
 import pytest
 
 from tests.helpers.stack import TEMPLATE, WORKER_INPUT, EmbeddedStack, StackEndpoints
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

@@ -1,11 +1,11 @@
 """The installed distribution is one import package, `threadwarden` (issue 11).
 
 The repository keeps the design's folders (`api/`, `protocol/`, `workflows/`, `activities/`,
-`ledger/`, `worker/`) and pyproject.toml maps them into `threadwarden`. These tests install a copy
-of the sources non-editable into a fresh virtualenv and look at it from a neutral folder. The
-venv borrows the dependencies of the running (dev) venv through a `.pth` line, which adds that
-site-packages to the path without running its `.pth` files, so the editable install's link tree
-stays out of sight. Offline: no index, no build isolation.
+`ledger/`, `worker/`, `client/`, `cli/`, ...) and pyproject.toml maps them into `threadwarden`.
+These tests install a copy of the sources non-editable into a fresh virtualenv and look at it
+from a neutral folder. The venv borrows the dependencies of the running (dev) venv through a
+`.pth` line, which adds that site-packages to the path without running its `.pth` files, so the
+editable install's link tree stays out of sight. Offline: no index, no build isolation.
 """
 
 from __future__ import annotations
@@ -23,7 +23,17 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ROOMS = ("protocol", "workflows", "activities", "ledger", "worker", "console", "agent_frameworks")
+ROOMS = (
+    "protocol",
+    "workflows",
+    "activities",
+    "ledger",
+    "worker",
+    "client",
+    "cli",
+    "console",
+    "agent_frameworks",
+)
 SOURCES = ("pyproject.toml", "README.md", "api", *ROOMS)
 
 
@@ -77,7 +87,7 @@ def _neutral(tmp_path: Path) -> Path:
 
 def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_path: Path) -> None:
     code = (
-        "import threadwarden, threadwarden.workflows.host, threadwarden.worker.cli, "
+        "import threadwarden, threadwarden.workflows.host, threadwarden.cli.main, "
         "threadwarden.ledger.pool, threadwarden.activities.attempt, "
         "threadwarden.protocol.decisions;"
         "from importlib import resources;"
@@ -139,7 +149,7 @@ def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
     assert done.returncode == 0, done.stderr
     loaded, modules, complete = done.stdout.strip().splitlines()
     assert loaded == "[]"  # a bindings module imports threadwarden without Temporal or asyncpg
-    assert modules == "threadwarden.worker.client threadwarden.worker.plugin"
+    assert modules == "threadwarden.client.client threadwarden.worker.plugin"
     assert complete == "True"
 
 

@@ -1,1 +1,2 @@
-"""The composition root: settings, the worker, the CLI, the embedded stack and the client."""
+"""The composition root: settings, the Temporal plugin and runtime, slots, telemetry, metrics
+and health, binding loading and the embedded stack."""

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

@@ -14,9 +14,9 @@ from tests.helpers.chat_server import ChatServer, chat_server
 from tests.helpers.checks import assert_ledger_invariants
 from tests.helpers.polling import eventually
 from threadwarden.bindings import Binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import SubmissionView
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

@@ -22,7 +22,7 @@ from tests.helpers.model_agents import (
     pydantic_ai_bindings,
 )
 from threadwarden.bindings import Binding
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 REFUND = 'call refund {"cents": 500}'
 

@@ -32,8 +32,8 @@ from tests.helpers.model_agents import (
 from tests.helpers.processes import worker_process
 from threadwarden.agents._common import MODEL_TOOL
 from threadwarden.bindings import Binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.server import serving
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 

@@ -29,7 +29,7 @@ from tests.helpers.fake_agents_model import (
     last_tool_output,
 )
 from threadwarden.agents import openai_agents, pydantic_ai
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 set_tracing_disabled(True)
 

@@ -13,8 +13,8 @@ import pytest
 
 from tests.agents.conftest import head_in
 from tests.helpers.cli import run_cli
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.loading import load_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

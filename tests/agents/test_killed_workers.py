@@ -20,7 +20,7 @@ from tests.helpers.cli import run_cli
 from tests.helpers.model_agents import OPENAI_AGENT, PYDANTIC_AGENT, all_bindings
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 

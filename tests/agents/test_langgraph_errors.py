@@ -18,9 +18,9 @@ from tests.helpers.polling import eventually
 from threadwarden.agents.langgraph import graph_binding
 from threadwarden.agents.langgraph._errors import verdict
 from threadwarden.bindings import Failed
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import Retryable, StaleAttempt
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 
 
 class HTTPError(Exception):

@@ -20,9 +20,9 @@ from tests.helpers.fake_agents_model import (
     last_tool_output,
 )
 from threadwarden.agents.openai_agents import HANDOFF, TRANSCRIPT, agent_binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 
 set_tracing_disabled(True)  # tracing is the application's choice; these tests export nothing
 

@@ -29,8 +29,8 @@ from openai import AsyncOpenAI
 from tests.agents.conftest import AgentsWorker
 from tests.helpers.chat_server import ChatServer
 from threadwarden.agents.openai_agents import _tracing, agent_binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.loading import load_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

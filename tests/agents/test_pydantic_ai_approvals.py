@@ -14,8 +14,8 @@ from tests.agents.conftest import AgentsWorker
 from tests.helpers.agent_records import bodies
 from tests.helpers.polling import eventually
 from threadwarden.agents.pydantic_ai import agent_binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.models import SubmissionView
-from threadwarden.worker.client import ThreadwardenClient
 
 
 class Refunds:

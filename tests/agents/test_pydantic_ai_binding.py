@@ -23,8 +23,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from tests.agents.conftest import AgentsWorker
 from tests.helpers.agent_records import bodies, model_steps
 from threadwarden.agents.pydantic_ai import TRANSCRIPT, agent_binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 
 Calls = list[list[ModelMessage]]
 

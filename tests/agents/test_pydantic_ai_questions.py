@@ -16,8 +16,8 @@ from tests.agents.conftest import AgentsWorker
 from tests.helpers.agent_records import bodies
 from tests.helpers.polling import eventually
 from threadwarden.agents.pydantic_ai import agent_binding
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.inbox import InboxReader
-from threadwarden.worker.client import ThreadwardenClient
 
 
 def tailor() -> tuple[Agent[None, str], list[str]]:

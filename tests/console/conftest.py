@@ -12,8 +12,8 @@ import pytest
 from playwright.async_api import Browser
 
 from tests.console.browser import chromium
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.server import serving
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 ServeConsole = Callable[..., AbstractAsyncContextManager[str]]

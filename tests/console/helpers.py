@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 _CSRF = re.compile(r'name="csrf_token" value="([0-9a-f]{64})"')
 

@@ -10,7 +10,7 @@ import httpx
 
 from tests.console.helpers import csrf_of, settled_state, wait_for_state
 from tests.helpers.cli import unknown_side_effect
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 
 async def test_console_approve_settles_the_submission_and_a_repeat_changes_nothing(

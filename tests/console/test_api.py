@@ -11,7 +11,7 @@ import httpx
 from tests.console.api import error_of, ledger_snapshot, post, settled, state_of
 from tests.helpers.cli import unknown_side_effect
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range(40)]
 """A scripted turn that runs for about 6 s, committing a step every 300 ms."""

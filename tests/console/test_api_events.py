@@ -15,8 +15,8 @@ import pytest
 from tests.console.api import events, settled
 from tests.console.conftest import ServeConsole
 from tests.console.test_command import CLI, _console_url, _interrupt
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console import feed as feed_module
-from threadwarden.worker.client import ThreadwardenClient
 
 
 async def test_events_start_before_the_thread_exists_and_carry_records_as_watch_json(

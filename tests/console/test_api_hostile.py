@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.console.api import error_of, ledger_snapshot
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 CODES = {
     400: "invalid_input",

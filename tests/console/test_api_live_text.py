@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.console.api import post
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 ANSWER = " ".join(f"word{n}" for n in range(40))

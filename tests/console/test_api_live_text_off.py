@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.console.test_api_live_text import sse, until_settled
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 ANSWER = " ".join(f"word{n}" for n in range(12))

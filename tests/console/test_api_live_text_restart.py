@@ -9,7 +9,7 @@ import asyncio
 import httpx
 
 from tests.console.test_api_live_text import ANSWER, STREAM, sse, until_settled
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 
 async def test_a_step_cut_off_starts_over_with_restart(

@@ -13,8 +13,8 @@ from openapi_spec_validator import validate
 from tests.console.api import error_of, ledger_snapshot, post, state_of
 from tests.console.conftest import ServeConsole
 from tests.helpers.cli import unknown_side_effect
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.api import create_api
-from threadwarden.worker.client import ThreadwardenClient
 
 CONSOLE_TOKEN = "console-token-0123456789abcdef"
 APP_TOKEN = "app-token-0123456789abcdef012"

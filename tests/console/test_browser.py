@@ -12,7 +12,7 @@ from playwright.async_api import Browser, Page, expect
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli, unknown_side_effect
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 TOKEN = "console-token-0123456789abcdef"
 SHOTS = "CONSOLE_SCREENSHOTS"

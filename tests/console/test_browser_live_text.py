@@ -13,7 +13,7 @@ import pytest
 from playwright.async_api import Browser, Page, expect
 
 from tests.console.helpers import wait_for_state
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
 WORDS = [f"word{n}" for n in range(40)]

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 
 from tests.console.helpers import wait_for_state
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 
 async def _events(response: httpx.Response, count: int) -> list[dict[str, str]]:

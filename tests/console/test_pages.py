@@ -6,8 +6,8 @@ import httpx
 
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import wait_for_state
-from threadwarden.worker.cli_output import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.shapes import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
 from threadwarden.worker.settings import Settings
 
 

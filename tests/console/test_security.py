@@ -12,8 +12,8 @@ import pytest
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import csrf_of, settled_state, wait_for_state
 from tests.helpers.cli import unknown_side_effect
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
-from threadwarden.worker.client import ThreadwardenClient
 
 TOKEN = "console-token-0123456789abcdef"
 

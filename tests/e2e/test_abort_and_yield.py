@@ -29,8 +29,8 @@ from tests.helpers.checks import (
     submission_rows,
 )
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

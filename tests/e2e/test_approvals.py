@@ -34,10 +34,10 @@ from tests.helpers.checks import (
 from tests.helpers.checks import submission_rows as rows_of
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotWaiting
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import HostStatus, SubmissionView
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 

@@ -16,9 +16,9 @@ from tests.helpers.checks import quiescent
 from tests.helpers.cli import json_error, run_cli
 from tests.helpers.polling import eventually
 from tests.worker.test_cli_decisions import decide, ledger_rows
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import DecisionConflict, InvalidInput, NotWaiting
 from threadwarden.ledger.inbox import InboxReader
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 
 SIZES = {"type": "string", "enum": ["S", "M", "L"]}

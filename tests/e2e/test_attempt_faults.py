@@ -17,9 +17,9 @@ import pytest
 
 from tests.helpers.checks import assert_settled_once, converged, say, submission_rows
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome, Retryable
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import HostStatus
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

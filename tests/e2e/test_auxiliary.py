@@ -17,11 +17,11 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from tests.helpers.checks import assert_settled_once, converged, quiescent, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.scripted import scripted_binding
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts as c

@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

@@ -13,12 +13,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
+from threadwarden.client import feed
+from threadwarden.client.client import SubmissionResult, ThreadwardenClient
+from threadwarden.client.feed import ThreadRecord
 from threadwarden.errors import InvalidInput, NotFound, ResultTimeout
-from threadwarden.worker import watch as feed
-from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
-from threadwarden.worker.watch import ThreadRecord
 
 NEVER_S = 3_600.0
 """A re-check interval no test outlives: only a notification can end a wait."""

@@ -28,7 +28,7 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_agent_an
     demo = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "threadwarden.worker.cli",
+        "threadwarden.cli.main",
         "--data-dir",
         str(tmp_path / "tw"),
         "demo",

@@ -20,8 +20,8 @@ from temporalio.client import Client
 
 from tests.helpers.checks import assert_settled_once, converged, say, submission_rows
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id

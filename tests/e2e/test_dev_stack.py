@@ -18,7 +18,7 @@ import pytest
 from tests.helpers.polling import eventually
 from threadwarden.worker.embedded import port_from
 
-CLI = [sys.executable, "-m", "threadwarden.worker.cli"]
+CLI = [sys.executable, "-m", "threadwarden.cli.main"]
 pytestmark = pytest.mark.xdist_group("usual-ports")
 """Stacks of `dev` and `demo` take Temporal's usual ports when free: under xdist, the tests that
 start one run one after the other on one worker (`make test` runs with `--dist loadgroup`)."""

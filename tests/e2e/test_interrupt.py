@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.helpers.checks import assert_settled_once
 from threadwarden import AttemptContext, Binding, Completed, Outcome
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

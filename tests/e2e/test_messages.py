@@ -14,10 +14,10 @@ import asyncpg
 from tests.helpers.checks import assert_settled_once, converged, quiescent, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.messages import DELIVERY_BATCH, Message, Messages
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

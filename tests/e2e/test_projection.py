@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from tests.helpers.checks import converged, quiescent, say, settled
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

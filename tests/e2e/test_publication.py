@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RecordingSink
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
@@ -117,7 +117,7 @@ async def test_watch_streams_a_threads_records_live(
     watcher = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "threadwarden.worker.cli",
+        "threadwarden.cli.main",
         "watch",
         ids,
         "--json",

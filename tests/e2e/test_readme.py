@@ -64,7 +64,7 @@ def clone(tmp_path: Path) -> Path:
     script = venv / "bin" / "threadwarden"
     script.write_text(
         f"#!{venv / 'bin' / 'python'}\n"
-        "from threadwarden.worker.cli import main\nraise SystemExit(main())\n"
+        "from threadwarden.cli.main import main\nraise SystemExit(main())\n"
     )
     script.chmod(0o755)
     subprocess.run(["make", "-n", "demo"], cwd=target, check=True, capture_output=True)

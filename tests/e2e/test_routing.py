@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.helpers.checks import assert_settled_once, converged
 from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 

@@ -37,10 +37,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotFound
 from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.ledger.models import HostStatus, ThreadStatus
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 

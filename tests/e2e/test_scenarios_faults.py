@@ -33,8 +33,8 @@ from tests.helpers.checks import (
 )
 from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Outcome
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import FailpointError, Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

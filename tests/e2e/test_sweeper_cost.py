@@ -20,10 +20,10 @@ from temporalio.worker import Worker
 
 from tests.helpers.polling import eventually
 from threadwarden.activities.sweep import SweepActivities
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.sweep import Sweeps
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import start_sweeper
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings

@@ -29,8 +29,8 @@ from tests.helpers.checks import (
 from tests.helpers.polling import eventually
 from tests.helpers.workers import worker_without_sweeper
 from threadwarden import AttemptContext, Binding, Completed, Outcome
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings

@@ -15,8 +15,8 @@ from temporalio.client import Client
 from tests.helpers.checks import quiescent
 from tests.helpers.polling import eventually
 from tests.helpers.workers import with_queued_scripted
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id

@@ -17,10 +17,10 @@ from asyncpg.connection import LoggedQuery
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.helpers.polling import eventually
+from threadwarden.client import client as client_module
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger import pool as ledger_pool
-from threadwarden.worker import client as client_module
 from threadwarden.worker import runtime
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id

@@ -13,9 +13,9 @@ from temporalio.service import RPCError, RPCStatusCode
 from tests.helpers.checks import assert_settled_once, converged, quiescent, say
 from tests.helpers.polling import eventually
 from tests.helpers.workers import worker_without_sweeper
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id

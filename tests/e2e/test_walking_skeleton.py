@@ -8,8 +8,8 @@ from typing import Any
 import asyncpg
 
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.models import ThreadStatus
-from threadwarden.worker.client import ThreadwardenClient
 
 
 def _all_settled(status: ThreadStatus) -> bool:

@@ -16,11 +16,11 @@ from typing import Any
 import asyncpg
 
 from tests.helpers.ledger import BINDINGS
+from threadwarden.cli.main import main
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.protocol.decisions import Timing
-from threadwarden.worker.cli import main
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
 CHARGE = {"tool": "charge", "args": {"cents": 5}, "side_effect": True, "idempotency_key": None}

@@ -45,7 +45,7 @@ async def worker_process(
         "THREADWARDEN_INLINE_BUDGET_MS": str(settings.inline_budget_ms),
         "THREADWARDEN_DATA_DIR": str(folder / "tw"),
     }
-    argv = [sys.executable, "-m", "threadwarden.worker.cli", "worker"]
+    argv = [sys.executable, "-m", "threadwarden.cli.main", "worker"]
     if bindings is not None:
         argv += ["--bindings", bindings]
     out, err = folder / "stdout", folder / "stderr"

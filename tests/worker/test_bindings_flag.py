@@ -10,8 +10,8 @@ import pytest
 
 from tests.helpers.cli import run_cli
 from tests.helpers.processes import worker_process
+from threadwarden.cli.parser import build_parser
 from threadwarden.errors import InvalidInput
-from threadwarden.worker.cli_parser import build_parser
 from threadwarden.worker.loading import load_registry, served_agents
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings

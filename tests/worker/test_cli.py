@@ -21,9 +21,9 @@ from temporalio.client import Client
 
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.migrations import expected_version
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 

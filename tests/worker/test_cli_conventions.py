@@ -17,8 +17,8 @@ import pytest
 
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
-from threadwarden.worker.cli import build_parser
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.cli.main import build_parser
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 

@@ -13,7 +13,7 @@ import pytest
 from tests.helpers.checks import quiescent
 from tests.helpers.cli import json_error, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 
 APPROVAL = [{"approval": "spend 5 EUR?"}, {"say": "spent"}]

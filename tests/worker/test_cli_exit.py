@@ -2,7 +2,7 @@
 
 The Temporal SDK's native threads used to crash a process at interpreter exit after it printed
 success (SIGABRT, ``PyGILState_Release``, about 1 in 3 `setup` runs, 1 in 40 `submit` runs);
-`threadwarden.worker.cli.main` now leaves through ``os._exit`` after flushing. These tests run the
+`threadwarden.cli.main.main` now leaves through ``os._exit`` after flushing. These tests run the
 installed console script many times in a row against a live stack and count the exits.
 """
 
@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 

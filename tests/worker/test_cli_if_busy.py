@@ -12,7 +12,7 @@ import pytest
 from tests.console.api import ledger_snapshot
 from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 
 def _submit(thread: str, steps: list[dict[str, object]], *flags: str) -> list[str]:

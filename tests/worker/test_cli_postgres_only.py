@@ -15,7 +15,7 @@ import pytest
 from tests.helpers.checks import converged
 from tests.helpers.cli import closed_port, run_cli
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 APPROVAL = [{"approval": "ship it?"}, {"say": "shipped"}]
 

@@ -10,7 +10,7 @@ import pytest
 from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 
 
 async def test_submit_for_an_unserved_agent_warns_and_status_says_why_it_waits(

@@ -12,8 +12,8 @@ import asyncpg
 
 from tests.helpers.cli import console
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.status import _RECORDS_AFTER
-from threadwarden.worker.client import ThreadwardenClient
 
 READ_TIMEOUT_S = 60
 

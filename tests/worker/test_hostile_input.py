@@ -16,8 +16,8 @@ import asyncpg
 import pytest
 
 from tests.helpers.cli import run_cli
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
-from threadwarden.worker.client import ThreadwardenClient
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = (
@@ -305,7 +305,7 @@ def test_cli_process_refuses_non_utf8_argv_bytes(tmp_path: Path) -> None:
     ]
     for argv, field in cases:
         done = subprocess.run(
-            [sys.executable.encode(), b"-m", b"threadwarden.worker.cli", *argv, b"--json"],
+            [sys.executable.encode(), b"-m", b"threadwarden.cli.main", *argv, b"--json"],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -13,10 +13,10 @@ import pytest
 
 from tests.helpers.cli import CHARGE, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.inbox import WAITING
 from threadwarden.ledger.status import SETTLEMENT_OF
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

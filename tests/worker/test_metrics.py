@@ -23,9 +23,9 @@ from temporalio.exceptions import ApplicationError
 
 from tests.helpers.polling import eventually
 from tests.helpers.stack import StackEndpoints
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
 from threadwarden.ledger.gauges import GAUGES, read_gauges
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import (
     Endpoints,
     free_port,

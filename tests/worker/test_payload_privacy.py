@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.helpers.checks import settled
 from tests.helpers.polling import eventually
-from threadwarden.worker.client import ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts as c

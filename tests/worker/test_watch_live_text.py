@@ -16,10 +16,11 @@ import threadwarden
 from tests.helpers.cli import console, run_cli
 from tests.helpers.polling import eventually
 from tests.worker.test_cli_watch import listening
+from threadwarden.cli.watch import TEXT_MARK
+from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.feed import TextDelta, ThreadRecord
 from threadwarden.ledger.deltas import Deltas
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
-from threadwarden.worker.watch import TEXT_MARK, TextDelta, ThreadRecord
 
 ANSWER = " ".join(f"word{n}" for n in range(40))
 STREAM = [{"stream": ANSWER, "chunk_ms": 100}]

@@ -9,8 +9,9 @@ import asyncio
 
 from tests.helpers.cli import console
 from tests.worker.test_watch_live_text import ANSWER, DEADLINE_S, STREAM, chunks_until
-from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.watch import TEXT_MARK, TextDelta, ThreadRecord
+from threadwarden.cli.watch import TEXT_MARK
+from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.feed import TextDelta, ThreadRecord
 
 
 async def test_watch_and_the_client_show_a_cut_off_step_starting_over(

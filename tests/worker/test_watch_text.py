@@ -13,8 +13,8 @@ from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPa
 from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli
 from threadwarden.agents.openai_agents._model import dump
-from threadwarden.worker.client import ThreadwardenClient
-from threadwarden.worker.record_text import summary
+from threadwarden.cli.record_text import summary
+from threadwarden.client.client import ThreadwardenClient
 
 
 def _result(value: Any) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from temporalio.api.enums.v1 import EventType
 
 from tests.helpers.polling import eventually
 from tests.helpers.workers import with_queued_scripted
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.migrations import migrate
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings

@@ -13,10 +13,10 @@ from pathlib import Path
 import asyncpg
 
 from tests.helpers.polling import eventually
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.migrations import migrate
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings

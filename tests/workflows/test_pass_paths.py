@@ -25,9 +25,9 @@ from tests.helpers.checks import (
 )
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import from_ms, to_ms
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 

@@ -1,57 +1,15 @@
-"""Printing for the CLI: JSON documents, text tables, the status and inbox views, errors."""
+"""Printing for the CLI: JSON documents, text tables, the status and inbox views, errors.
+The JSON documents' shapes are the client's (`threadwarden.client.shapes`)."""
 
 import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from threadwarden.client.shapes import HOST_STATUS_FIELDS, thread_json
 from threadwarden.ledger.inbox import InboxPage
 from threadwarden.ledger.messages import Message
 from threadwarden.ledger.models import HostStatus, SubmissionView, ThreadStatus
-
-THREAD_STATUS_FIELDS = {
-    "submission_id",
-    "sequence",
-    "agent_id",
-    "state",
-    "outcome",
-    "reason",
-    "attempts",
-    "epoch",
-    "waiting_for",
-    "created_at",
-    "settled_at",
-    "source_thread_id",
-    "source_message_id",
-    "parent_submission_id",
-    "parent_thread_id",
-    "children",
-}
-"""What ``status --thread --json`` prints per submission (tabled in docs/operations.md)."""
-HOST_STATUS_FIELDS = {
-    "host_id",
-    "dirty",
-    "processed",
-    "nonterminal",
-    "alarm_at",
-    "last_served_thread_id",
-    "retry",
-    "binding_retries",
-    "auxiliary_due",
-    "pass_epoch",
-    "last_outcome",
-    "last_error",
-    "updated_at",
-}
-"""What ``status --host --json`` prints (tabled in docs/operations.md)."""
-MESSAGE_FIELDS = {
-    "message_id",
-    "destination_thread_id",
-    "state",
-    "attempts",
-    "destination_submission_id",
-    "last_error",
-}
 
 
 def print_json(value: Any) -> None:
@@ -109,18 +67,6 @@ def print_error(
     else:
         print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
     return code
-
-
-def thread_json(thread: ThreadStatus, sent: list[Message]) -> dict[str, Any]:
-    """``status --thread --json``'s document (also the HTTP API's ``GET /v1/threads/{id}``)."""
-    return {
-        "thread_id": thread.thread_id,
-        "host_id": thread.host_id,
-        "submissions": [
-            s.model_dump(mode="json", include=THREAD_STATUS_FIELDS) for s in thread.submissions
-        ],
-        "messages_sent": [m.model_dump(mode="json", include=MESSAGE_FIELDS) for m in sent],
-    }
 
 
 def print_thread(thread: ThreadStatus, sent: list[Message], *, as_json: bool) -> None:

@@ -19,6 +19,9 @@ from typing import Any, NoReturn
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from threadwarden.cli import commands
+from threadwarden.cli.output import print_error
+from threadwarden.cli.parser import UsageError, build_parser
 from threadwarden.errors import (
     DecisionConflict,
     HostMismatch,
@@ -31,9 +34,6 @@ from threadwarden.errors import (
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input
-from threadwarden.worker import commands
-from threadwarden.worker.cli_output import print_error
-from threadwarden.worker.cli_parser import UsageError, build_parser
 from threadwarden.worker.settings import Settings, with_temporal_envconfig
 
 __all__ = ["build_parser", "main"]
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``threadwarden`` console script.
 
     With ``argv`` (tests, applications embedding the CLI) it returns the exit code. Without
-    (the console script, ``python -m threadwarden.worker.cli``) the command line is ``sys.argv`` and
+    (the console script, ``python -m threadwarden.cli.main``) the command line is ``sys.argv`` and
     the process ends here, through `_leave`, with the command's real exit code.
     """
     if argv is not None:

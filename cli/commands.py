@@ -19,15 +19,17 @@ from temporalio.api.operatorservice.v1 import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.bindings import BindingRegistry
+from threadwarden.cli import demo as demo_module
+from threadwarden.cli.output import print_host, print_inbox, print_json, print_thread
+from threadwarden.cli.parser import WAIT_FOREVER
+from threadwarden.cli.stack import embedded_stack, stopped_by_signals
+from threadwarden.cli.watch import watch as watch_thread
+from threadwarden.client.client import SubmissionResult, ThreadwardenClient
 from threadwarden.errors import ResultTimeout, ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
 from threadwarden.ledger.models import Receipt
 from threadwarden.ledger.operator import OperatorResult
-from threadwarden.worker import demo as demo_module
-from threadwarden.worker.cli_output import print_host, print_inbox, print_json, print_thread
-from threadwarden.worker.cli_parser import WAIT_FOREVER
-from threadwarden.worker.client import SubmissionResult, ThreadwardenClient
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
 from threadwarden.worker.loading import Plugins, load_plugins, load_registry, served_agents
@@ -35,8 +37,6 @@ from threadwarden.worker.plugin import verify_search_attributes
 from threadwarden.worker.runtime import connect_configured, running_worker
 from threadwarden.worker.runtime import resolve as resolve_connections
 from threadwarden.worker.settings import DEFAULT_METRICS_ADDRESS, Settings
-from threadwarden.worker.stack import embedded_stack, stopped_by_signals
-from threadwarden.worker.watch import watch as watch_thread
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 

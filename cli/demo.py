@@ -20,16 +20,16 @@ import asyncpg
 from temporalio.client import Client
 
 from threadwarden.bindings import AttemptContext, Binding, BindingRegistry, Completed, Outcome
+from threadwarden.cli.output import format_table
+from threadwarden.cli.stack import embedded_stack, stopped_by_signals
+from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotFound
 from threadwarden.ledger.messages import Message
 from threadwarden.ledger.models import SubmissionView, ThreadStatus
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
-from threadwarden.worker.cli_output import format_table
-from threadwarden.worker.client import ThreadwardenClient
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, connect_configured, running_worker
 from threadwarden.worker.settings import Settings
-from threadwarden.worker.stack import embedded_stack, stopped_by_signals
 
 SETTLE_TIMEOUT_S = 180
 GRAPH_ANSWER = "M"
@@ -385,7 +385,7 @@ async def _run_scripts(
 def _load_agent() -> Binding | ImportError:
     """The demo's pydantic-ai agent (`demo_agent`), or why it cannot be imported."""
     try:
-        from threadwarden.worker.demo_agent import concierge_binding
+        from threadwarden.cli.demo_agent import concierge_binding
     except ImportError as missing:
         return missing
     return concierge_binding()
@@ -395,7 +395,7 @@ def _load_graph() -> Binding | None:
     """The demo's LangGraph graph (`demo_graph`), or None with a note when the ``langgraph``
     extra is not installed: the demo then runs without its graph thread."""
     try:
-        from threadwarden.worker.demo_graph import tailor_binding
+        from threadwarden.cli.demo_graph import tailor_binding
     except ImportError as missing:
         _line(
             f"  no graph thread: {missing.name or missing} is not installed"

@@ -15,8 +15,8 @@ from opentelemetry import metrics
 from pydantic import BaseModel
 from temporalio.client import Client
 
-from threadwarden.activities.pollers import CONFIRM_AFTER_S, queue_polled
-from threadwarden.activities.wake import wake_host
+from threadwarden.client.feed import RecordFeed, ThreadStream, await_settlement
+from threadwarden.client.temporal import CONFIRM_AFTER_S, queue_polled, wake_host
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
@@ -40,7 +40,6 @@ from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
-from threadwarden.worker.watch import RecordFeed, ThreadStream, await_settlement
 from threadwarden.workflows.contracts import head_task_queue
 
 logger = logging.getLogger(__name__)
