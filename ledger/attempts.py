@@ -333,7 +333,7 @@ class Attempts:
             "input": input,
         }
         async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, states=("running",), honour_abort=True)
+            await fence(conn, claim, states=("running",), honour_abort=True)
             record = await insert_record(
                 conn,
                 thread_id=claim.thread_id,
@@ -361,7 +361,7 @@ class Attempts:
     ) -> None:
         """Settlement step 1: reserve the one outcome (``terminalizing``)."""
         async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, states=("running",), honour_abort=False)
+            await fence(conn, claim, states=("running",), honour_abort=False)
             await conn.execute(
                 "UPDATE threadwarden.submissions SET state = 'terminalizing',"
                 " reserved_outcome = $2, reserved_result = COALESCE($3::jsonb, 'null'::jsonb),"
@@ -377,7 +377,7 @@ class Attempts:
         a child's settlement is recorded on its parent's host in the same transaction."""
         async with self._pool.acquire() as conn, conn.transaction():
             await self._lock_parent_host(conn, claim)
-            row = await _fence(conn, claim, states=("terminalizing",), honour_abort=False)
+            row = await fence(conn, claim, states=("terminalizing",), honour_abort=False)
             return await settle_now(
                 conn,
                 thread_id=claim.thread_id,
@@ -477,7 +477,7 @@ async def _fenced_in(
     honour_abort: bool,
 ) -> Any:
     """`Attempts._fenced` on the caller's connection (inside its transaction, if any)."""
-    fence = [
+    checks = [
         claim.host_id,
         claim.pass_epoch,
         claim.thread_id,
@@ -487,10 +487,10 @@ async def _fenced_in(
         list(states),
         honour_abort,
     ]
-    value = await conn.fetchval(statement, *fence, *args)
+    value = await conn.fetchval(statement, *checks, *args)
     if value is None:
         async with conn.transaction():  # explain the refusal; writes nothing
-            await _fence(conn, claim, states=states, honour_abort=honour_abort)
+            await fence(conn, claim, states=states, honour_abort=honour_abort)
         raise StaleAttempt(
             f"submission {claim.submission_id}: attempt {claim.attempt_id} was fenced out"
         )
@@ -514,46 +514,53 @@ def _binding_digest(head: dict[str, Any], bindings: dict[str, str]) -> str:
     return digest
 
 
-_PASS_EPOCH = "SELECT pass_epoch FROM threadwarden.hosts WHERE host_id = $1 FOR SHARE"
-
-
 def _raise_if_stale(host_id: str, pass_epoch: int, current: object) -> None:
     if current != pass_epoch:
         raise StalePass(f"host {host_id}: pass epoch {pass_epoch} is stale (current {current})")
 
 
-async def _check_pass(conn: Connection, host_id: str, pass_epoch: int) -> None:
-    _raise_if_stale(host_id, pass_epoch, await conn.fetchval(_PASS_EPOCH, host_id))
+_FENCE_ROW = """
+SELECT h.pass_epoch, t.producer_epoch, s.ownership_token, s.state, s.abort_requested,
+       s.reserved_outcome, s.reserved_result, s.reserved_reason
+  FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
+ WHERE h.host_id = $1 AND t.thread_id = $2 AND s.submission_id = $3
+   FOR SHARE OF h FOR UPDATE OF t, s
+"""
+"""The rows an attempt's fence reads, locked in the order used everywhere (host, thread,
+submission); `_FENCE` is the same check inside a write's own statement."""
 
 
-async def _fence(
-    conn: Connection, claim: Claim, *, states: tuple[str, ...], honour_abort: bool
+async def fence(
+    conn: Connection,
+    claim: Claim,
+    *,
+    states: tuple[str, ...] = ("running",),
+    honour_abort: bool,
 ) -> asyncpg.Record:
-    """Lock and check everything an attempt's write depends on; return the submission row."""
-    # FOR SHARE: writes of one pass do not serialise on each other, but a new pass's begin
-    # (FOR UPDATE) waits for them and every write after it sees the new epoch.
-    await _check_pass(conn, claim.host_id, claim.pass_epoch)
-    row = await conn.fetchrow(
-        "SELECT ownership_token, state, abort_requested, reserved_outcome, reserved_result,"
-        "       reserved_reason FROM threadwarden.submissions WHERE submission_id = $1 FOR UPDATE",
-        claim.submission_id,
-    )
-    if row is None or row["ownership_token"] != claim.ownership_token or row["state"] not in states:
+    """Lock and check everything an attempt's write depends on, in one statement; raise what
+    failed (`StalePass`, `StaleAttempt`, `AbortRequested`); return the submission's row.
+
+    Every fenced write that is not one statement (`Children`, `Checkpoints`, the settlement's
+    steps) runs it first in its transaction; a one-statement write that `_FENCE` refused runs
+    it to say why. FOR SHARE on the host: writes of one pass do not serialise on each other,
+    but a new pass's begin (FOR UPDATE) waits for them and every write after it sees the new
+    epoch."""
+    row = await conn.fetchrow(_FENCE_ROW, claim.host_id, claim.thread_id, claim.submission_id)
+    if row is None:
+        raise StaleAttempt(f"submission {claim.submission_id}: no longer on its thread")
+    _raise_if_stale(claim.host_id, claim.pass_epoch, row["pass_epoch"])
+    if row["ownership_token"] != claim.ownership_token or row["state"] not in states:
         raise StaleAttempt(
             f"submission {claim.submission_id}: attempt {claim.attempt_id} no longer owns it"
         )
-    producer_epoch = await conn.fetchval(
-        "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1 FOR UPDATE",
-        claim.thread_id,
-    )
-    if int(producer_epoch) != claim.epoch:
+    if row["producer_epoch"] != claim.epoch:
         raise StaleAttempt(
             f"thread {claim.thread_id}: attempt epoch {claim.epoch} is stale"
-            f" (current {producer_epoch})"
+            f" (current {row['producer_epoch']})"
         )
     if honour_abort and row["abort_requested"]:
         raise AbortRequested(f"submission {claim.submission_id}: an operator asked to abort")
     return cast(asyncpg.Record, row)
 
 
-__all__ = ["STABLE_WAITS", "Attempts", "Claim", "HistoryRecord"]
+__all__ = ["STABLE_WAITS", "Attempts", "Claim", "HistoryRecord", "fence"]

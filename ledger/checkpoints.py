@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from threadwarden.ledger.attempts import Claim, _fence
+from threadwarden.ledger.attempts import Claim, fence
 from threadwarden.ledger.records import HistoryRecord, insert_record
 
 
@@ -70,7 +70,7 @@ class Checkpoints:
         """Save one checkpoint (and append ``records``, not journal steps) under the attempt's
         fence, in one transaction. Raises `StaleAttempt` or `AbortRequested`, writing nothing."""
         async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, states=("running",), honour_abort=True)
+            await fence(conn, claim, states=("running",), honour_abort=True)
             await conn.execute(
                 _INSERT,
                 claim.thread_id,

@@ -18,16 +18,13 @@ from typing import Any
 import asyncpg
 
 from threadwarden.errors import (
-    AbortRequested,
     ChildConflict,
     ChildNotSettled,
     InvalidInput,
     NotFound,
-    StaleAttempt,
-    StalePass,
 )
 from threadwarden.ledger.admission import Admissions, payload_digest
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.attempts import Claim, fence
 from threadwarden.ledger.child_settled import (
     lock_hosts,
     record_child_settled_in,
@@ -56,13 +53,6 @@ def child_key_for(parent_submission_id: str, step: int) -> str:
 
 
 _OWNER = "SELECT host_id FROM threadwarden.threads WHERE thread_id = $1"
-_FENCE = """
-SELECT h.pass_epoch, t.producer_epoch, s.ownership_token, s.state, s.abort_requested
-  FROM threadwarden.hosts h, threadwarden.threads t, threadwarden.submissions s
- WHERE h.host_id = $1 AND t.thread_id = $2 AND s.submission_id = $3
-   FOR SHARE OF h FOR UPDATE OF t, s
-"""
-"""The parent attempt's fence (host, thread, submission, in the lock order used everywhere)."""
 _RESOLVE = """
 SELECT (SELECT json_build_object('submission_id', c.submission_id, 'thread_id', c.thread_id,
                'host_id', ct.host_id, 'sequence', c.sequence,
@@ -197,7 +187,7 @@ class Children:
         owner = await conn.fetchval(_OWNER, thread)
         host = host_id or owner or thread
         await lock_hosts(conn, (claim.host_id, host))
-        await _fence(conn, claim, honour_abort=True)
+        await fence(conn, claim, honour_abort=True)
         resolved = await conn.fetchrow(_RESOLVE, claim.submission_id, step)
         assert resolved is not None
         existing = resolved["existing"]
@@ -283,7 +273,7 @@ class Children:
         if not listed:
             raise InvalidInput("children", "at least one child submission id", children)
         async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, honour_abort=False)
+            await fence(conn, claim, honour_abort=False)
             # A statement after the fence's lock: it sees every marker committed before it.
             rows = await conn.fetch(_CHILDREN, claim.submission_id, listed)
             strangers = [r["submission_id"] for r in rows if not r["mine"]]
@@ -340,7 +330,7 @@ class Children:
         settled, `ChildConflict` when the child's lineage names another call.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            await _fence(conn, claim, honour_abort=False)
+            await fence(conn, claim, honour_abort=False)
             call = await conn.fetchrow(_CALL, claim.submission_id, step)
             if call is None:
                 raise NotFound(f"submission {claim.submission_id}: no child at step {step}")
@@ -386,29 +376,6 @@ class Children:
                 step=step,
             )
         return outcome
-
-
-async def _fence(conn: Connection, claim: Claim, *, honour_abort: bool) -> None:
-    """Lock and check the parent attempt's fence; raise as the attempt's own writes do."""
-    row = await conn.fetchrow(_FENCE, claim.host_id, claim.thread_id, claim.submission_id)
-    if row is None:
-        raise StaleAttempt(f"submission {claim.submission_id}: no longer on its thread")
-    if row["pass_epoch"] != claim.pass_epoch:
-        raise StalePass(
-            f"host {claim.host_id}: pass epoch {claim.pass_epoch} is stale"
-            f" (current {row['pass_epoch']})"
-        )
-    if row["ownership_token"] != claim.ownership_token or row["state"] != "running":
-        raise StaleAttempt(
-            f"submission {claim.submission_id}: attempt {claim.attempt_id} no longer owns it"
-        )
-    if row["producer_epoch"] != claim.epoch:
-        raise StaleAttempt(
-            f"thread {claim.thread_id}: attempt epoch {claim.epoch} is stale"
-            f" (current {row['producer_epoch']})"
-        )
-    if honour_abort and row["abort_requested"]:
-        raise AbortRequested(f"submission {claim.submission_id}: an operator asked to abort")
 
 
 def _repeated(
