@@ -172,7 +172,8 @@ class PassSteps:
             )
 
     async def finish(self, step: c.FinishPassInput) -> PassReport:
-        """Acknowledge the observed generation and set the alarm (brief §3.5 (e) 8–9)."""
+        """Acknowledge the observed generation and set the alarm (docs/protocol.md, "The pass,
+        step by step", (e)7–9)."""
         await self._failpoints.hit("maintenance:finish:before")
         report = await self._maintenance.finish(
             step.host_id,

@@ -23,10 +23,10 @@ MODEL_TOOL = "model-request"
 APPROVAL_REQUIRED = "threadwarden:approval-required"
 """Marks a recorded tool result that was a request for approval, not a value."""
 RETRY = "threadwarden:retry"
+"""Marks a recorded tool result that asked the model to try again (its message)."""
 CALL_DEFERRED = "threadwarden:call-deferred"
 """The recorded result of a tool call that deferred itself (pydantic-ai `CallDeferred`): its
 metadata and kind; the binding asks a person (``ctx.ask``) for the call's result."""
-"""Marks a recorded tool result that asked the model to try again (its message)."""
 
 
 _tracer = trace.get_tracer("threadwarden.agents")

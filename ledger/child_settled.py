@@ -3,7 +3,7 @@
 Written inside the child's own settlement transaction (every settle path: the attempt's, a
 reserved settlement finished by recovery, an operator's deny, resolve or abort), so the
 parent's wake (the marker, ``dirty++`` and the alarm on the parent's host) is durable before
-the child finalizes (children-brief invariant 7).
+the child finalizes (docs/protocol.md, "Subagent children").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and, in the same transaction, writes its linkage, its lineage record and the par
 its children without holding a claim; each child's settlement writes a marker on the parent's
 host through the mutation gate and wakes the parent once every child it waits for has settled;
 the parent's re-run joins each child's canonical settlement once. docs/protocol.md, "Subagent
-children", maps the brief's mutations and crash points onto these transactions.
+children", maps the protocol's mutations and crash points onto these transactions.
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ class Operator:
 
         A parent with unjoined children is not settled here: it is asked to abort and made
         claimable, and its next attempt aborts each unfinished child, joins every child's real
-        outcome and only then settles ``aborted`` (children-brief §5, "Parent aborted").
+        outcome and only then settles ``aborted`` (docs/protocol.md, "Subagent children").
         ``operator`` (who asked) is named in the reason of an abort settled here."""
         reason = "aborted by an operator" + (f" ({operator})" if operator else "")
         async with self._pool.acquire() as conn, conn.transaction():

@@ -102,7 +102,8 @@ def plan_binding_retry(
 
 def binding_delay(next_eligible: Iterable[int], now: int) -> int:
     """How long until the earliest lane eligible before the attempt may run again, given the
-    binding backoff of its head; 0 when no lane was eligible (brief §3.5 (e) 8)."""
+    binding backoff of its head; 0 when no lane was eligible (docs/protocol.md, "The pass,
+    step by step", (e)7–9)."""
     earliest = min(next_eligible, default=None)
     return 0 if earliest is None else max(0, earliest - now)
 

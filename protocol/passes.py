@@ -11,7 +11,8 @@ PassOutcome = Literal["caught-up", "actionable", "failed"]
 
 
 class Selection(BaseModel):
-    """Round-robin selection over a host's lane heads (brief §3.5 (e) 4)."""
+    """Round-robin selection over a host's lane heads (docs/protocol.md, "The pass, step by
+    step", (e)2–3)."""
 
     thread_id: str | None
     """The selected lane (None: nothing is runnable)."""
@@ -28,7 +29,8 @@ class Selection(BaseModel):
     other_lanes_at: datetime | None = None
     """When the earliest eligible lane besides the selected one may run (the selection time,
     or the binding-retry ``not_before`` of its head); None when no other lane is eligible.
-    The finish's binding delay is taken over this pre-attempt eligible set (brief §3.5 (e) 8)."""
+    The finish's binding delay is taken over this pre-attempt eligible set (docs/protocol.md,
+    "The pass, step by step", (e)7–9)."""
 
 
 class HeadView(BaseModel):

@@ -2,12 +2,12 @@
 
 Started right after begin, beside the native work: message delivery (batches, each bounded by
 its claims' own deadlines), the host plug-in's waves (bounded by its declared allowance) and one
-projection backfill batch (bounded by the projection timeout). `finish` is the brief's
-``finishAuxiliary``: it closes admission of new delivery batches and waves (the one running
-finishes; what is left stays due), joins the running wave for at most `host_join_bound` and
-cancels it after that (not a failure), then joins the rest; the first failure fails the pass,
-which by then has had its native opportunity. `close` cancels whatever is left (the pass failed
-or hit its deadline).
+projection backfill batch (bounded by the projection timeout). `finish` is the protocol's
+``finishAuxiliary`` (docs/protocol.md, "The pass, step by step"): it closes admission of new
+delivery batches and waves (the one running finishes; what is left stays due), joins the
+running wave for at most `host_join_bound` and cancels it after that (not a failure), then joins
+the rest; the first failure fails the pass, which by then has had its native opportunity.
+`close` cancels whatever is left (the pass failed or hit its deadline).
 
 Delivery batches and waves are cancelled with WAIT_CANCELLATION_COMPLETED, so the scope is
 closed only once they are gone: a cut-off wave that swallows its cancellation holds the pass
