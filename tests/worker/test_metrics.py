@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
+import socket
 import urllib.error
 import urllib.request
 from dataclasses import asdict, replace
@@ -65,8 +67,22 @@ def value(text: str, series: str) -> float:
 def metered(settings: Settings) -> Settings:
     """The test's settings with a metrics endpoint on a free loopback port."""
     return settings.model_copy(
-        update={"metrics_address": f"127.0.0.1:{free_port()}", "metrics_gauge_interval_ms": 1000}
+        update={"metrics_address": f"127.0.0.1:{quiet_port()}", "metrics_gauge_interval_ms": 1000}
     )
+
+
+def quiet_port() -> int:
+    """A free loopback port below Linux's ephemeral range (32768-60999): the suite's other
+    processes take ports there (bind to port 0, outgoing connections), and one took a port
+    `free_port` had just handed out before the worker bound it (its 404 answered instead)."""
+    for port in random.sample(range(20_000, 32_000), 50):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return free_port()
 
 
 def base_url(settings: Settings) -> str:
