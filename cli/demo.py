@@ -202,7 +202,7 @@ the record's thread and sequence: a notification carries no body."""
 
 
 @dataclass
-class RecordFeed:
+class DemoPrinter:
     """Prints each record published for this run's threads, as LISTEN/NOTIFY brings it: the
     same feed an application would follow, one short line per record. Lines are printed in the
     order the notifications came, by `show` (a task), so a line may add details read from the
@@ -272,10 +272,10 @@ def _tool_names(client: ThreadwardenClient) -> Details:
 @contextlib.asynccontextmanager
 async def _record_feed(
     database_url: str, prefix: str, details: Details
-) -> AsyncIterator[RecordFeed]:
+) -> AsyncIterator[DemoPrinter]:
     """Listen on a connection of its own (a pooled one would drop the LISTEN when released);
     closed on exit, before the stack stops."""
-    feed = RecordFeed(prefix, details)
+    feed = DemoPrinter(prefix, details)
     listener = await asyncpg.connect(database_url)
     shown = asyncio.create_task(feed.show())
     try:

@@ -70,7 +70,10 @@ class WakeInput(BaseModel):
     reason: str = "mutation"
 
 
-class HostStatus(BaseModel):
+class WorkflowStatus(BaseModel):
+    """What the host workflow's status query answers: its run's view (the ledger's view of the
+    host is `threadwarden.ledger.models.HostStatus`)."""
+
     host_id: str
     phase: str
     passes: int

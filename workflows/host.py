@@ -74,8 +74,8 @@ class HostWorkflow:
         self._wake_pending = True
 
     @workflow.query(name=c.STATUS_QUERY)
-    def status(self) -> c.HostStatus:
-        return c.HostStatus(
+    def status(self) -> c.WorkflowStatus:
+        return c.WorkflowStatus(
             host_id=self._host_id,
             phase=self._phase,
             passes=self._passes,

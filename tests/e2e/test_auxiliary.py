@@ -109,7 +109,7 @@ async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
             lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
             what="the host's run completed",
         )
-        status = await handle.query(c.STATUS_QUERY, result_type=c.HostStatus)
+        status = await handle.query(c.STATUS_QUERY, result_type=c.WorkflowStatus)
         assert status.last_pass is not None and status.last_pass.host_timed_out
         assert status.last_pass.outcome != "failed"
         # Each pass joined its hung wave on a timer of min(allowance, dispatch_until - now) —
