@@ -49,7 +49,7 @@ from threadwarden.publication import PublicationSink, PublishedRecord
 
 if TYPE_CHECKING:
     from threadwarden.client.client import SubmissionResult, ThreadwardenClient
-    from threadwarden.client.feed import RecordFeed, TextDelta, ThreadStream
+    from threadwarden.client.feed import FeedRecord, RecordFeed, TextDelta, ThreadStream
     from threadwarden.ledger.models import (
         HostStatus,
         Receipt,
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from threadwarden.worker.settings import Settings
 
 _LAZY = {
+    "FeedRecord": "threadwarden.client.feed",
     "HostStatus": "threadwarden.ledger.models",
     "OperatorResult": "threadwarden.ledger.operator",
     "Receipt": "threadwarden.ledger.models",
@@ -102,6 +103,7 @@ __all__ = [
     "ChildOutcome",
     "DecisionConflict",
     "Failed",
+    "FeedRecord",
     "HostAllowanceInvalid",
     "HostMaintenance",
     "HostWaveStillRunning",

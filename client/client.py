@@ -445,7 +445,7 @@ class ThreadwardenClient:
         return await self._messages.sent_by(thread_id)
 
     def records(self, thread_id: str, *, wait_for_thread: bool = False) -> RecordFeed:
-        """The thread's records: ``async for`` follows them live (`ThreadRecord` models),
+        """The thread's records: ``async for`` follows them live (`FeedRecord` models),
         ``await`` returns the committed ones now. See `RecordFeed`.
 
         Iterating an unknown thread raises `NotFound`, or with ``wait_for_thread`` waits for
@@ -454,7 +454,7 @@ class ThreadwardenClient:
         return RecordFeed(self._pool, thread_id, wait_for_thread=wait_for_thread)
 
     def stream(self, thread_id: str, *, wait_for_thread: bool = False) -> ThreadStream:
-        """The thread's records and live text: ``async for`` yields `ThreadRecord` models
+        """The thread's records and live text: ``async for`` yields `FeedRecord` models
         as `records` does and, among them, `TextDelta` models (each streaming step's text so
         far, then each new fragment, before its journaled response). See `ThreadStream`.
 

@@ -434,8 +434,10 @@ async def await_settlement(
     return thread_id, body
 
 
-class ThreadRecord(BaseModel):
-    """One canonical record of a thread, as `RecordFeed` yields it."""
+class FeedRecord(BaseModel):
+    """One committed record of a thread's journal as an observer reads it: what `RecordFeed`
+    and `ThreadStream` yield, and what ``watch --json`` prints (a binding reads its own
+    thread's records as `threadwarden.ThreadRecord`, with their step instead of their epoch)."""
 
     sequence: int
     """Position in the thread, from 1, without gaps."""
@@ -450,7 +452,7 @@ class ThreadRecord(BaseModel):
 
 
 class RecordFeed:
-    """A thread's records: ``async for`` yields `ThreadRecord` models, the committed ones in
+    """A thread's records: ``async for`` yields `FeedRecord` models, the committed ones in
     order and then each new one live, never ending on its own; ``await`` returns the committed
     records now, as plain mappings (the form existing callers read).
 
@@ -475,7 +477,7 @@ class RecordFeed:
     def __await__(self) -> Generator[Any, None, list[dict[str, Any]]]:
         return StatusReader(self._pool).records(self._thread_id).__await__()
 
-    async def __aiter__(self) -> AsyncIterator[ThreadRecord]:
+    async def __aiter__(self) -> AsyncIterator[FeedRecord]:
         feed = follow_records(
             self._pool,
             self._thread_id,
@@ -484,11 +486,11 @@ class RecordFeed:
         )
         async with contextlib.aclosing(feed):
             async for record in feed:
-                yield ThreadRecord.model_validate(record)
+                yield FeedRecord.model_validate(record)
 
 
 class ThreadStream:
-    """A thread's records and live text: ``async for`` yields `ThreadRecord` models (as
+    """A thread's records and live text: ``async for`` yields `FeedRecord` models (as
     `RecordFeed` does: the committed ones in order, then each new one) and, among them,
     `TextDelta` models: for each step that streams, first its text so far, then each new
     fragment, all before the step's journaled response. It never ends on its own.
@@ -511,7 +513,7 @@ class ThreadStream:
         self._recheck_s = recheck_s
         self._wait_for_thread = wait_for_thread
 
-    async def __aiter__(self) -> AsyncIterator[ThreadRecord | TextDelta]:
+    async def __aiter__(self) -> AsyncIterator[FeedRecord | TextDelta]:
         feed = follow_thread(
             self._pool,
             self._thread_id,
@@ -521,4 +523,4 @@ class ThreadStream:
         )
         async with contextlib.aclosing(feed):
             async for item in feed:
-                yield item if isinstance(item, TextDelta) else ThreadRecord.model_validate(item)
+                yield item if isinstance(item, TextDelta) else FeedRecord.model_validate(item)

@@ -15,7 +15,7 @@ from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
 from threadwarden.client import feed
 from threadwarden.client.client import SubmissionResult, ThreadwardenClient
-from threadwarden.client.feed import ThreadRecord
+from threadwarden.client.feed import FeedRecord
 from threadwarden.errors import InvalidInput, NotFound, ResultTimeout
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
@@ -102,7 +102,7 @@ async def test_client_records_yields_committed_records_then_new_ones_live(
     committed = await client.records(ids)
     assert [r["kind"] for r in committed] == ["message", "settlement"]
 
-    seen: list[ThreadRecord] = []
+    seen: list[FeedRecord] = []
     second = None
     async with asyncio.timeout(DEADLINE_S):
         async for record in client.records(ids):

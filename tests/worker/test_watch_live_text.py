@@ -18,7 +18,7 @@ from tests.helpers.polling import eventually
 from tests.worker.test_cli_watch import listening
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.client.feed import TextDelta, ThreadRecord
+from threadwarden.client.feed import FeedRecord, TextDelta
 from threadwarden.ledger.deltas import Deltas
 from threadwarden.worker.settings import Settings
 
@@ -110,11 +110,11 @@ async def test_client_stream_yields_the_deltas_and_the_records_in_order(
 ) -> None:
     assert threadwarden.TextDelta is TextDelta  # public, loaded on first access
 
-    async def until_settled() -> list[ThreadRecord | TextDelta]:
-        seen: list[ThreadRecord | TextDelta] = []
+    async def until_settled() -> list[FeedRecord | TextDelta]:
+        seen: list[FeedRecord | TextDelta] = []
         async for item in client.stream(ids, wait_for_thread=True):
             seen.append(item)
-            if isinstance(item, ThreadRecord) and item.kind == "settlement":
+            if isinstance(item, FeedRecord) and item.kind == "settlement":
                 return seen
         raise AssertionError("the stream ended")
 
@@ -122,7 +122,7 @@ async def test_client_stream_yields_the_deltas_and_the_records_in_order(
     receipt = await client.submit(ids, agent_id="scripted", input=STREAM)
     seen = await asyncio.wait_for(following, DEADLINE_S)
     deltas = [item for item in seen if isinstance(item, TextDelta)]
-    records = [item for item in seen if isinstance(item, ThreadRecord)]
+    records = [item for item in seen if isinstance(item, FeedRecord)]
     assert len(deltas) >= 10
     assert "".join(d.text for d in deltas) == ANSWER
     assert {(d.submission_id, d.step, d.restart) for d in deltas} == {
@@ -139,7 +139,7 @@ async def text_so_far(pool: asyncpg.Pool[Any], thread_id: str) -> str:
         return "".join(row.text or "" for row in await Deltas.so_far(conn, thread_id))
 
 
-async def first_items(feed: AsyncIterator[ThreadRecord | TextDelta], n: int) -> list[Any]:
+async def first_items(feed: AsyncIterator[FeedRecord | TextDelta], n: int) -> list[Any]:
     return [await anext(feed) for _ in range(n)]
 
 
@@ -150,13 +150,13 @@ async def test_a_stream_started_mid_answer_gets_the_text_so_far_first(
     early = await eventually(
         lambda: text_so_far(pool, ids), lambda text: len(text.split()) >= 5, what="5 words"
     )
-    seen: list[ThreadRecord | TextDelta] = []
+    seen: list[FeedRecord | TextDelta] = []
     async for item in client.stream(ids):
         seen.append(item)
-        if isinstance(item, ThreadRecord) and item.kind == "settlement":
+        if isinstance(item, FeedRecord) and item.kind == "settlement":
             break
     first, catch_up = seen[:2]
-    assert isinstance(first, ThreadRecord) and first.kind == "tool-call"
+    assert isinstance(first, FeedRecord) and first.kind == "tool-call"
     assert isinstance(catch_up, TextDelta) and catch_up.text.startswith(early)  # all, at once
     deltas = [item.text for item in seen if isinstance(item, TextDelta)]
     assert "".join(deltas) == ANSWER  # then the rest: the whole text, once
@@ -194,10 +194,10 @@ async def test_a_new_reader_shows_no_text_left_over_by_a_settled_submission(
         " VALUES ($1, $2, $3, 1, 'stale')",
         [(sub, 1, ids), (sub, 9, ids)],  # its journaled step, and one that never completed
     )
-    seen: list[ThreadRecord | TextDelta] = []
+    seen: list[FeedRecord | TextDelta] = []
     async for item in client.stream(ids):
         seen.append(item)
-        if isinstance(item, ThreadRecord) and item.kind == "settlement":
+        if isinstance(item, FeedRecord) and item.kind == "settlement":
             break
-    assert [item.kind for item in seen if isinstance(item, ThreadRecord)] == KINDS
+    assert [item.kind for item in seen if isinstance(item, FeedRecord)] == KINDS
     assert not [item for item in seen if isinstance(item, TextDelta)]

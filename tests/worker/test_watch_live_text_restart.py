@@ -11,17 +11,17 @@ from tests.helpers.cli import console
 from tests.worker.test_watch_live_text import ANSWER, DEADLINE_S, STREAM, chunks_until
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.client.feed import TextDelta, ThreadRecord
+from threadwarden.client.feed import FeedRecord, TextDelta
 
 
 async def test_watch_and_the_client_show_a_cut_off_step_starting_over(
     cli_env: None, worker: None, client: ThreadwardenClient, ids: str
 ) -> None:
-    async def until_settled() -> list[ThreadRecord | TextDelta]:
-        seen: list[ThreadRecord | TextDelta] = []
+    async def until_settled() -> list[FeedRecord | TextDelta]:
+        seen: list[FeedRecord | TextDelta] = []
         async for item in client.stream(ids, wait_for_thread=True):
             seen.append(item)
-            if isinstance(item, ThreadRecord) and item.kind == "settlement":
+            if isinstance(item, FeedRecord) and item.kind == "settlement":
                 return seen
         raise AssertionError("the stream ended")
 
@@ -45,6 +45,6 @@ async def test_watch_and_the_client_show_a_cut_off_step_starting_over(
     assert restarts
     assert "".join(d.text for d in deltas[restarts[-1] :]) == ANSWER
     results = [
-        r.body["result"] for r in seen if isinstance(r, ThreadRecord) and r.kind == "tool-result"
+        r.body["result"] for r in seen if isinstance(r, FeedRecord) and r.kind == "tool-result"
     ]
     assert results == [ANSWER]
