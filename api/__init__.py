@@ -48,8 +48,10 @@ from threadwarden.hosts import HostAllowanceInvalid, HostMaintenance, HostWaveSt
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 if TYPE_CHECKING:
-    from threadwarden.client.client import SubmissionResult, ThreadwardenClient
-    from threadwarden.client.feed import FeedRecord, RecordFeed, TextDelta, ThreadStream
+    from threadwarden.client.client import ThreadwardenClient
+    from threadwarden.client.feed import FeedRecord, RecordFeed, ThreadStream
+    from threadwarden.client.live_text import TextDelta
+    from threadwarden.client.reads import SubmissionResult
     from threadwarden.ledger.models import (
         HostStatus,
         Receipt,
@@ -69,9 +71,9 @@ _LAZY = {
     "RecordFeed": "threadwarden.client.feed",
     "Settings": "threadwarden.worker.settings",
     "SubmissionDetail": "threadwarden.ledger.models",
-    "SubmissionResult": "threadwarden.client.client",
+    "SubmissionResult": "threadwarden.client.reads",
     "SubmissionView": "threadwarden.ledger.models",
-    "TextDelta": "threadwarden.client.feed",
+    "TextDelta": "threadwarden.client.live_text",
     "ThreadStatus": "threadwarden.ledger.models",
     "ThreadStream": "threadwarden.client.feed",
     "ThreadwardenClient": "threadwarden.client.client",

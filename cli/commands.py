@@ -24,7 +24,8 @@ from threadwarden.cli.output import print_host, print_inbox, print_json, print_t
 from threadwarden.cli.parser import WAIT_FOREVER
 from threadwarden.cli.stack import embedded_stack, stopped_by_signals
 from threadwarden.cli.watch import watch as watch_thread
-from threadwarden.client.client import SubmissionResult, ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.reads import SubmissionResult
 from threadwarden.errors import ResultTimeout, ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations

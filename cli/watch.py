@@ -11,7 +11,8 @@ from typing import Any
 
 from threadwarden.cli.output import print_json
 from threadwarden.cli.record_text import summary
-from threadwarden.client.feed import TextDelta, follow_thread
+from threadwarden.client.feed import follow_thread
+from threadwarden.client.live_text import TextDelta
 from threadwarden.errors import NotFound
 from threadwarden.ledger.pool import create_pool
 from threadwarden.ledger.status import StatusReader

@@ -1,5 +1,6 @@
-"""The application-facing client: admit work, decide waits, read status, await outcomes and
-follow records (docs/client.md). Mutations commit, then wake."""
+"""The application-facing client: admit work and decide waits (docs/client.md); it reads status,
+awaits outcomes and follows records with the reads it inherits (`threadwarden.client.reads`).
+Mutations commit, then wake."""
 
 from __future__ import annotations
 
@@ -12,27 +13,19 @@ from typing import Any
 
 import asyncpg
 from opentelemetry import metrics
-from pydantic import BaseModel
 from temporalio.client import Client
 
-from threadwarden.client.feed import RecordFeed, ThreadStream, await_settlement
-from threadwarden.client.temporal import CONFIRM_AFTER_S, queue_polled, wake_host
+from threadwarden.client.reads import ClientReads
+from threadwarden.client.temporal import PolledQueues, wake_host
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.host_work import HostWork
-from threadwarden.ledger.inbox import InboxPage, InboxReader
-from threadwarden.ledger.messages import Message, Messages
-from threadwarden.ledger.models import (
-    HostStatus,
-    Outcome,
-    Receipt,
-    SubmissionDetail,
-    ThreadStatus,
-)
+from threadwarden.ledger.messages import Messages
+from threadwarden.ledger.models import Receipt
 from threadwarden.ledger.operator import Operator, OperatorResult, Resolution
 from threadwarden.ledger.pool import create_pool
-from threadwarden.ledger.projection import Projection, ThreadSummary
+from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import NotifySink, Publications
 from threadwarden.ledger.status import StatusReader
 from threadwarden.publication import PublicationSink
@@ -49,12 +42,8 @@ RESOLUTIONS: tuple[Resolution, ...] = ("ran", "not-run", "fail")
 CLIENT_POOL_SIZE = 4
 """Connections of the pool a client opens itself (from settings or a DSN). Each `result` wait
 and each `records` iteration holds one while it waits."""
-SERVED_TTL_S = 15.0
-"""An agent queue seen polled is taken as served this long without asking Temporal again."""
 SERVED_ASK_S = 1.0
 """The longest `ThreadwardenClient.submit` waits for Temporal's answer on an agent's workers."""
-INBOX_MAX_LIMIT = 1_000
-"""The most entries one `ThreadwardenClient.inbox` call returns."""
 
 
 _ADMITTED = metrics.get_meter("threadwarden.client").create_counter(
@@ -75,19 +64,7 @@ def unserved_warning(agent_id: str, task_queue: str) -> str:
     )
 
 
-class SubmissionResult(BaseModel):
-    """A settled submission's outcome, from its settlement record."""
-
-    submission_id: str
-    thread_id: str
-    outcome: Outcome
-    result: Any = None
-    """What the binding returned (``completed``; ``resolve(..., "ran", result)`` included)."""
-    reason: str | None = None
-    """Why it failed or was aborted (``failed``, ``aborted``); None when completed."""
-
-
-class ThreadwardenClient:
+class ThreadwardenClient(ClientReads):
     """Submit work onto threads and observe it."""
 
     def __init__(
@@ -108,17 +85,14 @@ class ThreadwardenClient:
         self._connect_temporal = None if isinstance(temporal, Client) else temporal
         self._temporal_lock = asyncio.Lock()
         self._settings = settings
-        self._admissions = Admissions(
-            pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
-        )
+        delay_ms = settings.timing.minimum_alarm_delay
+        self._admissions = Admissions(pool, minimum_alarm_delay_ms=delay_ms)
         self._status = StatusReader(pool)
         self._messages = Messages(pool, self._admissions)
-        self._projection = Projection(
-            pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay
-        )
-        self._operator = Operator(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
-        self._host_work = HostWork(pool, minimum_alarm_delay_ms=settings.timing.minimum_alarm_delay)
-        self._served_at: dict[str, float] = {}
+        self._projection = Projection(pool, minimum_alarm_delay_ms=delay_ms)
+        self._operator = Operator(pool, minimum_alarm_delay_ms=delay_ms)
+        self._host_work = HostWork(pool, minimum_alarm_delay_ms=delay_ms)
+        self._polled = PolledQueues(timeout_s=SERVED_ASK_S)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -263,19 +237,10 @@ class ThreadwardenClient:
     async def _served(self, agent_id: str, agent_digest: str | None) -> bool:
         """False only when Temporal answered that no worker polls the agent's task queue (a
         slow or failed answer counts as served: a warning must not be a false alarm)."""
+        if self._temporal is None:  # not connected (a lazy client whose wake could not)
+            return True  # no verdict
         queue = head_task_queue(self._settings.task_queue, agent_id, agent_digest)
-        loop = asyncio.get_running_loop()
-        seen = self._served_at.get(queue)
-        if self._temporal is None or (seen is not None and loop.time() - seen < SERVED_TTL_S):
-            return True  # not connected (a lazy client whose wake could not): no verdict
-        polled = await queue_polled(self._temporal, queue, SERVED_ASK_S)
-        if polled is False:  # a worker that just started is listed once its first poll arrived
-            await asyncio.sleep(CONFIRM_AFTER_S)
-            polled = await queue_polled(self._temporal, queue, SERVED_ASK_S)
-        if polled is False:
-            return False
-        self._served_at[queue] = loop.time()
-        return True
+        return not await self._polled.unpolled(self._temporal, queue)
 
     async def approve(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
         """Grant a suspended submission's pending approval; it resumes.
@@ -378,41 +343,6 @@ class ThreadwardenClient:
                 self._temporal = await self._connect_temporal()
             return self._temporal
 
-    async def result(self, submission_id: str, *, timeout: float | None = None) -> SubmissionResult:
-        """Wait until the submission settled and return its outcome.
-
-        ``timeout`` is in seconds (None waits as long as it takes). Raises `NotFound` for an
-        unknown submission and `ResultTimeout` (a `TimeoutError`) when the timeout passes first;
-        the submission goes on and may settle later. The wait listens for the ledger's record
-        notifications and reads the row again at least every `RECHECK_S` seconds.
-        """
-        validate_id("submission", submission_id)
-        if timeout is not None and timeout < 0:
-            raise InvalidInput("timeout", "seconds, at least 0, or None", timeout)
-        thread_id, body = await await_settlement(self._pool, submission_id, timeout_s=timeout)
-        return SubmissionResult(submission_id=submission_id, thread_id=thread_id, **body)
-
-    async def thread_status(self, thread_id: str) -> ThreadStatus:
-        """A thread's submissions in queue order, with state, outcome and what each waits for.
-
-        Raises `NotFound` for an unknown thread.
-        """
-        validate_id("thread", thread_id)
-        return await self._status.thread(thread_id)
-
-    async def submission(self, submission_id: str) -> SubmissionDetail:
-        """One submission now: state, outcome, what it waits for, reason and (settled) result.
-
-        Raises `NotFound` for an unknown submission.
-        """
-        validate_id("submission", submission_id)
-        return await self._status.submission(submission_id)
-
-    async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
-        """The projected summary of a thread (None until the projection reached it)."""
-        validate_id("thread", thread_id)
-        return await self._projection.summary(thread_id)
-
     async def rebuild_projection(self, host_id: str) -> None:
         """Drop the host's thread summaries; its passes rebuild them, one batch per pass."""
         validate_id("host", host_id)
@@ -430,49 +360,3 @@ class ThreadwardenClient:
         validate_id("host", host_id)
         if await self._host_work.mark_due(host_id, at):
             await self.wake(host_id, reason="host-work")
-
-    async def host_status(self, host_id: str) -> HostStatus:
-        """A host's maintenance state: generations, alarm, retries, last pass outcome.
-
-        Raises `NotFound` for an unknown host.
-        """
-        validate_id("host", host_id)
-        return await self._status.host(host_id)
-
-    async def messages_sent(self, thread_id: str) -> list[Message]:
-        """Messages the thread sent to other threads, with their delivery state."""
-        validate_id("thread", thread_id)
-        return await self._messages.sent_by(thread_id)
-
-    def records(self, thread_id: str, *, wait_for_thread: bool = False) -> RecordFeed:
-        """The thread's records: ``async for`` follows them live (`FeedRecord` models),
-        ``await`` returns the committed ones now. See `RecordFeed`.
-
-        Iterating an unknown thread raises `NotFound`, or with ``wait_for_thread`` waits for
-        its first record (subscribe before the first submission, as ``tail -F`` does)."""
-        validate_id("thread", thread_id)
-        return RecordFeed(self._pool, thread_id, wait_for_thread=wait_for_thread)
-
-    def stream(self, thread_id: str, *, wait_for_thread: bool = False) -> ThreadStream:
-        """The thread's records and live text: ``async for`` yields `FeedRecord` models
-        as `records` does and, among them, `TextDelta` models (each streaming step's text so
-        far, then each new fragment, before its journaled response). See `ThreadStream`.
-
-        Iterating an unknown thread raises `NotFound`, or with ``wait_for_thread`` waits for
-        its first record."""
-        validate_id("thread", thread_id)
-        return ThreadStream(self._pool, thread_id, wait_for_thread=wait_for_thread)
-
-    async def inbox(self, *, limit: int = 100) -> InboxPage:
-        """What waits for a person, across threads, oldest submission first: pending approvals
-        (``waiting_for`` ``approval``) and unknown side effects (``unknown-resolution``).
-
-        At most ``limit`` entries (1 to `INBOX_MAX_LIMIT`); ``more`` says whether others wait.
-        """
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= INBOX_MAX_LIMIT
-        ):
-            raise InvalidInput("limit", f"an integer from 1 to {INBOX_MAX_LIMIT}", limit)
-        return await InboxReader(self._pool).waiting(limit)

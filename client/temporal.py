@@ -1,5 +1,6 @@
 """The client's two calls to Temporal: waking a host (signal-with-start of its maintenance
-workflow) and asking whether any worker polls a head's task queue.
+workflow) and asking whether any worker polls a head's task queue (`PolledQueues` remembers the
+queues seen polled, so that a submit asks at most once in a while).
 
 The worker's activities make the same calls (`threadwarden.activities.wake`,
 `threadwarden.activities.pollers`), so this module stands alone: it imports Temporal's client
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -24,6 +26,8 @@ ASK_TIMEOUT_S = 2.0
 """A describe that takes longer counts as unknown (the head is dispatched as usual)."""
 CONFIRM_AFTER_S = 0.5
 """An empty answer is confirmed by a second one this much later."""
+POLLED_TTL_S = 15.0
+"""A queue seen polled is taken as polled this long without asking Temporal again."""
 
 
 async def wake_host(client: Client, host_id: str, *, task_queue: str, reason: str) -> None:
@@ -55,3 +59,34 @@ async def queue_polled(client: Client, queue: str, timeout_s: float = ASK_TIMEOU
         logger.debug("pollers of %s unknown: %r", queue, error)
         return None
     return bool(described.pollers)
+
+
+class PolledQueues:
+    """Whether any worker polls a task queue, asked of Temporal with `queue_polled` and
+    remembered for `POLLED_TTL_S` once seen polled (or once Temporal did not answer). Temporal
+    lists a worker as a poller for a few minutes after its last poll, so only a queue no worker
+    polled lately is reported unpolled; a queue seen unpolled is asked again next time (a
+    worker that just started is found)."""
+
+    def __init__(self, *, timeout_s: float = ASK_TIMEOUT_S) -> None:
+        self._timeout_s = timeout_s
+        self._polled_at: dict[str, float] = {}
+
+    async def unpolled(self, client: Client, queue: str) -> bool:
+        """True only when Temporal answered, twice `CONFIRM_AFTER_S` apart, that no worker
+        polls ``queue``; an error or a slow answer is not a verdict (False)."""
+        seen = self._polled_at.get(queue)
+        if seen is not None and time.monotonic() - seen < POLLED_TTL_S:
+            return False
+        # A worker that started a moment ago is listed once its first poll arrived (within
+        # about 0.1 s): an empty answer is asked again once before it counts.
+        polled = await queue_polled(client, queue, self._timeout_s)
+        if polled is False:
+            await asyncio.sleep(CONFIRM_AFTER_S)
+            polled = await queue_polled(client, queue, self._timeout_s)
+        if polled is False:
+            self._polled_at.pop(queue, None)
+            return True
+        # Polled, or no answer (not a verdict): a slow Temporal is not asked again at once.
+        self._polled_at[queue] = time.monotonic()
+        return False

@@ -46,7 +46,7 @@ _STEP_OF = "SELECT step FROM threadwarden.records WHERE thread_id = $1 AND seque
 
 def resume_after(request: Request) -> int:
     """The sequence a stream resumes after: the larger of ``?after=`` and ``Last-Event-ID``
-    (0 when neither is a number; `threadwarden.console.api` refuses a malformed one)."""
+    (0 when neither is a number; `threadwarden.console.api_threads` refuses a malformed one)."""
     values = [request.query_params.get("after", ""), request.headers.get("last-event-id", "")]
     numbers = [int(v) for v in values if is_number(v, 18)]
     return max(numbers, default=0)
@@ -134,7 +134,7 @@ class _LiveSteps:
 
 
 def delta_data(delta: Delta) -> dict[str, Any]:
-    """A live-text event's data, as the API's (`threadwarden.console.api.delta_json`)."""
+    """A live-text event's data, as the API's (`threadwarden.console.api_threads.delta_json`)."""
     return {
         "submission_id": delta.submission_id,
         "step": delta.step,

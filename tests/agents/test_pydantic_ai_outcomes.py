@@ -16,7 +16,8 @@ from tests.agents.conftest import AgentsWorker
 from tests.helpers.agent_records import model_steps
 from tests.helpers.checks import converged
 from threadwarden.agents.pydantic_ai import agent_binding
-from threadwarden.client.client import SubmissionResult, ThreadwardenClient
+from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.reads import SubmissionResult
 
 
 class Weather(BaseModel):

@@ -18,7 +18,8 @@ from tests.helpers.polling import eventually
 from tests.worker.test_cli_watch import listening
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.client.feed import FeedRecord, TextDelta
+from threadwarden.client.feed import FeedRecord
+from threadwarden.client.live_text import TextDelta
 from threadwarden.ledger.deltas import Deltas
 from threadwarden.worker.settings import Settings
 

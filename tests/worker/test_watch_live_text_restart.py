@@ -11,7 +11,8 @@ from tests.helpers.cli import console
 from tests.worker.test_watch_live_text import ANSWER, DEADLINE_S, STREAM, chunks_until
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.client.feed import FeedRecord, TextDelta
+from threadwarden.client.feed import FeedRecord
+from threadwarden.client.live_text import TextDelta
 
 
 async def test_watch_and_the_client_show_a_cut_off_step_starting_over(

@@ -1,0 +1,135 @@
+"""How the HTTP API's handlers read a request and answer it: a JSON object body checked against
+its model (`read_body`), an id from the path (`path_id`), a JSON answer (`reply`), and every
+refusal as the API's error document (`ApiError`, `refusal`, `handled`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from threadwarden.console.security import BodyTooLarge
+from threadwarden.console.web import api_error, console_of, error_status
+from threadwarden.errors import (
+    DecisionConflict,
+    HostMismatch,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    NotWaiting,
+    PoolExhausted,
+    ThreadBusy,
+    ThreadwardenError,
+)
+from threadwarden.validation import MAX_JSON_DEPTH, check_json_tree, validate_id
+
+JSON = "application/json"
+Body = TypeVar("Body", bound=BaseModel)
+
+
+class ApiError(Exception):
+    """A refusal of the API, answered as its error document."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.field = field
+
+    def response(self) -> Response:
+        return api_error(self.status, self.code, str(self), self.field)
+
+
+FIELD_OF: dict[type[ThreadwardenError], str] = {
+    ThreadBusy: "thread_id",
+    IdempotencyConflict: "Idempotency-Key",
+    HostMismatch: "host",
+}
+"""The field a conflict is about (an `InvalidInput` names its own)."""
+
+
+def refusal(error: ThreadwardenError) -> ApiError:
+    """A threadwarden error as the API's: its status, stable code and field."""
+    field = getattr(error, "field", None) or FIELD_OF.get(type(error))
+    if isinstance(error, InvalidInput):
+        return ApiError(400, "invalid_input", str(error), field)
+    if isinstance(error, NotFound):  # "thread: no thread 'x'": the path's thread_id
+        subject = str(error).partition(":")[0]
+        return ApiError(404, "not_found", str(error), f"{subject}_id" if subject else None)
+    if isinstance(error, DecisionConflict):
+        return ApiError(409, "decision_conflict", str(error), "submission_id")
+    if isinstance(error, NotWaiting):
+        return ApiError(409, "not_waiting", str(error), "submission_id")
+    if isinstance(error, PoolExhausted):  # overload: the caller retries later
+        return ApiError(503, "unavailable", str(error))
+    return ApiError(409, error_status(error)[1], str(error), field)
+
+
+def reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """``value`` as a JSON answer (datetimes ISO 8601)."""
+    return JSONResponse(json.loads(json.dumps(value, default=str)), status, headers=headers)
+
+
+async def read_body(request: Request, model: type[Body]) -> Body:
+    """The request's JSON object body as ``model``, or an `ApiError` naming what is wrong."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != JSON:
+        raise ApiError(415, "unsupported_media_type", f"expected {JSON}", "Content-Type")
+    try:
+        raw = await request.body()
+    except BodyTooLarge as error:  # a chunked body past the limit (`BodyLimit`)
+        limit = console_of(request).settings.console_max_body_bytes
+        message = f"request body larger than {limit} bytes"
+        raise ApiError(413, "too_large", message, "body") from error
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ApiError(400, "invalid_input", "body: expected UTF-8 JSON", "body") from error
+    except RecursionError as error:
+        raise ApiError(400, "invalid_input", "body: nested too deeply", "body") from error
+    except ValueError as error:  # JSONDecodeError, or an integer of more than 4,300 digits
+        raise ApiError(
+            400, "invalid_input", f"body: expected JSON ({error})"[:200], "body"
+        ) from error
+    if not isinstance(value, dict):
+        raise ApiError(400, "invalid_input", "body: expected a JSON object", "body")
+    try:
+        check_json_tree("body", value, max_depth=MAX_JSON_DEPTH + 1)
+        return model.model_validate(value)
+    except InvalidInput as error:
+        raise refusal(error) from error
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "body"
+        raise ApiError(400, "invalid_input", f"{field}: {first['msg']}", field) from error
+
+
+def path_id(request: Request, name: str) -> str:
+    """The id the path names ``name``, validated (an `ApiError` naming ``name`` if bad)."""
+    try:
+        return validate_id(name, request.path_params[name])
+    except InvalidInput as error:
+        raise refusal(error) from error
+
+
+def handled(
+    handler: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` with its refusals answered as the API's errors."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as error:
+            return error.response()
+        except ThreadwardenError as error:
+            return refusal(error).response()
+
+    handle.__name__ = handler.__name__
+    handle.__doc__ = handler.__doc__
+    return handle

@@ -1,0 +1,123 @@
+"""The HTTP API's thread endpoints: submit onto a thread, read its status, follow its records
+(and the live text of its steps) as server-sent events."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from threadwarden.client.shapes import thread_json
+from threadwarden.console import openapi
+from threadwarden.console.api_requests import (
+    ApiError,
+    handled,
+    path_id,
+    read_body,
+    refusal,
+    reply,
+)
+from threadwarden.console.events import KEEPALIVE_S, SSE_HEADERS, resume_after, sse_event
+from threadwarden.console.feed import StreamsFull
+from threadwarden.console.security import is_number
+from threadwarden.console.web import caller_of, console_of
+from threadwarden.errors import InvalidInput
+from threadwarden.ledger.deltas import Delta
+from threadwarden.validation import validate_id
+
+logger = logging.getLogger(__name__)
+
+
+@handled
+async def submit(request: Request) -> Response:
+    """``POST /v1/threads/{thread_id}/submissions``: admit one submission."""
+    thread_id = path_id(request, "thread_id")
+    body = await read_body(request, openapi.SubmitBody)
+    key = request.headers.get("idempotency-key")
+    if key is not None:
+        try:
+            validate_id("Idempotency-Key", key)
+        except InvalidInput as error:
+            raise refusal(error) from error
+    receipt = await console_of(request).client.submit(
+        thread_id,
+        agent_id=body.agent,
+        input=body.input,
+        idempotency_key=key,
+        host_id=body.host,
+        agent_digest=body.agent_digest,
+        if_busy=body.if_busy,
+    )
+    logger.info(
+        "api: submit %s on thread %s by %s%s",
+        receipt.submission_id,
+        receipt.thread_id,
+        caller_of(request).name,
+        "" if receipt.created else " (repeated)",
+    )
+    location = f"/v1/submissions/{receipt.submission_id}"
+    return reply(
+        receipt.model_dump(mode="json"), 201 if receipt.created else 200, {"location": location}
+    )
+
+
+@handled
+async def thread(request: Request) -> Response:
+    """``GET /v1/threads/{thread_id}``: like ``status --thread --json``."""
+    thread_id = path_id(request, "thread_id")
+    client = console_of(request).client
+    status = await client.thread_status(thread_id)
+    return reply(thread_json(status, await client.messages_sent(thread_id)))
+
+
+@handled
+async def events(request: Request) -> Response:
+    """``GET /v1/threads/{thread_id}/events``: the thread's records as server-sent events."""
+    thread_id = path_id(request, "thread_id")
+    for name, value in (
+        ("after", request.query_params.get("after")),
+        ("Last-Event-ID", request.headers.get("last-event-id")),
+    ):
+        if value is not None and not is_number(value, 18):
+            raise ApiError(400, "invalid_input", f"{name}: expected a record sequence", name)
+    console = console_of(request)
+    if console.feed.full:
+        raise ApiError(503, "too_many_streams", "too many event streams open; retry later")
+    return StreamingResponse(
+        _records(request, thread_id, resume_after(request)),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+async def _records(request: Request, thread_id: str, after: int) -> AsyncIterator[str]:
+    yield ": live\n\n"
+    feed = console_of(request).feed.follow(thread_id, after, idle_s=KEEPALIVE_S, live=True)
+    try:
+        async with contextlib.aclosing(feed):
+            async for item in feed:
+                if item is None:
+                    yield ": keepalive\n\n"
+                elif isinstance(item, Delta):  # live text: no id (Last-Event-ID is a record's)
+                    yield sse_event("delta", json.dumps(delta_json(item)))
+                else:
+                    yield sse_event("record", json.dumps(item, default=str), item["sequence"])
+    except StreamsFull:  # a burst passed the handler's check: refused at its first read
+        yield "retry: 5000\n"
+        yield sse_event("error", json.dumps({"code": "too_many_streams", "retry_after_s": 5}))
+
+
+def delta_json(delta: Delta) -> dict[str, Any]:
+    """A live-text event's data: the new fragment of a step's text; ``restart``: the step
+    started over (a re-run after a cut-off attempt), drop what was shown of it."""
+    return {
+        "submission_id": delta.submission_id,
+        "step": delta.step,
+        "text": delta.text,
+        "restart": delta.restart,
+    }
