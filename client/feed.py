@@ -104,24 +104,6 @@ async def follow_thread(
             logger.warning("feed of %s lost its connection, resuming: %s", thread_id, error)
 
 
-async def follow_records(
-    pool: asyncpg.Pool[Any],
-    thread_id: str,
-    *,
-    live: bool = True,
-    recheck_s: float | None = None,
-    wait_for_thread: bool = False,
-) -> AsyncGenerator[dict[str, Any], None]:
-    """The thread's records only (`follow_thread` without live text)."""
-    feed = follow_thread(
-        pool, thread_id, live=live, recheck_s=recheck_s, wait_for_thread=wait_for_thread
-    )
-    async with contextlib.aclosing(feed):
-        async for item in feed:
-            assert isinstance(item, dict)
-            yield item
-
-
 async def await_settlement(
     pool: asyncpg.Pool[Any],
     submission_id: str,
@@ -187,15 +169,8 @@ class FeedRecord(BaseModel):
     """The submission's attempt epoch that wrote it."""
 
 
-class RecordFeed:
-    """A thread's records: ``async for`` yields `FeedRecord` models, the committed ones in
-    order and then each new one live, never ending on its own; ``await`` returns the committed
-    records now, as plain mappings (the form existing callers read).
-
-    Breaking out of the loop (or ``aclose`` through ``contextlib.aclosing``) gives its
-    connection back. Iterating raises `NotFound` for an unknown thread (with
-    ``wait_for_thread``, waits for it instead); awaiting returns ``[]``.
-    """
+class _ThreadFeed:
+    """What `RecordFeed` and `ThreadStream` share: the thread they follow, and how."""
 
     def __init__(
         self,
@@ -210,22 +185,40 @@ class RecordFeed:
         self._recheck_s = recheck_s
         self._wait_for_thread = wait_for_thread
 
-    def __await__(self) -> Generator[Any, None, list[dict[str, Any]]]:
-        return StatusReader(self._pool).records(self._thread_id).__await__()
-
-    async def __aiter__(self) -> AsyncIterator[FeedRecord]:
-        feed = follow_records(
+    async def _follow(self, *, text: bool) -> AsyncGenerator[FeedRecord | TextDelta, None]:
+        feed = follow_thread(
             self._pool,
             self._thread_id,
             recheck_s=self._recheck_s,
             wait_for_thread=self._wait_for_thread,
+            text=text,
         )
         async with contextlib.aclosing(feed):
+            async for item in feed:
+                yield item if isinstance(item, TextDelta) else FeedRecord.model_validate(item)
+
+
+class RecordFeed(_ThreadFeed):
+    """A thread's records: ``async for`` yields `FeedRecord` models, the committed ones in
+    order and then each new one live, never ending on its own; ``await`` returns the committed
+    records now, as plain mappings (the form existing callers read).
+
+    Breaking out of the loop (or ``aclose`` through ``contextlib.aclosing``) gives its
+    connection back. Iterating raises `NotFound` for an unknown thread (with
+    ``wait_for_thread``, waits for it instead); awaiting returns ``[]``.
+    """
+
+    def __await__(self) -> Generator[Any, None, list[dict[str, Any]]]:
+        return StatusReader(self._pool).records(self._thread_id).__await__()
+
+    async def __aiter__(self) -> AsyncIterator[FeedRecord]:
+        async with contextlib.aclosing(self._follow(text=False)) as feed:
             async for record in feed:
-                yield FeedRecord.model_validate(record)
+                assert isinstance(record, FeedRecord)  # no live text was asked for
+                yield record
 
 
-class ThreadStream:
+class ThreadStream(_ThreadFeed):
     """A thread's records and live text: ``async for`` yields `FeedRecord` models (as
     `RecordFeed` does: the committed ones in order, then each new one) and, among them,
     `TextDelta` models: for each step that streams, first its text so far, then each new
@@ -236,27 +229,5 @@ class ThreadStream:
     ``wait_for_thread``, waits for it instead).
     """
 
-    def __init__(
-        self,
-        pool: asyncpg.Pool[Any],
-        thread_id: str,
-        *,
-        recheck_s: float | None = None,
-        wait_for_thread: bool = False,
-    ) -> None:
-        self._pool = pool
-        self._thread_id = thread_id
-        self._recheck_s = recheck_s
-        self._wait_for_thread = wait_for_thread
-
-    async def __aiter__(self) -> AsyncIterator[FeedRecord | TextDelta]:
-        feed = follow_thread(
-            self._pool,
-            self._thread_id,
-            recheck_s=self._recheck_s,
-            wait_for_thread=self._wait_for_thread,
-            text=True,
-        )
-        async with contextlib.aclosing(feed):
-            async for item in feed:
-                yield item if isinstance(item, TextDelta) else FeedRecord.model_validate(item)
+    def __aiter__(self) -> AsyncGenerator[FeedRecord | TextDelta, None]:
+        return self._follow(text=True)

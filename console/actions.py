@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, assert_never, cast
 from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
@@ -19,10 +19,14 @@ from starlette.responses import Response
 from threadwarden.console.pages import inbox_view, thread_view
 from threadwarden.console.web import (
     FORM,
+    Decision,
+    Forbidden,
     as_json,
     caller_of,
     console_of,
+    decision_of,
     error_json,
+    error_status,
     operator_of,
     safe_next,
     see_other,
@@ -91,90 +95,53 @@ async def submit(request: Request) -> Response:
     return see_other(f"/threads/{quote(receipt.thread_id, safe='')}")
 
 
-async def approve(request: Request) -> Response:
-    """``POST /submissions/{id}/approve``: grant a pending approval."""
-
-    async def decide(submission_id: str, _: dict[str, str]) -> OperatorResult:
-        who = operator_of(request)
-        return await console_of(request).client.approve(submission_id, operator=who)
-
-    return await _decide(request, "approve", decide)
-
-
-async def deny(request: Request) -> Response:
-    """``POST /submissions/{id}/deny``: refuse it, with an optional ``reason``."""
-
-    async def decide(submission_id: str, fields: dict[str, str]) -> OperatorResult:
-        reason = _optional(fields, "reason")
-        who = operator_of(request)
-        return await console_of(request).client.deny(submission_id, reason, operator=who)
-
-    return await _decide(request, "deny", decide)
-
-
-async def answer(request: Request) -> Response:
-    """``POST /submissions/{id}/answer``: answer a pending question with ``value`` (JSON)."""
-
-    async def decide(submission_id: str, fields: dict[str, str]) -> OperatorResult:
-        value = _json_field(fields, "value")
-        who = operator_of(request)
-        return await console_of(request).client.answer(submission_id, value, operator=who)
-
-    return await _decide(request, "answer", decide)
-
-
-async def resolve(request: Request) -> Response:
-    """``POST /submissions/{id}/resolve``: ``outcome`` ran (with ``result`` JSON), not-run, fail."""
-
-    async def decide(submission_id: str, fields: dict[str, str]) -> OperatorResult:
-        if caller_of(request).role != "console":
-            raise Forbidden("resolving an unknown side effect needs the console token")
-        outcome = fields.get("outcome", "")
-        result = _json_field(fields, "result") if outcome == "ran" else None
-        if outcome not in ("ran", "not-run", "fail"):
-            raise InvalidInput("outcome", "one of ran, not-run, fail", outcome)
-        decided = cast(Resolution, outcome)
-        client = console_of(request).client
-        return await client.resolve(submission_id, decided, result, operator=operator_of(request))
-
-    return await _decide(request, "resolve", decide)
-
-
-async def abort(request: Request) -> Response:
-    """``POST /submissions/{id}/abort``: the thread page's Stop button."""
-
-    async def decide(submission_id: str, _: dict[str, str]) -> OperatorResult:
-        who = operator_of(request)
-        return await console_of(request).client.abort(submission_id, operator=who)
-
-    return await _decide(request, "abort", decide)
-
-
-class Forbidden(ThreadwardenError):
-    """The caller's token may not take this decision."""
-
-
-async def _decide(request: Request, action: str, decide: Any) -> Response:
+async def decide(request: Request) -> Response:
+    """``POST /submissions/{id}/DECISION``: ``approve`` a pending approval, ``deny`` it (with
+    an optional ``reason``), ``answer`` a pending question (``value``, JSON), ``resolve`` an
+    unknown side effect (``outcome`` ran, with ``result`` JSON, not-run or fail; the console
+    token only) or ``abort`` (the thread page's Stop button)."""
+    decision = decision_of(request)
     submission_id = request.path_params["submission_id"]
     fields: dict[str, str] = {}
     try:
         validate_id("submission", submission_id)
         fields = await _fields(request)
-        result: OperatorResult = await decide(submission_id, fields)
+        result = await _take(request, decision, submission_id, fields)
     except ThreadwardenError as error:
         if wants_json(request):
             return error_json(error)
-        status = 404 if type(error).__name__ == "NotFound" else 400
-        if not isinstance(error, InvalidInput) and status != 404:
-            status = 403 if isinstance(error, Forbidden) else 409
+        status, _ = error_status(error)
         return await inbox_view(request, status_code=status, error=str(error))
     detail = f"now {result.state}{f' ({result.outcome})' if result.outcome else ''}"
     if not result.changed:
         detail = f"nothing changed, already {result.state}"
-    _log(request, action, submission_id, detail)
+    _log(request, decision, submission_id, detail)
     if wants_json(request):
         return as_json({**result.model_dump(mode="json"), "operator": operator_of(request)})
     return see_other(safe_next(fields.get("next"), "/inbox"))
+
+
+async def _take(
+    request: Request, decision: Decision, submission_id: str, fields: dict[str, str]
+) -> OperatorResult:
+    client = console_of(request).client
+    who = operator_of(request)
+    match decision:
+        case "approve":
+            return await client.approve(submission_id, operator=who)
+        case "deny":
+            return await client.deny(submission_id, _optional(fields, "reason"), operator=who)
+        case "answer":
+            return await client.answer(submission_id, _json_field(fields, "value"), operator=who)
+        case "resolve":
+            if caller_of(request).role != "console":
+                raise Forbidden("resolving an unknown side effect needs the console token")
+            outcome = cast(Resolution, fields.get("outcome", ""))  # the client checks it
+            result = _json_field(fields, "result") if outcome == "ran" else None
+            return await client.resolve(submission_id, outcome, result, operator=who)
+        case "abort":
+            return await client.abort(submission_id, operator=who)
+    assert_never(decision)
 
 
 def _log(request: Request, action: str, submission_id: str, detail: str) -> None:

@@ -26,7 +26,7 @@ from starlette.routing import Route
 from threadwarden.console import api_submissions as submissions
 from threadwarden.console import api_threads as threads
 from threadwarden.console import openapi
-from threadwarden.console.web import api_error
+from threadwarden.console.web import api_error, decision_routes
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +64,7 @@ def create_api() -> Starlette:
         Route("/inbox", submissions.inbox),
         Route("/submissions/{submission_id}", submissions.submission),
         Route("/submissions/{submission_id}/result", submissions.result),
-        Route("/submissions/{submission_id}/approve", submissions.approve, methods=["POST"]),
-        Route("/submissions/{submission_id}/deny", submissions.deny, methods=["POST"]),
-        Route("/submissions/{submission_id}/answer", submissions.answer, methods=["POST"]),
-        Route("/submissions/{submission_id}/resolve", submissions.resolve, methods=["POST"]),
-        Route("/submissions/{submission_id}/abort", submissions.abort, methods=["POST"]),
+        *decision_routes(submissions.decide),
     ]
     return Starlette(
         routes=routes,

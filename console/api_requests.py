@@ -49,25 +49,23 @@ FIELD_OF: dict[type[ThreadwardenError], str] = {
     ThreadBusy: "thread_id",
     IdempotencyConflict: "Idempotency-Key",
     HostMismatch: "host",
+    DecisionConflict: "submission_id",
+    NotWaiting: "submission_id",
 }
 """The field a conflict is about (an `InvalidInput` names its own)."""
 
 
 def refusal(error: ThreadwardenError) -> ApiError:
-    """A threadwarden error as the API's: its status, stable code and field."""
+    """A threadwarden error as the API's: its status and stable code as the console's forms
+    answer them (`error_status`), and its field; an overloaded pool is 503 (retry later)."""
+    if isinstance(error, PoolExhausted):
+        return ApiError(503, "unavailable", str(error))
+    status, code = error_status(error)
     field = getattr(error, "field", None) or FIELD_OF.get(type(error))
-    if isinstance(error, InvalidInput):
-        return ApiError(400, "invalid_input", str(error), field)
     if isinstance(error, NotFound):  # "thread: no thread 'x'": the path's thread_id
         subject = str(error).partition(":")[0]
-        return ApiError(404, "not_found", str(error), f"{subject}_id" if subject else None)
-    if isinstance(error, DecisionConflict):
-        return ApiError(409, "decision_conflict", str(error), "submission_id")
-    if isinstance(error, NotWaiting):
-        return ApiError(409, "not_waiting", str(error), "submission_id")
-    if isinstance(error, PoolExhausted):  # overload: the caller retries later
-        return ApiError(503, "unavailable", str(error))
-    return ApiError(409, error_status(error)[1], str(error), field)
+        field = f"{subject}_id" if subject else None
+    return ApiError(status, code, str(error), field)
 
 
 def reply(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

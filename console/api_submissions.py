@@ -6,17 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
 from threadwarden.console import openapi
 from threadwarden.console.api_requests import ApiError, handled, path_id, read_body, reply
 from threadwarden.console.security import is_number
-from threadwarden.console.web import Console, caller_of, console_of
+from threadwarden.console.web import Console, Decision, caller_of, console_of, decision_of
 from threadwarden.ledger.models import SubmissionDetail
-from threadwarden.ledger.operator import OperatorResult
 
 logger = logging.getLogger(__name__)
 
@@ -84,58 +83,45 @@ async def inbox(request: Request) -> Response:
     return reply(page.model_dump(mode="json"))
 
 
-@handled
-async def approve(request: Request) -> Response:
-    """``POST /v1/submissions/{submission_id}/approve`` ``{}``."""
-    await read_body(request, openapi.ApproveBody)
-    return await _decided(request, lambda client, sid, who: client.approve(sid, operator=who))
+DECISION_BODIES: dict[Decision, type[BaseModel]] = {
+    "approve": openapi.ApproveBody,
+    "deny": openapi.DenyBody,
+    "answer": openapi.AnswerBody,
+    "resolve": openapi.ResolveBody,
+    "abort": openapi.AbortBody,
+}
+"""The body each decision takes."""
 
 
 @handled
-async def deny(request: Request) -> Response:
-    """``POST /v1/submissions/{submission_id}/deny`` ``{"reason"?}``."""
-    body = await read_body(request, openapi.DenyBody)
-    return await _decided(
-        request, lambda client, sid, who: client.deny(sid, body.reason, operator=who)
-    )
-
-
-@handled
-async def answer(request: Request) -> Response:
-    """``POST /v1/submissions/{submission_id}/answer`` ``{"value"}``."""
-    body = await read_body(request, openapi.AnswerBody)
-    return await _decided(
-        request, lambda client, sid, who: client.answer(sid, body.value, operator=who)
-    )
-
-
-@handled
-async def resolve(request: Request) -> Response:
-    """``POST /v1/submissions/{submission_id}/resolve`` ``{"outcome", "result"?}``: the
-    console token only."""
-    if caller_of(request).role != "console":
+async def decide(request: Request) -> Response:
+    """``POST /v1/submissions/{submission_id}/DECISION``: ``approve`` ``{}``, ``deny``
+    ``{"reason"?}``, ``answer`` ``{"value"}``, ``resolve`` ``{"outcome", "result"?}`` (the
+    console token only) or ``abort`` ``{}``."""
+    decision = decision_of(request)
+    caller = caller_of(request)
+    if decision == "resolve" and caller.role != "console":
         message = "resolving an unknown side effect needs the console token"
         raise ApiError(403, "forbidden", message, "Authorization")
-    body = await read_body(request, openapi.ResolveBody)
-    return await _decided(
-        request,
-        lambda client, sid, who: client.resolve(sid, body.outcome, body.result, operator=who),
-    )
-
-
-@handled
-async def abort(request: Request) -> Response:
-    """``POST /v1/submissions/{submission_id}/abort`` ``{}``."""
-    await read_body(request, openapi.AbortBody)
-    return await _decided(request, lambda client, sid, who: client.abort(sid, operator=who))
-
-
-async def _decided(request: Request, decide: Callable[..., Awaitable[OperatorResult]]) -> Response:
+    body = await read_body(request, DECISION_BODIES[decision])
     submission_id = path_id(request, "submission_id")
-    who = caller_of(request).name
-    result: OperatorResult = await decide(console_of(request).client, submission_id, who)
-    action = request.url.path.rpartition("/")[2]
+    client = console_of(request).client
+    match body:
+        case openapi.DenyBody(reason=reason):
+            result = await client.deny(submission_id, reason, operator=caller.name)
+        case openapi.AnswerBody(value=value):
+            result = await client.answer(submission_id, value, operator=caller.name)
+        case openapi.ResolveBody(outcome=outcome, result=value):
+            result = await client.resolve(submission_id, outcome, value, operator=caller.name)
+        case openapi.AbortBody():
+            result = await client.abort(submission_id, operator=caller.name)
+        case _:  # openapi.ApproveBody
+            result = await client.approve(submission_id, operator=caller.name)
     logger.info(
-        "api: %s %s by %s (%s)", action, submission_id, who, "changed" if result.changed else "same"
+        "api: %s %s by %s (%s)",
+        decision,
+        submission_id,
+        caller.name,
+        "changed" if result.changed else "same",
     )
-    return reply({**result.model_dump(mode="json"), "operator": who})
+    return reply({**result.model_dump(mode="json"), "operator": caller.name})

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from threadwarden.client.shapes import thread_json
 from threadwarden.console import openapi
@@ -22,12 +20,10 @@ from threadwarden.console.api_requests import (
     refusal,
     reply,
 )
-from threadwarden.console.events import KEEPALIVE_S, SSE_HEADERS, resume_after, sse_event
-from threadwarden.console.feed import StreamsFull
+from threadwarden.console.events import delta_event, event_stream, resume_after, sse_event
 from threadwarden.console.security import is_number
 from threadwarden.console.web import caller_of, console_of
 from threadwarden.errors import InvalidInput
-from threadwarden.ledger.deltas import Delta
 from threadwarden.validation import validate_id
 
 logger = logging.getLogger(__name__)
@@ -88,36 +84,21 @@ async def events(request: Request) -> Response:
     console = console_of(request)
     if console.feed.full:
         raise ApiError(503, "too_many_streams", "too many event streams open; retry later")
-    return StreamingResponse(
-        _records(request, thread_id, resume_after(request)),
-        media_type="text/event-stream",
-        headers=SSE_HEADERS,
+    return event_stream(
+        console,
+        thread_id,
+        resume_after(request),
+        record=_record_event,
+        delta=delta_event,  # no id: Last-Event-ID is a record's
+        refused=_REFUSED,
     )
 
 
-async def _records(request: Request, thread_id: str, after: int) -> AsyncIterator[str]:
-    yield ": live\n\n"
-    feed = console_of(request).feed.follow(thread_id, after, idle_s=KEEPALIVE_S, live=True)
-    try:
-        async with contextlib.aclosing(feed):
-            async for item in feed:
-                if item is None:
-                    yield ": keepalive\n\n"
-                elif isinstance(item, Delta):  # live text: no id (Last-Event-ID is a record's)
-                    yield sse_event("delta", json.dumps(delta_json(item)))
-                else:
-                    yield sse_event("record", json.dumps(item, default=str), item["sequence"])
-    except StreamsFull:  # a burst passed the handler's check: refused at its first read
-        yield "retry: 5000\n"
-        yield sse_event("error", json.dumps({"code": "too_many_streams", "retry_after_s": 5}))
+async def _record_event(record: dict[str, Any]) -> str:
+    return sse_event("record", json.dumps(record, default=str), record["sequence"])
 
 
-def delta_json(delta: Delta) -> dict[str, Any]:
-    """A live-text event's data: the new fragment of a step's text; ``restart``: the step
-    started over (a re-run after a cut-off attempt), drop what was shown of it."""
-    return {
-        "submission_id": delta.submission_id,
-        "step": delta.step,
-        "text": delta.text,
-        "restart": delta.restart,
-    }
+_REFUSED = "retry: 5000\n" + sse_event(
+    "error", json.dumps({"code": "too_many_streams", "retry_after_s": 5})
+)
+"""The end of a stream that a burst let past the handler's check (refused at its first read)."""

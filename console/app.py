@@ -10,14 +10,15 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Message, Receive, Scope, Send
 
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console import actions, events, login, pages
 from threadwarden.console.api import create_api
 from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.queries import ConsoleQueries
-from threadwarden.console.security import BodyLimit, Guard
-from threadwarden.console.web import STATIC, Authenticate, Console, environment
+from threadwarden.console.security import BodyLimit, Guard, HttpMiddleware
+from threadwarden.console.web import STATIC, Authenticate, Console, decision_routes, environment
 from threadwarden.worker.settings import Settings
 
 
@@ -50,11 +51,7 @@ def create_app(
         Route("/inbox", pages.inbox),
         Route("/hosts/{host_id}", pages.host),
         Route("/submit", actions.submit, methods=["POST"]),
-        Route("/submissions/{submission_id}/approve", actions.approve, methods=["POST"]),
-        Route("/submissions/{submission_id}/deny", actions.deny, methods=["POST"]),
-        Route("/submissions/{submission_id}/answer", actions.answer, methods=["POST"]),
-        Route("/submissions/{submission_id}/resolve", actions.resolve, methods=["POST"]),
-        Route("/submissions/{submission_id}/abort", actions.abort, methods=["POST"]),
+        *decision_routes(actions.decide),
         Route("/login", login.form, methods=["GET"]),
         Route("/login", login.sign_in, methods=["POST"]),
         Route("/logout", login.sign_out, methods=["POST"]),
@@ -94,7 +91,7 @@ def create_app(
     return app
 
 
-class Headers:
+class Headers(HttpMiddleware):
     """ASGI middleware: no framing, no sniffing, scripts only from the console itself."""
 
     POLICY = (
@@ -102,11 +99,8 @@ class Headers:
         b" frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
     )
 
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        async def with_headers(message: Any) -> None:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [
                     *message.get("headers", []),
@@ -117,4 +111,4 @@ class Headers:
                 ]
             await send(message)
 
-        await self.app(scope, receive, with_headers if scope["type"] == "http" else send)
+        await self.app(scope, receive, with_headers)

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from jinja2 import Template
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from threadwarden.client.live_text import text_delta
 from threadwarden.console.feed import StreamsFull
 from threadwarden.console.security import is_number
 from threadwarden.console.web import Console, console_of
@@ -65,41 +66,57 @@ async def thread_events(request: Request) -> Response:
         return Response("too many live timelines open\n", 503, media_type="text/plain")
     template = request.app.state.templates.get_template("_record.html")
     resumed = "last-event-id" in request.headers
-    return StreamingResponse(
-        _stream(console, template, thread_id, resume_after(request), resumed=resumed),
-        media_type="text/event-stream",
-        headers=SSE_HEADERS,
+    shown = _LiveSteps(console, template, thread_id, every_result=resumed)
+    return event_stream(
+        console,
+        thread_id,
+        resume_after(request),
+        record=shown.record,
+        delta=shown.delta,
+        refused="retry: 5000\n\n",  # the browser retries later
     )
 
 
-async def _stream(
-    console: Console, template: Template, thread_id: str, after: int, *, resumed: bool = False
-) -> AsyncIterator[str]:
-    yield ": live\n\n"  # the browser's EventSource counts as open from here
-    feed = console.feed.follow(thread_id, after, idle_s=KEEPALIVE_S, live=True)
-    shown = _LiveSteps(console, thread_id, every_result=resumed)
-    try:
-        async with contextlib.aclosing(feed):
-            async for item in feed:
-                if item is None:
-                    yield ": keepalive\n\n"
-                elif isinstance(item, Delta):
-                    data = shown.delta(item)
-                    if data is not None:
-                        yield sse_event("delta", data)
-                else:
-                    step = await shown.record(item)
-                    html = template.render(record=item, step=step)
-                    yield sse_event("record", html, item["sequence"])
-    except StreamsFull:  # a burst passed the handler's check: the browser retries later
-        yield "retry: 5000\n\n"
+def event_stream(
+    console: Console,
+    thread_id: str,
+    after: int,
+    *,
+    record: Callable[[dict[str, Any]], Awaitable[str]],
+    delta: Callable[[Delta], str | None],
+    refused: str,
+) -> StreamingResponse:
+    """The thread's records above ``after``, then each new one, and the live text of its
+    steps, as server-sent events (the page's and the API's): each record as ``record`` writes
+    it, each fragment as ``delta`` does (None: not shown); ``refused`` ends a stream that a
+    burst let past its handler's check (`StreamsFull`, at its first read)."""
+
+    async def events() -> AsyncIterator[str]:
+        yield ": live\n\n"  # the browser's EventSource counts as open from here
+        feed = console.feed.follow(thread_id, after, idle_s=KEEPALIVE_S, live=True)
+        try:
+            async with contextlib.aclosing(feed):
+                async for item in feed:
+                    if item is None:
+                        yield ": keepalive\n\n"
+                    elif not isinstance(item, Delta):
+                        yield await record(item)
+                    elif (event := delta(item)) is not None:
+                        yield event
+        except StreamsFull:
+            yield refused
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 class _LiveSteps:
     """The steps whose live text one stream has shown, and the steps it has seen journaled."""
 
-    def __init__(self, console: Console, thread_id: str, *, every_result: bool) -> None:
+    def __init__(
+        self, console: Console, template: Template, thread_id: str, *, every_result: bool
+    ) -> None:
         self._console = console
+        self._template = template
         self._thread_id = thread_id
         self._every_result = every_result
         self._live: set[tuple[str, int]] = set()
@@ -107,14 +124,20 @@ class _LiveSteps:
         self._settled: set[str] = set()
 
     def delta(self, delta: Delta) -> str | None:
-        """The event data of a fragment (None: its step's record is shown already)."""
+        """The event of a fragment (None: its step's record is shown already)."""
         key = (delta.submission_id, delta.step)
         if key in self._journaled or delta.submission_id in self._settled:
             return None
         self._live.add(key)
-        return json.dumps(delta_data(delta))
+        return delta_event(delta)
 
-    async def record(self, record: dict[str, Any]) -> int | None:
+    async def record(self, record: dict[str, Any]) -> str:
+        """The event of a record: the timeline's HTML for it, with its step when it ends a
+        step's live text."""
+        html = self._template.render(record=record, step=await self._step(record))
+        return sse_event("record", html, record["sequence"])
+
+    async def _step(self, record: dict[str, Any]) -> int | None:
         """The record's step when it ends a step's live text (a ``tool-result``), else None."""
         submission_id = record["submission_id"]
         if record["kind"] == "settlement":
@@ -133,14 +156,11 @@ class _LiveSteps:
         return step
 
 
-def delta_data(delta: Delta) -> dict[str, Any]:
-    """A live-text event's data, as the API's (`threadwarden.console.api_threads.delta_json`)."""
-    return {
-        "submission_id": delta.submission_id,
-        "step": delta.step,
-        "text": delta.text,
-        "restart": delta.restart,
-    }
+def delta_event(delta: Delta) -> str:
+    """A fragment of a step's live text as an ``event: delta``, the page's and the API's alike:
+    data ``{"submission_id", "step", "text", "restart"}`` (`TextDelta`; ``restart``: the step
+    started over, drop what was shown of it), no id (``Last-Event-ID`` is a record's)."""
+    return sse_event("delta", json.dumps(text_delta(delta).model_dump()))
 
 
 def sse_event(event: str, data: str, event_id: int | None = None) -> str:

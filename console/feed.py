@@ -8,8 +8,9 @@ connection, and a slow reader never holds up a worker (nothing is queued for it:
 again from its last sequence when it is ready).
 
 A notification is only a hint (see `threadwarden.client.feed`): readers read again at least
-every `RECHECK_S`, and when the listening connection is lost every reader is woken, and the
-listener reconnects with a backoff.
+every `RECHECK_S` (the client's), and when the listening connection is lost every reader is
+woken, and the listener reconnects with a backoff. Live text is placed as the client's feed
+places it (`threadwarden.client.live_text`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Any
 
 import asyncpg
 
+from threadwarden.client.feed import RECHECK_S
+from threadwarden.client.live_text import NotedDeltas, new_text
 from threadwarden.ledger.deltas import (
     DELTA_CHANNEL,
     Delta,
     Deltas,
     DeltaTracker,
-    Resync,
     parse_notification,
 )
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
@@ -37,19 +39,12 @@ from threadwarden.ledger.status import records_after
 
 logger = logging.getLogger(__name__)
 
-RECHECK_S = 5.0
-"""The longest a reader goes without reading the ledger, should a notification be late or lost
-(as `threadwarden.client.feed.RECHECK_S`)."""
 MAX_STREAMS = 1_000
 """Live readers served at once by one console; one more is refused (503)."""
 READ_BATCH = 500
 """Records one read takes; a reader far behind catches up a batch at a time."""
 RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to listen again after the connection was lost."""
-
-
-MAX_QUEUED_DELTAS = 256
-"""Live-text notifications kept for one reader between its reads; past that it reads the rows."""
 
 
 class Subscription(asyncio.Event):
@@ -60,8 +55,8 @@ class Subscription(asyncio.Event):
         self.live = live
         """Whether live text wakes it and is collected for it (a stream's reader, not a
         ``result?wait=``)."""
-        self.deltas: list[Delta] = []
-        self.overflow = False
+        self.text = NotedDeltas()
+        """The live text notified since the reader last looked (a live reader's only)."""
         self.records = True
         """The thread may have new records (else only live text woke the reader: a delta
         costs it no read of the records)."""
@@ -160,19 +155,10 @@ class LedgerFeed:
     ) -> tuple[list[Delta], bool]:
         """The live text to show now, from the notified fragments (or the rows, to resync);
         whether the next round must read the rows."""
-        notified, hint.deltas = hint.deltas, []
-        resync = resync or hint.overflow
-        hint.overflow = False
-        fresh: list[Delta] = []
-        for delta in notified:
-            try:
-                shown = tracker.apply(delta)
-            except Resync:
-                resync = True
-                continue
-            if shown is not None:
-                fresh.append(shown)
-        if resync:
+        notified = hint.text.take()
+        overflow = hint.text.overflowed()
+        fresh, unplaced = new_text(tracker, notified)
+        if resync or overflow or unplaced:
             async with self._pool.acquire() as conn:
                 fresh += tracker.catch_up(await Deltas.so_far(conn, thread_id))
         return fresh, False
@@ -197,7 +183,7 @@ class LedgerFeed:
             for hint in hints or ():
                 hint.records = True
                 if thread_id is None:  # (re)listening: fragments notified meanwhile are lost
-                    hint.overflow = True  # so a live reader reads the rows again
+                    hint.text.overflow = True  # so a live reader reads the rows again
                 hint.set()
 
     def _on_notify(self, *args: Any) -> None:
@@ -214,10 +200,7 @@ class LedgerFeed:
         for hint in self._waiters.get(thread_id, ()):
             if not hint.live:
                 continue
-            if len(hint.deltas) < MAX_QUEUED_DELTAS:
-                hint.deltas.append(delta)
-            else:  # a slow reader: it reads the rows instead when it comes round
-                hint.overflow = True
+            hint.text.add(delta)  # a slow reader's overflow: it reads the rows when it comes round
             hint.set()
 
     async def _listen(self) -> None:

@@ -155,6 +155,11 @@ def _path(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
 
+def _on(name: str, method: str, operation: dict[str, Any], *more: dict[str, Any]) -> dict[str, Any]:
+    """A path with the path parameter ``name`` (and the parameters ``more``): its operation."""
+    return {"parameters": [_path(name), *more], method: operation}
+
+
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "schema": schema, "description": description}
 
@@ -163,15 +168,8 @@ _POST_ERRORS = ("400", "401", "403", "404", "409", "413", "415")
 
 
 def _decision(summary: str, body: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "parameters": [_path("submission_id")],
-        "post": _operation(
-            summary,
-            {"200": _json(Decision, "Taken, or repeated (changed false)")},
-            body=body,
-            errors=_POST_ERRORS,
-        ),
-    }
+    ok = {"200": _json(Decision, "Taken, or repeated (changed false)")}
+    return _on("submission_id", "post", _operation(summary, ok, body=body, errors=_POST_ERRORS))
 
 
 @functools.cache
@@ -206,9 +204,10 @@ def document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}, {}],
         "paths": {
-            "/v1/threads/{thread_id}/submissions": {
-                "parameters": [_path("thread_id"), idempotency],
-                "post": _operation(
+            "/v1/threads/{thread_id}/submissions": _on(
+                "thread_id",
+                "post",
+                _operation(
                     "Admit a submission",
                     {
                         "201": _json(Receipt, "Admitted"),
@@ -217,53 +216,50 @@ def document() -> dict[str, Any]:
                     body=SubmitBody,
                     errors=("400", "401", "403", "409", "413", "415"),
                 ),
-            },
-            "/v1/threads/{thread_id}": {
-                "parameters": [_path("thread_id")],
-                "get": _operation(
-                    "A thread's status", {"200": _json(ThreadDocument, "Its status")}
-                ),
-            },
-            "/v1/threads/{thread_id}/events": {
-                "parameters": [
-                    _path("thread_id"),
-                    _query("after", {"type": "integer", "minimum": 0}, "Resume after it."),
-                    {
-                        "name": "Last-Event-ID",
-                        "in": "header",
-                        "schema": {"type": "string"},
-                        "description": "Resume after it (the larger of it and after counts).",
-                    },
-                ],
-                "get": _operation(
+                idempotency,
+            ),
+            "/v1/threads/{thread_id}": _on(
+                "thread_id",
+                "get",
+                _operation("A thread's status", {"200": _json(ThreadDocument, "Its status")}),
+            ),
+            "/v1/threads/{thread_id}/events": _on(
+                "thread_id",
+                "get",
+                _operation(
                     "Follow a thread's records",
                     {"200": events},
                     errors=("400", "401", "403", "503"),
                 ),
-            },
-            "/v1/submissions/{submission_id}": {
-                "parameters": [_path("submission_id")],
-                "get": _operation(
-                    "A submission now", {"200": _json(SubmissionDetail, "Its state")}
-                ),
-            },
-            "/v1/submissions/{submission_id}/result": {
-                "parameters": [
-                    _path("submission_id"),
-                    _query(
-                        "wait",
-                        {"type": "number", "minimum": 0, "maximum": 300},
-                        "Seconds to wait for the settlement (default 0).",
-                    ),
-                ],
-                "get": _operation(
+                _query("after", {"type": "integer", "minimum": 0}, "Resume after it."),
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "schema": {"type": "string"},
+                    "description": "Resume after it (the larger of it and after counts).",
+                },
+            ),
+            "/v1/submissions/{submission_id}": _on(
+                "submission_id",
+                "get",
+                _operation("A submission now", {"200": _json(SubmissionDetail, "Its state")}),
+            ),
+            "/v1/submissions/{submission_id}/result": _on(
+                "submission_id",
+                "get",
+                _operation(
                     "Wait for a submission's settlement",
                     {
                         "200": _json(SubmissionDetail, "Settled"),
                         "202": _json(SubmissionDetail, "Not settled when the wait ended"),
                     },
                 ),
-            },
+                _query(
+                    "wait",
+                    {"type": "number", "minimum": 0, "maximum": 300},
+                    "Seconds to wait for the settlement (default 0).",
+                ),
+            ),
             "/v1/inbox": {
                 "get": _operation(
                     "What waits for a person",

@@ -8,11 +8,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from threadwarden.client.shapes import (
-    HOST_STATUS_FIELDS,
-    MESSAGE_FIELDS,
-    THREAD_STATUS_FIELDS,
-)
+from threadwarden.client.shapes import HOST_STATUS_FIELDS, thread_json
 from threadwarden.console.queries import ThreadPage
 from threadwarden.console.security import is_number
 from threadwarden.console.web import (
@@ -45,15 +41,12 @@ def _int_param(request: Request, name: str) -> int | None:
     return int(value)
 
 
-def _not_found(request: Request, error: NotFound) -> Response:
+def _refused(request: Request, error: NotFound | InvalidInput) -> Response:
+    """A page that cannot be shown: its id is unknown (404) or a parameter is bad (400)."""
     if wants_json(request):
         return error_json(error)
-    return render(request, "error.html", 404, title="Not found", error=str(error))
-
-
-def _bad_input(request: Request, error: InvalidInput) -> Response:
-    if wants_json(request):
-        return error_json(error)
+    if isinstance(error, NotFound):
+        return render(request, "error.html", 404, title="Not found", error=str(error))
     return render(request, "error.html", 400, title="Bad request", error=str(error))
 
 
@@ -63,7 +56,7 @@ async def threads(request: Request) -> Response:
         prefix = _query_id(request, "q")
         after = _query_id(request, "after")
     except InvalidInput as error:
-        return _bad_input(request, error)
+        return _refused(request, error)
     page: ThreadPage = await console_of(request).queries.threads(prefix=prefix, after=after)
     if wants_json(request):
         return as_json(page.model_dump(mode="json"))
@@ -77,22 +70,14 @@ async def thread_view(request: Request, thread_id: str, **extra: Any) -> Respons
         validate_id("thread", thread_id)
         before = _int_param(request, "before")
         status = await console.client.thread_status(thread_id)
-    except NotFound as error:
-        return _not_found(request, error)
-    except InvalidInput as error:
-        return _bad_input(request, error)
+    except (NotFound, InvalidInput) as error:
+        return _refused(request, error)
     sent = await console.client.messages_sent(thread_id)
     records = await console.queries.records(thread_id, before=before)
     if wants_json(request):
         return as_json(
             {
-                "thread_id": status.thread_id,
-                "host_id": status.host_id,
-                "submissions": [
-                    s.model_dump(mode="json", include=THREAD_STATUS_FIELDS)
-                    for s in status.submissions
-                ],
-                "messages_sent": [m.model_dump(mode="json", include=MESSAGE_FIELDS) for m in sent],
+                **thread_json(status, sent),
                 "records": [r.model_dump(mode="json") for r in records.records],
                 "older_records": records.older,
             }
@@ -147,10 +132,8 @@ async def host(request: Request) -> Response:
         validate_id("host", host_id)
         after = _query_id(request, "after")
         status = await console.client.host_status(host_id)
-    except NotFound as error:
-        return _not_found(request, error)
-    except InvalidInput as error:
-        return _bad_input(request, error)
+    except (NotFound, InvalidInput) as error:
+        return _refused(request, error)
     page = await console.queries.host_threads(host_id, after=after)
     workflow_url = None
     if console.temporal_ui_url:

@@ -14,6 +14,8 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
+from threadwarden.client.feed import FeedRecord
+
 PAGE_SIZE = 50
 """Threads per page of the threads list (and of a host's threads)."""
 RECORDS_PAGE = 200
@@ -87,15 +89,10 @@ class ThreadPage(BaseModel):
     next_after: str | None
 
 
-class RecordView(BaseModel):
-    """One record of a thread's timeline."""
+class RecordView(FeedRecord):
+    """One record of a thread's timeline: the record as the feed yields it, and when it was
+    written."""
 
-    sequence: int
-    record_id: str
-    submission_id: str
-    kind: str
-    body: Any
-    epoch: int
     created_at: datetime
 
 

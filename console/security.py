@@ -130,18 +130,33 @@ class Guard:
         )
 
 
-class BodyLimit:
+class HttpMiddleware:
+    """An ASGI middleware of the console's HTTP requests (`handle`); other scopes (the
+    lifespan's) pass through to ``app`` untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self.handle(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one HTTP request (calling ``app``, or answering it here)."""
+        raise NotImplementedError
+
+
+class BodyLimit(HttpMiddleware):
     """ASGI middleware: a request body beyond ``limit`` bytes gets 413 and never reaches the
     app (a declared Content-Length is refused before reading; a chunked body when it passes)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
+        super().__init__(app)
         self.limit = limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         as_json = scope["path"].startswith("/v1/")  # the HTTP API's error document
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (

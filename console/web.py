@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast, get_args
 from urllib.parse import parse_qs, quote
 
 import asyncpg
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadwarden.client.client import ThreadwardenClient
@@ -25,6 +27,7 @@ from threadwarden.console.security import (
     SESSION_COOKIE,
     Caller,
     Guard,
+    HttpMiddleware,
     is_loopback,
 )
 from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
@@ -35,6 +38,22 @@ STATIC = Path(__file__).parent / "static"
 FORM = "application/x-www-form-urlencoded"
 API = "/v1/"
 """Where the HTTP API for applications lives (`threadwarden.console.api`)."""
+Decision = Literal["approve", "deny", "answer", "resolve", "abort"]
+"""A decision on a submission, ``POST /submissions/{submission_id}/DECISION`` in the console's
+forms and, under `API`, in the HTTP API."""
+
+
+def decision_routes(endpoint: Callable[[Request], Awaitable[Response]]) -> list[Route]:
+    """A route of each `Decision` to ``endpoint``, which tells them apart with `decision_of`."""
+    return [
+        Route(f"/submissions/{{submission_id}}/{decision}", endpoint, methods=["POST"])
+        for decision in get_args(Decision)
+    ]
+
+
+def decision_of(request: Request) -> Decision:
+    """The decision a request of `decision_routes` takes (the last part of its path)."""
+    return cast(Decision, request.url.path.rpartition("/")[2])
 
 
 @dataclass
@@ -136,13 +155,17 @@ def as_json(value: Any, status_code: int = 200) -> Response:
     return JSONResponse(json.loads(json.dumps(value, default=str)), status_code=status_code)
 
 
+class Forbidden(ThreadwardenError):
+    """The caller's token may not take this decision (a console form's refusal: 403)."""
+
+
 def error_status(error: Exception) -> tuple[int, str]:
     """HTTP status and the CLI's stable error ``code`` for a threadwarden error."""
     if isinstance(error, NotFound):
         return 404, "not_found"
     if isinstance(error, InvalidInput):
         return 400, "invalid_input"
-    if type(error).__name__ == "Forbidden":
+    if isinstance(error, Forbidden):
         return 403, "forbidden"
     return 409, re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
 
@@ -166,7 +189,7 @@ def see_other(path: str) -> Response:
     return RedirectResponse(path, status_code=303)
 
 
-class Authenticate:
+class Authenticate(HttpMiddleware):
     """ASGI middleware: names the operator of each request, or refuses it.
 
     Without a token (loopback only) everyone is ``local``. With one, a request needs a bearer
@@ -181,14 +204,11 @@ class Authenticate:
     OPEN = ("/login", "/static/")
 
     def __init__(self, app: ASGIApp, guard: Guard, allowed_origins: tuple[str, ...] = ()) -> None:
-        self.app = app
+        super().__init__(app)
         self.guard = guard
         self.allowed_origins = allowed_origins
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         path = request.url.path
         api = path.startswith(API)
