@@ -64,6 +64,13 @@ def unserved_warning(agent_id: str, task_queue: str) -> str:
     )
 
 
+def _check_decision(submission_id: str, operator: str | None) -> None:
+    """The ids every decision names: its submission and, if given, who decided."""
+    validate_id("submission", submission_id)
+    if operator is not None:
+        validate_id("operator", operator)
+
+
 class ThreadwardenClient(ClientReads):
     """Submit work onto threads and observe it."""
 
@@ -246,9 +253,7 @@ class ThreadwardenClient(ClientReads):
         """Grant a suspended submission's pending approval; it resumes.
 
         ``operator`` names who decided; it is recorded in the decision (an id's characters)."""
-        validate_id("submission", submission_id)
-        if operator is not None:
-            validate_id("operator", operator)
+        _check_decision(submission_id, operator)
         return await self._operate(self._operator.approve(submission_id, operator=operator))
 
     async def deny(
@@ -260,11 +265,9 @@ class ThreadwardenClient(ClientReads):
         ``reason`` is one line of at most `MAX_TEXT_CHARS` characters; ``operator`` as in
         `approve`.
         """
-        validate_id("submission", submission_id)
+        _check_decision(submission_id, operator)
         if reason is not None:
             validate_text("reason", reason)
-        if operator is not None:
-            validate_id("operator", operator)
         return await self._operate(self._operator.deny(submission_id, reason, operator=operator))
 
     async def answer(
@@ -275,9 +278,7 @@ class ThreadwardenClient(ClientReads):
         raises `DecisionConflict`; a submission that asks nothing raises `NotWaiting`; a value
         the question's schema refuses raises `InvalidInput`, before anything is written.
         ``operator`` as in `approve`."""
-        validate_id("submission", submission_id)
-        if operator is not None:
-            validate_id("operator", operator)
+        _check_decision(submission_id, operator)
         validate_input("value", value, max_bytes=self._settings.max_input_bytes)
         return await self._operate(self._operator.answer(submission_id, value, operator=operator))
 
@@ -291,9 +292,7 @@ class ThreadwardenClient(ClientReads):
     ) -> OperatorResult:
         """Decide an unknown side effect: ``ran`` (with its result), ``not-run``, or ``fail``;
         ``operator`` as in `approve`."""
-        validate_id("submission", submission_id)
-        if operator is not None:
-            validate_id("operator", operator)
+        _check_decision(submission_id, operator)
         if outcome not in RESOLUTIONS:
             raise InvalidInput("outcome", f"one of {', '.join(RESOLUTIONS)}", outcome)
         if outcome == "ran":
@@ -306,9 +305,7 @@ class ThreadwardenClient(ClientReads):
     async def abort(self, submission_id: str, *, operator: str | None = None) -> OperatorResult:
         """Abort now, or (when an attempt runs) at its next committed boundary; ``operator``
         as in `approve` (named in the reason of an abort settled at once)."""
-        validate_id("submission", submission_id)
-        if operator is not None:
-            validate_id("operator", operator)
+        _check_decision(submission_id, operator)
         return await self._operate(self._operator.abort(submission_id, operator=operator))
 
     async def _operate(self, mutation: Awaitable[OperatorResult]) -> OperatorResult:
