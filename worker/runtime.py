@@ -20,13 +20,12 @@ from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.migrations import verify
 from threadwarden.ledger.pool import create_pool
 from threadwarden.publication import PublicationSink
+from threadwarden.worker.capacity import MAIN_POLLERS, pool_size
 from threadwarden.worker.embedded import read_endpoints
 from threadwarden.worker.metrics import MeteredRuntime
 from threadwarden.worker.plugin import (
-    MAIN_POLLERS,
     ThreadwardenPlugin,
     default_registry,
-    pool_size,
     verify_search_attributes,
 )
 from threadwarden.worker.settings import Settings
