@@ -37,7 +37,7 @@ from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.migrations import verify
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
-from threadwarden.worker.assembly import Assembly, assemble
+from threadwarden.worker.assembly import Assembler, Assembly
 from threadwarden.worker.capacity import activity_budget, head_queues
 from threadwarden.worker.head_workers import HEARTBEAT_THROTTLE, running_heads
 from threadwarden.worker.health import MetricsEndpoint, serving
@@ -145,10 +145,14 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                     "database: expected a DSN or a pool (or THREADWARDEN_DATABASE_URL)"
                 )
             database = self.settings.database_url.get_secret_value()
-        self._database = database
-        self._sinks = list(sinks)
-        self._host = host
-        self._failpoints = failpoints or Failpoints.from_spec(self.settings.failpoints)
+        self._assembler = Assembler(
+            settings=self.settings,
+            registry=self.registry,
+            database=database,
+            sinks=list(sinks),
+            host=host,
+            failpoints=failpoints or Failpoints.from_spec(self.settings.failpoints),
+        )
         self._sweeper = sweeper
         self.activity_slots = SharedSlots(activity_budget(self.settings, self.registry))
         """The process's activity slots: the agent queues' workers take theirs from here, and a
@@ -200,15 +204,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                 "ThreadwardenPlugin: the worker's client has the default payload converter;"
                 " register the plugin on the Client (Client.connect(..., plugins=[plugin]))"
             )
-        assembly = assemble(
-            client,
-            settings=self.settings,
-            registry=self.registry,
-            database=self._database,
-            sinks=self._sinks,
-            host=self._host,
-            failpoints=self._failpoints,
-        )
+        assembly = self._assembler.assemble(client)
         self._assemblies.append(assembly)
         config["activities"] = [*config.get("activities", []), *assembly.main]
         config["workflows"] = [*config.get("workflows", []), HostWorkflow, SweeperWorkflow]
