@@ -34,7 +34,8 @@ from threadwarden.errors import (
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input
-from threadwarden.worker.settings import Settings, with_temporal_envconfig
+from threadwarden.worker.envconfig import with_temporal_envconfig
+from threadwarden.worker.settings import Settings
 
 __all__ = ["build_parser", "main"]
 

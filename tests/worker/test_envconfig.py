@@ -13,8 +13,9 @@ from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from tests.helpers.cli import run_cli
+from threadwarden.worker.envconfig import with_temporal_envconfig
 from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings, with_temporal_envconfig
+from threadwarden.worker.settings import Settings
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 UNREACHABLE = "127.0.0.1:1"
