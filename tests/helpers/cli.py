@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.helpers.ledger import BINDINGS
 from threadwarden.cli.main import main
@@ -48,6 +49,29 @@ def closed_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
+
+
+async def ledger_rows(pool: asyncpg.Pool[Any], thread: str) -> tuple[Any, ...]:
+    """The thread's submissions and records, and its host row: a no-op leaves them equal."""
+    submissions = await pool.fetch(
+        "SELECT * FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence", thread
+    )
+    records = await pool.fetch(
+        "SELECT * FROM threadwarden.records WHERE thread_id = $1 ORDER BY sequence", thread
+    )
+    host = await pool.fetchrow(
+        "SELECT h.* FROM threadwarden.hosts h JOIN threadwarden.threads t USING (host_id)"
+        " WHERE t.thread_id = $1",
+        thread,
+    )
+    return [dict(r) for r in submissions], [dict(r) for r in records], dict(host or {})
+
+
+async def decide(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    """Run a decision with ``--json``: its exit code, the JSON it printed (or None), stderr."""
+    code = await run_cli(*argv, "--json")
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out else None, captured.err
 
 
 async def unknown_side_effect(pool: asyncpg.Pool[Any], host_id: str) -> str:

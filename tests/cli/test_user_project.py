@@ -15,7 +15,7 @@ import pytest
 
 from tests.helpers.polling import eventually
 from tests.helpers.processes import READY
-from tests.worker.test_cli_conventions import CONSOLE_SCRIPT, _environment
+from tests.cli.test_cli_conventions import CONSOLE_SCRIPT, _environment
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings

@@ -4,42 +4,18 @@ exits 2 with one JSON object on stderr and writes nothing."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.helpers.checks import quiescent
-from tests.helpers.cli import json_error, run_cli, unknown_side_effect
+from tests.helpers.cli import decide, json_error, ledger_rows, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 
 APPROVAL = [{"approval": "spend 5 EUR?"}, {"say": "spent"}]
-
-
-async def ledger_rows(pool: asyncpg.Pool[Any], thread: str) -> tuple[Any, ...]:
-    """The thread's submissions and records, and its host row: a no-op leaves them equal."""
-    submissions = await pool.fetch(
-        "SELECT * FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence", thread
-    )
-    records = await pool.fetch(
-        "SELECT * FROM threadwarden.records WHERE thread_id = $1 ORDER BY sequence", thread
-    )
-    host = await pool.fetchrow(
-        "SELECT h.* FROM threadwarden.hosts h JOIN threadwarden.threads t USING (host_id)"
-        " WHERE t.thread_id = $1",
-        thread,
-    )
-    return [dict(r) for r in submissions], [dict(r) for r in records], dict(host or {})
-
-
-async def decide(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
-    """Run a decision with ``--json``: its exit code, the JSON it printed (or None), stderr."""
-    code = await run_cli(*argv, "--json")
-    captured = capsys.readouterr()
-    return code, json.loads(captured.out) if captured.out else None, captured.err
 
 
 async def waiting_for_approval(client: ThreadwardenClient, thread: str) -> None:
