@@ -79,8 +79,9 @@ def _assert_refused(err: str, field: str, *, as_json: bool) -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_refuses_hostile_arguments_by_field_with_exit_2_and_writes_nothing(
-    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], as_json: bool
+    pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], as_json: bool
 ) -> None:
     before = await row_counts(pool)
     cases = CLI_CASES if as_json else CLI_CASES + NO_JSON_CASES
@@ -106,8 +107,8 @@ async def test_cli_refuses_hostile_arguments_by_field_with_exit_2_and_writes_not
         ("THREADWARDEN_TEMPORAL_TLS_CA_PATH", "/nonexistent/ca.pem", "temporal_tls_ca_path"),
     ],
 )
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_refuses_hostile_settings_by_variable_with_exit_2(
-    cli_env: None,
     pool: asyncpg.Pool[Any],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -125,11 +126,9 @@ async def test_cli_refuses_hostile_settings_by_variable_with_exit_2(
     assert await row_counts(pool) == before
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_deep_input_is_refused_by_depth_when_the_size_limit_allows_it(
-    cli_env: None,
-    pool: asyncpg.Pool[Any],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    pool: asyncpg.Pool[Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("THREADWARDEN_MAX_INPUT_BYTES", "10485760")
     before = await row_counts(pool)
@@ -140,8 +139,9 @@ async def test_cli_deep_input_is_refused_by_depth_when_the_size_limit_allows_it(
     assert await row_counts(pool) == before
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_refuses_a_stack_file_that_is_not_a_stack_record(
-    cli_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for garbage in [b"\xff\xfe{\x00", b"[" * 100_000, b'{"pid": "1; rm -rf /"}', b"[]"]:
         (tmp_path / "stack.json").write_bytes(garbage)

@@ -10,11 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.helpers.cli import console
 from tests.helpers.feed import listening
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
+
+pytestmark = pytest.mark.usefixtures("cli_env", "worker")
 
 READ_TIMEOUT_S = 60
 
@@ -30,7 +33,7 @@ async def read_until(stream: asyncio.StreamReader, done: Callable[[str], bool]) 
 
 
 async def test_cli_watch_waits_for_a_thread_then_prints_its_records(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+    client: ThreadwardenClient, ids: str
 ) -> None:
     async with console({}, "watch", ids) as watching:
         assert watching.stderr is not None and watching.stdout is not None
@@ -48,7 +51,7 @@ async def test_cli_watch_waits_for_a_thread_then_prints_its_records(
 
 
 async def test_cli_watch_json_before_the_thread_exists_gets_every_record(
-    cli_env: None, worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     async with console({}, "watch", ids, "--json") as watching:
         assert watching.stdout is not None

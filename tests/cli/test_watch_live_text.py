@@ -28,6 +28,8 @@ from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
+pytestmark = pytest.mark.usefixtures("cli_env", "worker")
+
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
@@ -36,7 +38,7 @@ def settings(settings: Settings) -> Settings:
 
 
 async def test_watch_prints_the_answer_growing_then_its_record(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+    client: ThreadwardenClient, ids: str
 ) -> None:
     async with console({}, "watch", ids) as watching:
         assert watching.stdout is not None and watching.stderr is not None
@@ -59,11 +61,7 @@ async def test_watch_prints_the_answer_growing_then_its_record(
 
 
 async def test_watch_json_prints_delta_lines_beside_the_records(
-    cli_env: None,
-    worker: None,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     async with (
         console({}, "watch", ids, "--json") as watching,
@@ -92,8 +90,6 @@ async def test_watch_json_prints_delta_lines_beside_the_records(
 
 
 async def test_watch_no_follow_prints_the_records_without_live_text(
-    cli_env: None,
-    worker: None,
     client: ThreadwardenClient,
     pool: asyncpg.Pool[Any],
     capsys: pytest.CaptureFixture[str],

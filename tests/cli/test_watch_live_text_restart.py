@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.helpers.cli import console
 from tests.helpers.feed import ANSWER, DEADLINE_S, STREAM, chunks_until, streamed_until_settled
 from threadwarden.cli.watch import TEXT_MARK
@@ -14,8 +16,9 @@ from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import TextDelta, ThreadRecord
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_watch_and_the_client_show_a_cut_off_step_starting_over(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+    client: ThreadwardenClient, ids: str
 ) -> None:
     following = asyncio.create_task(streamed_until_settled(client, ids, wait_for_thread=True))
     async with console({}, "watch", ids) as watching:

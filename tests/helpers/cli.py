@@ -22,11 +22,33 @@ from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.protocol.decisions import Timing
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
 CHARGE = {"tool": "charge", "args": {"cents": 5}, "side_effect": True, "idempotency_key": None}
 """The body of a side-effecting tool call without an idempotency key (its outcome can be
 unknown)."""
+
+
+def user_environment(
+    folder: Path, connections: Connections | None = None, settings: Settings | None = None
+) -> dict[str, str]:
+    """The environment of the console script run in a user's ``folder``: the test process's
+    without any threadwarden or Temporal setting, its data dir in ``folder``, plus the test's
+    services when given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THREADWARDEN_", "TEMPORAL_"))}
+    env["THREADWARDEN_DATA_DIR"] = str(folder / "tw")
+    if connections is not None and settings is not None:
+        env |= {
+            "THREADWARDEN_DATABASE_URL": connections.database_url,
+            "THREADWARDEN_TEMPORAL_ADDRESS": connections.temporal_address,
+            "THREADWARDEN_TASK_QUEUE": settings.task_queue,
+            "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
+            "THREADWARDEN_SWEEP_IDLE_INTERVAL_MS": str(settings.sweep_idle_interval_ms),
+            "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
+        }
+    return env
 
 
 async def run_cli(*argv: str) -> int:
