@@ -33,10 +33,11 @@ from bench.threadwarden_run import ThreadwardenSide
 from chaos import ledger
 from chaos.checks import check
 from chaos.faults import DEFAULT_FAILPOINTS, Fault, failpoints_fired, inject, plan_faults
+from chaos.planned import Planned
 from chaos.report import report
 from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
-from chaos.workload import Planned, plan_workload
+from chaos.workload import plan_workload
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
 from threadwarden.worker.runtime import Connections
