@@ -11,6 +11,10 @@ from bench import agent_report
 from bench.agent_report import AgentRun
 from bench.agent_support import WARM_UP, measured_requests, unit_prompt
 from bench.cli import parse_args
+from bench.side import Shape
+
+SHAPE = Shape(hosts=2, submissions=5, workers=1, timeout_s=300.0)
+"""The run the figures below stand for."""
 
 SIDE_KEYS = {
     "units_per_s",
@@ -54,7 +58,7 @@ def test_json_shape_medians_and_ratios() -> None:
         "threadwarden": [_tw(s, 0.5) for s in (1.0, 2.0, 4.0)],
         "bare": [_bare(s, 0.2) for s in (0.5, 0.25, 1.0)],
     }
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, SHAPE)
     json.dumps(data)  # serialisable
     assert (data["shape"], data["hosts"], data["submissions"], data["repeat"]) == ("agent", 2, 5, 3)
     for side in agent_report.SIDES:
@@ -76,7 +80,7 @@ def test_json_shape_medians_and_ratios() -> None:
 
 def test_a_model_request_asked_twice_is_incomplete() -> None:
     runs = {"threadwarden": [_tw(1.0, 0.5, requests=21)], "bare": [_bare(1.0, 0.2)]}
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, SHAPE)
     assert not data["same_model_requests"]
     assert not agent_report.complete(data)
     assert "sent different model requests" in agent_report.table(data)
@@ -86,7 +90,7 @@ def test_a_failed_side_is_reported_incomplete() -> None:
     late = AgentRun("threadwarden", 10, completed=4, seconds=120.0, error="timeout: 4/10")
     late.model_requests = 20
     runs = {"threadwarden": [late], "bare": [_bare(1.0, 0.2)]}
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, SHAPE)
     assert data["threadwarden"]["completed"] == 4
     assert not agent_report.complete(data)
     assert "threadwarden: error: timeout: 4/10" in agent_report.table(data)

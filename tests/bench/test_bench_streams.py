@@ -17,7 +17,11 @@ from bench import report, sse
 from bench.cli import parse_args
 from bench.measure import SideRun
 from bench.procs import environment
+from bench.side import Shape
 from bench.streams import OPEN_LINE, memory_kib
+
+SHAPE = Shape(hosts=2, submissions=5, workers=1, timeout_s=300.0)
+"""The run the figures below stand for."""
 
 TOKEN = "bench-test-token"
 DEADLINE_S = 15.0
@@ -200,7 +204,7 @@ def test_stream_figures_are_reported_beside_threadwarden() -> None:
         "baseline": [_run("baseline", 1.0) for _ in range(3)],
     }
     runs["threadwarden"][1].streams = _streams(4) | {"console_rss_peak_mib": 120.0}
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0, streams=4)
+    data = report.result(runs, SHAPE, streams=4)
     json.dumps(data)
     assert data["streams"] == 4
     tw = data["threadwarden"]
@@ -232,13 +236,13 @@ def test_a_stream_that_missed_records_makes_the_run_incomplete(streams: dict[str
         ],
         "baseline": [_run("baseline", 1.0)] * 2,
     }
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0, streams=4)
+    data = report.result(runs, SHAPE, streams=4)
     assert not report.complete(data)
 
 
 def test_without_streams_no_stream_rows() -> None:
     runs = {name: [_run(name, 1.0)] for name in report.SIDES}
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
+    data = report.result(runs, SHAPE)
     assert data["threadwarden"]["streams"] is None and data["streams"] == 0
     assert "event streams" not in report.table(data)
 
