@@ -1,5 +1,6 @@
 """What every framework adapter shares: the user turn, memory records, digests, approvals,
-and the unwrapping of the runtime's stops from exception groups."""
+the model steps' tokens spent from a delegation's budget, the errors every adapter judges
+alike, and the unwrapping of the runtime's stops from exception groups."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from opentelemetry import trace
 
 from threadwarden.bindings import AttemptContext, Failed, ThreadRecord
-from threadwarden.errors import InvalidInput
+from threadwarden.errors import BudgetExceeded, InvalidInput
 
 MODEL_TOOL = "model-request"
 """The ``ctx.tool`` name under which each model request is journaled (``tool-call`` /
@@ -27,6 +28,8 @@ RETRY = "threadwarden:retry"
 CALL_DEFERRED = "threadwarden:call-deferred"
 """The recorded result of a tool call that deferred itself (pydantic-ai `CallDeferred`): its
 metadata and kind; the binding asks a person (``ctx.ask``) for the call's result."""
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""HTTP statuses below 500 that say "try again later", not "this request is wrong"."""
 
 
 _tracer = trace.get_tracer("threadwarden.agents")
@@ -72,6 +75,22 @@ def model_span(framework: str, model: str, ctx: AttemptContext) -> AbstractConte
             "threadwarden.thread_id": ctx.thread_id,
         },
     )
+
+
+class BudgetSpent(Exception):
+    """The delegation's budget cannot pay for a model step's tokens (the run fails)."""
+
+
+async def spend(ctx: AttemptContext, model: str, usage: dict[str, int]) -> None:
+    """Pay a model step's recorded tokens from the delegation's budget; `BudgetSpent` when it
+    cannot. Without a budget nothing is paid (the usage is in the step's record)."""
+    if ctx.budget_left is None:
+        return
+    tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    try:
+        await ctx.spend(tokens, note=f"{MODEL_TOOL} {model}")
+    except BudgetExceeded as error:
+        raise BudgetSpent(str(error)) from error
 
 
 def user_prompt(value: Any) -> str:
@@ -129,6 +148,32 @@ async def approve(ctx: AttemptContext, tool: str, args: Any) -> str | None:
     """Ask a person (an inbox wait); None when approved, else the denial the model hears."""
     decision = await ctx.request_approval(approval_reason(tool, args), on_deny="resume")
     return None if decision.approved else denial_message(tool, decision.reason)
+
+
+def transient_status(status: int) -> bool:
+    """Whether an endpoint's HTTP status says "try again later" (a 5xx or `RETRYABLE_STATUS`)."""
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def short(text: object, limit: int = 300) -> str:
+    """``text`` cut to ``limit`` characters, for a reason."""
+    shown = str(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def run_failure(
+    error: Exception, *, usage_limit: type[Exception], bad_output: type[Exception]
+) -> Failed | None:
+    """`Failed` for what every model adapter judges alike: the framework's ``usage_limit``
+    error, its error for an output the model got wrong (``bad_output``), a spent budget
+    (`BudgetSpent`); else None."""
+    if isinstance(error, usage_limit):
+        return Failed(f"usage limit: {error}")
+    if isinstance(error, bad_output):
+        return Failed(f"model output: {short(error)}")
+    if isinstance(error, BudgetSpent):
+        return Failed(f"budget: {error}")
+    return None
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:

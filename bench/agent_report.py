@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.report import Row, cell, figures, top_statements
+from bench.side import Shape
 
 SIDES = ("threadwarden", "bare")
 
@@ -133,22 +134,16 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def result(
-    runs: dict[str, list[AgentRun]],
-    *,
-    threads: int,
-    turns: int,
-    workers: int,
-    top: int,
-    stream: bool = False,
-    readers: int = 0,
+    runs: dict[str, list[AgentRun]], shape: Shape, *, stream: bool = False, readers: int = 0
 ) -> dict[str, Any]:
-    """The JSON object: medians per side, the throughput ratio threadwarden/bare (and the CPU
-    per unit's), and whether any repetition asked the model more often under threadwarden.
-    With ``stream`` (``--stream``, ``readers`` per thread): each side's time to first delta
-    (`AgentRun.first_delta_ms`), their ratio, and whether threadwarden's p50 is within issue
-    31's budget (1.5 × the bare agent's + 50 ms)."""
+    """The JSON object: the ``shape`` run (``hosts`` threads of ``submissions`` turns), medians
+    per side, the throughput ratio threadwarden/bare (and the CPU per unit's), and whether any
+    repetition asked the model more often under threadwarden. With ``stream`` (``--stream``,
+    ``readers`` per thread): each side's time to first delta (`AgentRun.first_delta_ms`), their
+    ratio, and whether threadwarden's p50 is within issue 31's budget (1.5 × the bare agent's +
+    50 ms)."""
     sides = {name: _summary(runs[name]) for name in SIDES}
-    if top:
+    if shape.top:
         sides["threadwarden"]["top_statements"] = [
             {"calls": calls, "total_ms": ms, "query": query}
             for calls, ms, query in runs["threadwarden"][-1].top_statements
@@ -159,9 +154,9 @@ def result(
     budget = None if bare_first is None else round(1.5 * bare_first + 50, 1)
     return {
         "shape": "agent",
-        "hosts": threads,
-        "submissions": turns,
-        "workers": workers,
+        "hosts": shape.hosts,
+        "submissions": shape.submissions,
+        "workers": shape.workers,
         "repeat": len(runs["threadwarden"]),
         "stream": stream,
         "readers": readers if stream else 0,

@@ -48,14 +48,13 @@ from bench import cpu, history, sqlstats
 from bench.agent_report import SIDES, AgentRun
 from bench.agent_support import AGENT, STREAM_DELAY_S, WARM_UP, measured_requests, unit_prompt
 from bench.measure import wait_until
-from bench.procs import ROOT, WorkerCommand, WorkerDied, WorkerGroup, worker_group
-from bench.side import Shape
-from bench.stack import CONSOLE, BenchStack, bench_stack, with_user
+from bench.procs import ROOT, WorkerCommand, WorkerGroup, worker_group
+from bench.side import Shape, drive
+from bench.stack import CONSOLE, BenchStack, bench_stack, connected, with_user
 from bench.streams import StreamWatch, console_command, console_streams
-from bench.threadwarden_run import ThreadwardenSide, threadwarden_argv
+from bench.threadwarden_run import ThreadwardenSide, migrate_ledger, threadwarden_argv
 from tests.helpers.chat_server import ChatServer, chat_server
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
@@ -172,11 +171,7 @@ async def threadwarden_side(
     tag = f"agents-r{rep}-{uuid.uuid4().hex[:6]}"
     database = tag.replace("-", "_")
     dsn = await stack.fresh_database(database)
-    conn = await asyncpg.connect(dsn)
-    try:
-        await migrate(conn)
-    finally:
-        await conn.close()
+    await migrate_ledger(dsn)
     queue = f"bench-{tag}"
     command = _command(stack, dsn, queue, logs / tag / "tw", server.url)
     threads = [f"{tag}-t{n}" for n in range(shape.hosts)]
@@ -186,8 +181,8 @@ async def threadwarden_side(
         ThreadwardenClient.connect(
             Settings(task_queue=queue), Connections(dsn, stack.temporal_address)
         ) as client,
-        _closing(asyncpg.connect(stack.observer_dsn(database))) as observer,
-        _closing(stack.admin()) as admin,
+        connected(stack.observer_dsn(database)) as observer,
+        stack.admin() as admin,
     ):
         await client.submit(f"{tag}-warm", agent_id=AGENT, input=WARM_UP)
         await wait_until(
@@ -284,10 +279,8 @@ async def _drive(
     shape: Shape,
     run: AgentRun,
 ) -> dict[str, Turn]:
-    """Admit every turn (each thread's in order), then poll until all settled or time is up;
-    the turns submitted, by submission id."""
-    units = run.units
-    last = [-1]  # settled turns at the last poll; -1 while still submitting
+    """Admit every turn (each thread's in order), then poll until all settled or time is up
+    (`bench.side.drive`); the turns submitted, by submission id."""
     submitted: dict[str, Turn] = {}
 
     async def submit(t: int, thread: str, turn: int) -> None:
@@ -297,25 +290,14 @@ async def _drive(
         )
         submitted[receipt.submission_id] = (thread, turn, at)
 
-    async def settled() -> int:
-        group.check()
-        last[0] = int(await observer.fetchval(SETTLED, threads))
-        return last[0]
+    async def submit_all() -> None:
+        for turn in range(shape.submissions):
+            await asyncio.gather(*(submit(t, thread, turn) for t, thread in enumerate(threads)))
 
-    started = time.perf_counter()
-    try:
-        async with asyncio.timeout(shape.timeout_s):
-            for turn in range(shape.submissions):
-                await asyncio.gather(*(submit(t, thread, turn) for t, thread in enumerate(threads)))
-            await wait_until(
-                settled, lambda n: n >= units, timeout_s=shape.timeout_s, what="all settled"
-            )
-    except TimeoutError:
-        done = f"{last[0]}/{units} turns settled" if last[0] >= 0 else "still submitting"
-        run.error = f"timeout: {done} after {shape.timeout_s:g}s"
-    except WorkerDied as error:
-        run.error = f"WorkerDied: {error}"
-    run.seconds = time.perf_counter() - started
+    async def settled() -> int:
+        return int(await observer.fetchval(SETTLED, threads))
+
+    await drive(submit_all, settled, group, run, timeout_s=shape.timeout_s, unit="turns")
     return submitted
 
 
@@ -327,15 +309,3 @@ async def _idle(temporal: Client, queue: str) -> None:
         return sum(["host" in r.id async for r in temporal.list_workflows(query)])
 
     await wait_until(open_hosts, lambda n: n == 0, timeout_s=IDLE_DEADLINE_S, what="hosts idle")
-
-
-@contextlib.asynccontextmanager
-async def _closing(
-    opened: Awaitable[asyncpg.Connection[Any]],
-) -> AsyncIterator[asyncpg.Connection[Any]]:
-    """The connection ``opened`` gives, closed on exit."""
-    conn = await opened
-    try:
-        yield conn
-    finally:
-        await conn.close()

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
 
     from bench.procs import WorkerCommand
     from bench.side import Driver
+    from bench.stack import connected
 
 ENTITY_WORKFLOW = "BenchEntity"
 WORK_SIGNAL = "work"
@@ -124,11 +125,8 @@ class BaselineSide:
     )
 
     async def prepare(self, dsn: str) -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
+        async with connected(dsn) as conn:
             await conn.execute(CREATE_TABLE)
-        finally:
-            await conn.close()
 
     def worker_command(
         self, dsn: str, temporal_address: str, task_queue: str, data_dir: Path

@@ -130,14 +130,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-async def bench(args: argparse.Namespace, logs: Path) -> dict[str, list[SideRun]]:
+async def bench(
+    shape: Shape, repeat: int, logs: Path, *, streams: int = 0
+) -> dict[str, list[SideRun]]:
     """Every repetition of both sides; even repetitions start with the baseline."""
-    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
-    sides: list[Side] = [BaselineSide(), ThreadwardenSide(streams=args.streams)]
+    sides: list[Side] = [BaselineSide(), ThreadwardenSide(streams=streams)]
     runs: dict[str, list[SideRun]] = {side.name: [] for side in sides}
     async with bench_stack() as stack:
         temporal = await Client.connect(stack.temporal_address)
-        for rep in range(args.repeat):
+        for rep in range(repeat):
             for side in sides if rep % 2 == 0 else sides[::-1]:
                 runs[side.name].append(await _one(stack, side, shape, rep, temporal, logs))
     return runs
@@ -165,31 +166,32 @@ def _log_dir(chosen: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def _agent_shape(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], str, bool]:
-    """The agent shape's figures, table and completeness (pydantic-ai imported only here)."""
+Outcome = tuple[dict[str, Any], str, bool]
+"""The figures (the JSON object), their readable text, and whether every unit completed."""
+
+
+def _scripted(args: argparse.Namespace, shape: Shape, logs: Path) -> Outcome:
+    """The scripted shape's comparison with the baseline."""
+    runs = asyncio.run(bench(shape, args.repeat, logs, streams=args.streams))
+    data = report.result(runs, shape, streams=args.streams)
+    return data, report.table(data), report.complete(data)
+
+
+def _agent_shape(args: argparse.Namespace, shape: Shape, logs: Path) -> Outcome:
+    """The agent shape's comparison (pydantic-ai imported only here)."""
     from bench.agent_sides import bench_agents
 
-    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
     runs = asyncio.run(
         bench_agents(shape, args.repeat, logs, stream=args.stream, readers=args.readers)
     )
-    data = agent_report.result(
-        runs,
-        threads=args.hosts,
-        turns=args.submissions,
-        workers=args.workers,
-        top=args.top,
-        stream=args.stream,
-        readers=args.readers,
-    )
+    data = agent_report.result(runs, shape, stream=args.stream, readers=args.readers)
     return data, agent_report.table(data), agent_report.complete(data)
 
 
-def _soak(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], str, bool]:
-    """The soak's figures, a readable summary and whether every unit completed."""
+def _soak(args: argparse.Namespace, shape: Shape, logs: Path) -> Outcome:
+    """The soak's figures and a readable summary."""
     from bench.soak import soak
 
-    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
     data = asyncio.run(soak(args.soak, rate=args.rate, shape=shape, logs=logs))
     lines = [
         f"soak {data['seconds']:g} s at {data['rate_units_per_s']} units/s"
@@ -212,21 +214,13 @@ def _soak(args: argparse.Namespace, logs: Path) -> tuple[dict[str, Any], str, bo
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    shape = Shape(args.hosts, args.submissions, args.workers, args.timeout, args.top)
     with _log_dir(args.logs) as logs:
         if args.soak is not None:
-            data, text, complete = _soak(args, logs)
+            data, text, complete = _soak(args, shape, logs)
         elif args.shape == "agent":
-            data, text, complete = _agent_shape(args, logs)
+            data, text, complete = _agent_shape(args, shape, logs)
         else:
-            runs = asyncio.run(bench(args, logs))
-            data = report.result(
-                runs,
-                hosts=args.hosts,
-                submissions=args.submissions,
-                workers=args.workers,
-                top=args.top,
-                streams=args.streams,
-            )
-            text, complete = report.table(data), report.complete(data)
+            data, text, complete = _scripted(args, shape, logs)
     print(json.dumps(data) if args.json else text)
     return 0 if complete else 1

@@ -1,4 +1,5 @@
-"""Temporal-side counts of one measured side, from the histories of its task queue's workflows.
+"""Temporal-side counts of one measured side (`HistoryCounts`), from the histories of its task
+queue's workflows.
 
 Every run on the task queue is listed through visibility (continued-as-new and closed runs
 included), polled until the listing is stable, and each run's full history is fetched:
@@ -19,35 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from temporalio.api.enums.v1 import EventType, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from bench.measure import wait_until
+from bench.measure import HistoryCounts, wait_until
 
 LIST_DEADLINE_S = 30.0
 FETCH_CONCURRENCY = 8
-
-
-@dataclass
-class HistoryCounts:
-    events: int = 0
-    sweeper_events: int = 0
-    activity_timeouts: int = 0
-    workflow_task_timeouts: int = 0
-    activity_failures: int = 0
-    workflow_tasks: int = 0
-    activity_tasks: int = 0
-    local_activities: int = 0
-    runs: int = 0
-    by_type: dict[str, int] = field(default_factory=dict)
-    """The measured workflows' events by type (``WORKFLOW_TASK_STARTED``, …)."""
-    workflow_task_problems: dict[str, int] = field(default_factory=dict)
-    """Workflow tasks timed out by timeout type, and failed by cause (``timed_out:START_TO_CLOSE``,
-    ``failed:UNHANDLED_COMMAND``, …)."""
 
 
 async def list_runs(client: Client, task_queue: str, expected: set[str]) -> list[WorkflowExecution]:

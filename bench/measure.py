@@ -41,6 +41,26 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 
 
 @dataclass
+class HistoryCounts:
+    """What a side's Temporal histories show (`bench.history.count`)."""
+
+    events: int = 0
+    sweeper_events: int = 0
+    activity_timeouts: int = 0
+    workflow_task_timeouts: int = 0
+    activity_failures: int = 0
+    workflow_tasks: int = 0
+    activity_tasks: int = 0
+    local_activities: int = 0
+    runs: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    """The measured workflows' events by type (``WORKFLOW_TASK_STARTED``, …)."""
+    workflow_task_problems: dict[str, int] = field(default_factory=dict)
+    """Workflow tasks timed out by timeout type, and failed by cause (``timed_out:START_TO_CLOSE``,
+    ``failed:UNHANDLED_COMMAND``, …)."""
+
+
+@dataclass
 class SideRun:
     """What one repetition measured on one side. Per-unit figures divide by ``units``."""
 
@@ -52,18 +72,9 @@ class SideRun:
     statements: int = 0
     transactions: int = 0
     pool_resets: int = 0
-    history_events: int = 0
-    sweeper_events: int = 0
-    activity_timeouts: int = 0
-    workflow_task_timeouts: int = 0
-    activity_failures: int = 0
+    history: HistoryCounts = field(default_factory=HistoryCounts)
     log_timeout_lines: int = 0
     failed_passes: int = 0
-    workflow_tasks: int = 0
-    activity_tasks: int = 0
-    local_activities: int = 0
-    events_by_type: dict[str, int] = field(default_factory=dict)
-    workflow_task_problems: dict[str, int] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds of the measured phase by process group (`bench.cpu`): ``workers``,
     ``temporal``, ``postgres`` (the headline sums these) and ``bench`` (the client)."""
@@ -84,6 +95,7 @@ class SideRun:
 
     def figures(self) -> dict[str, Any]:
         served = sum(self.cpu_s.get(name, 0.0) for name in CPU_SERVING)
+        history = self.history
         return {
             "units_per_s": round(self.units_per_s, 2),
             "seconds": round(self.seconds, 3),
@@ -91,12 +103,14 @@ class SideRun:
             "cpu_ms_per_unit_by_process": {
                 name: self._per_unit(1000 * seconds) for name, seconds in self.cpu_s.items()
             },
-            "temporal_tasks_per_unit": self._per_unit(self.workflow_tasks + self.activity_tasks),
-            "workflow_tasks_per_unit": self._per_unit(self.workflow_tasks),
-            "activity_tasks_per_unit": self._per_unit(self.activity_tasks),
-            "local_activities_per_unit": self._per_unit(self.local_activities),
+            "temporal_tasks_per_unit": self._per_unit(
+                history.workflow_tasks + history.activity_tasks
+            ),
+            "workflow_tasks_per_unit": self._per_unit(history.workflow_tasks),
+            "activity_tasks_per_unit": self._per_unit(history.activity_tasks),
+            "local_activities_per_unit": self._per_unit(history.local_activities),
             "history_events_per_unit_by_type": {
-                name: self._per_unit(n) for name, n in sorted(self.events_by_type.items())
+                name: self._per_unit(n) for name, n in sorted(history.by_type.items())
             },
             "latency_ms": {
                 "p50": _round(percentile(self.latencies_ms, 50)),
@@ -105,12 +119,12 @@ class SideRun:
             "sql_statements_per_unit": round(self.statements / self.units, 2),
             "sql_transactions_per_unit": round(self.transactions / self.units, 2),
             "sql_pool_resets_per_unit": round(self.pool_resets / self.units, 2),
-            "history_events_per_unit": round(self.history_events / self.units, 2),
-            "sweeper_history_events": self.sweeper_events,
-            "activity_timeouts": self.activity_timeouts,
-            "workflow_task_timeouts": self.workflow_task_timeouts,
-            "workflow_task_problems": self.workflow_task_problems,
-            "activity_failures": self.activity_failures,
+            "history_events_per_unit": round(history.events / self.units, 2),
+            "sweeper_history_events": history.sweeper_events,
+            "activity_timeouts": history.activity_timeouts,
+            "workflow_task_timeouts": history.workflow_task_timeouts,
+            "workflow_task_problems": history.workflow_task_problems,
+            "activity_failures": history.activity_failures,
             "worker_log_timeout_lines": self.log_timeout_lines,
             "failed_passes": self.failed_passes,
             "completed": self.completed,

@@ -6,25 +6,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.measure import SideRun, summarize
+from bench.side import Shape
 
 SIDES = ("threadwarden", "baseline")
 Row = tuple[str, Callable[[dict[str, Any]], Any]]
 """A table row: its label, and how to pick its figure from one side's medians."""
 
 
-def result(
-    runs: dict[str, list[SideRun]],
-    *,
-    hosts: int,
-    submissions: int,
-    workers: int,
-    top: int,
-    streams: int = 0,
-) -> dict[str, Any]:
-    """The JSON object: medians per side over the repetitions, and their ratio; ``streams``:
-    the event streams requested beside threadwarden's runs (``--streams``)."""
+def result(runs: dict[str, list[SideRun]], shape: Shape, *, streams: int = 0) -> dict[str, Any]:
+    """The JSON object: the ``shape`` run, medians per side over the repetitions, and their
+    ratio; ``streams``: the event streams requested beside threadwarden's runs (``--streams``)."""
     sides = {name: summarize(runs[name]) for name in SIDES}
-    if top:
+    if shape.top:
         for name in SIDES:
             sides[name]["top_statements"] = [
                 {"calls": calls, "total_ms": ms, "query": query}
@@ -36,9 +29,9 @@ def result(
     cpu_ratio = round(tw_cpu / base_cpu, 3) if base_cpu and tw_cpu is not None else None
     return {
         "shape": "scripted",
-        "hosts": hosts,
-        "submissions": submissions,
-        "workers": workers,
+        "hosts": shape.hosts,
+        "submissions": shape.submissions,
+        "workers": shape.workers,
         "streams": streams,
         "repeat": len(runs["threadwarden"]),
         "ratio": ratio,

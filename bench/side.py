@@ -24,7 +24,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +36,7 @@ from temporalio.client import Client
 from bench import cpu, history, sqlstats
 from bench.measure import SideRun, wait_until
 from bench.procs import WorkerCommand, WorkerDied, WorkerGroup, log_counts, worker_group
-from bench.stack import BenchStack
+from bench.stack import BenchStack, connected
 
 logger = logging.getLogger(__name__)
 
@@ -117,15 +117,12 @@ async def run_side(
     await runner.warm_up(f"w-{tag}")
     run = SideRun(side.name, shape.hosts * shape.submissions)
     hosts = [f"{tag}-h{n}" for n in range(shape.hosts)]
-    admin = await stack.admin()
-    try:
+    async with stack.admin() as admin:
         before = await sqlstats.quiet_counters(admin, database)
         await sqlstats.reset(admin)
         await runner.measure(hosts, run)
         after = await sqlstats.quiet_counters(admin, database)
         counted = await sqlstats.statements(admin, database, top=shape.top)
-    finally:
-        await admin.close()
     run.statements = counted.statements
     run.transactions = sqlstats.transactions(
         before, after, counted.observer_calls + counted.console_calls
@@ -168,7 +165,7 @@ class _Runner:
             self.side.driver(
                 self.dsn, self.stack.temporal_address, self.task_queue, submissions
             ) as driver,
-            _observer(self.stack, self.database) as observer,
+            connected(self.stack.observer_dsn(self.database)) as observer,
         ):
             yield group, driver, observer
 
@@ -209,20 +206,54 @@ class _Runner:
         sweeper = self.side.sweeper_id(self.task_queue)
         expected = measured if run.error is None else set()
         runs = await history.list_runs(self.temporal, self.task_queue, expected)
-        counts = await history.count(
+        run.history = await history.count(
             self.temporal, runs, measured=measured.__contains__, sweeper=sweeper
         )
         await history.terminate_open(self.temporal, runs)
-        run.history_events = counts.events
-        run.sweeper_events = counts.sweeper_events
-        run.activity_timeouts = counts.activity_timeouts
-        run.workflow_task_timeouts = counts.workflow_task_timeouts
-        run.activity_failures = counts.activity_failures
-        run.workflow_tasks = counts.workflow_tasks
-        run.activity_tasks = counts.activity_tasks
-        run.local_activities = counts.local_activities
-        run.events_by_type = counts.by_type
-        run.workflow_task_problems = counts.workflow_task_problems
+
+
+class Measured(Protocol):
+    """A repetition's figures that `drive` fills (`SideRun`, the agent shape's `AgentRun`)."""
+
+    units: int
+    seconds: float
+    error: str | None
+
+
+async def drive(
+    submit_all: Callable[[], Awaitable[None]],
+    count_settled: Callable[[], Awaitable[int]],
+    group: WorkerGroup,
+    run: Measured,
+    *,
+    timeout_s: float,
+    unit: str = "units",
+) -> None:
+    """Submit every unit (``submit_all``), then poll ``count_settled`` until all ``run.units``
+    are settled, within ``timeout_s`` of the first submit: ``run.seconds`` from that submit to
+    the poll that saw the last unit settled, or ``run.error`` (the deadline, a worker died)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    last = -1  # settled units at the last poll; -1 while still submitting
+
+    async def settled() -> int:
+        nonlocal last
+        group.check()
+        last = await count_settled()
+        return last
+
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout_at(deadline):
+            await submit_all()
+        remaining = max(deadline - loop.time(), 0.0)
+        await wait_until(settled, lambda n: n >= run.units, timeout_s=remaining, what="all settled")
+    except TimeoutError:
+        done = f"{last}/{run.units} {unit} settled" if last >= 0 else "still submitting"
+        run.error = f"timeout: {done} after {timeout_s:g}s"
+    except WorkerDied as error:
+        run.error = f"WorkerDied: {error}"
+    run.seconds = time.perf_counter() - started
 
 
 async def _drive(
@@ -235,35 +266,21 @@ async def _drive(
     run: SideRun,
     issued: dict[str, float],
 ) -> None:
-    """Submit every unit, then poll the one count query until all are settled or time is up."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + shape.timeout_s
-    total = len(hosts) * shape.submissions
+    """Submit every unit, in order per host, each one's submit time in ``issued``; then poll
+    the side's one count query until all are settled or time is up (`drive`)."""
 
     async def submit_all(host: str) -> None:
         for seq in range(shape.submissions):
             at = time.time()
             issued[await driver.submit(host, seq)] = at
 
-    last = [-1]  # settled units at the last poll; -1 while still submitting
+    async def every_host() -> None:
+        await asyncio.gather(*(submit_all(h) for h in hosts))
 
     async def settled() -> int:
-        group.check()
-        last[0] = int(await observer.fetchval(side.count_sql, list(hosts)))
-        return last[0]
+        return int(await observer.fetchval(side.count_sql, list(hosts)))
 
-    started = time.perf_counter()
-    try:
-        async with asyncio.timeout_at(deadline):
-            await asyncio.gather(*(submit_all(h) for h in hosts))
-        remaining = max(deadline - loop.time(), 0.0)
-        await wait_until(settled, lambda n: n >= total, timeout_s=remaining, what="all settled")
-    except TimeoutError:
-        done = f"{last[0]}/{total} units settled" if last[0] >= 0 else "still submitting"
-        run.error = f"timeout: {done} after {shape.timeout_s:g}s"
-    except WorkerDied as error:
-        run.error = f"WorkerDied: {error}"
-    run.seconds = time.perf_counter() - started
+    await drive(every_host, settled, group, run, timeout_s=shape.timeout_s)
 
 
 async def _quiesce(temporal: Client, workflow_ids: Sequence[str]) -> None:
@@ -297,12 +314,3 @@ async def _completions(
     if len(ok) < len(rows):
         bad = f"{len(rows) - len(ok)} unit(s) settled with another outcome than completed"
         run.error = bad if run.error is None else f"{run.error}; {bad}"
-
-
-@contextlib.asynccontextmanager
-async def _observer(stack: BenchStack, database: str) -> AsyncIterator[asyncpg.Connection[Any]]:
-    conn = await asyncpg.connect(stack.observer_dsn(database))
-    try:
-        yield conn
-    finally:
-        await conn.close()

@@ -18,7 +18,6 @@ import contextlib
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from bench import cpu
 from bench.measure import percentile, wait_until
 from bench.procs import log_counts, worker_group
 from bench.side import Shape, run_side
-from bench.stack import BenchStack, bench_stack
+from bench.stack import BenchStack, bench_stack, connected
 from bench.threadwarden_run import ThreadwardenSide
 
 SOAK_SHARE = 0.6
@@ -81,7 +80,7 @@ async def _soak(
     async with (
         worker_group(command, 1, logs / tag) as group,
         side.driver(dsn, stack.temporal_address, task_queue, 0) as driver,
-        _connection(dsn) as conn,
+        connected(dsn) as conn,
     ):
         before = await _table_sizes(conn)
         limit = asyncio.Semaphore(IN_FLIGHT)
@@ -194,12 +193,3 @@ async def _table_sizes(conn: asyncpg.Connection[Any]) -> dict[str, dict[str, int
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
-
-
-@contextlib.asynccontextmanager
-async def _connection(dsn: str) -> AsyncIterator[asyncpg.Connection[Any]]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        yield conn
-    finally:
-        await conn.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,16 @@ CONSOLE = "bench_console"
 """The role of the console process of ``--streams`` (its statements are counted apart)."""
 ADMIN_DATABASE = "postgres"
 """Where the bench reads server statistics from (its own queries there count for no side)."""
+
+
+@contextlib.asynccontextmanager
+async def connected(dsn: str) -> AsyncIterator[asyncpg.Connection[Any]]:
+    """A connection of its own to ``dsn``, closed on exit."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 def with_user(dsn: str, user: str) -> str:
@@ -59,18 +70,15 @@ class BenchStack:
     def observer_dsn(self, database: str) -> str:
         return with_user(self.dsn(database), OBSERVER)
 
-    async def admin(self) -> asyncpg.Connection[Any]:
+    def admin(self) -> AbstractAsyncContextManager[asyncpg.Connection[Any]]:
         """A connection to the admin database, for statistics and database creation."""
-        return await asyncpg.connect(self.dsn(ADMIN_DATABASE))
+        return connected(self.dsn(ADMIN_DATABASE))
 
     async def fresh_database(self, name: str) -> str:
         """Create the (empty) database ``name`` and return its DSN."""
-        conn = await self.admin()
-        try:
+        async with self.admin() as conn:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
             await conn.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await conn.close()
         return self.dsn(name)
 
 
@@ -78,26 +86,20 @@ async def _start_postgres(path: Path) -> EmbeddedPostgres:
     """Start PostgreSQL with ``pg_stat_statements`` preloaded (one restart on first start)."""
     postgres = EmbeddedPostgres(path)
     await postgres.start(ADMIN_DATABASE)
-    conn = await asyncpg.connect(postgres.dsn(ADMIN_DATABASE))
-    try:
+    async with connected(postgres.dsn(ADMIN_DATABASE)) as conn:
         preloaded = await conn.fetchval("SHOW shared_preload_libraries")
         if "pg_stat_statements" not in str(preloaded):
             await conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
-    finally:
-        await conn.close()
     if "pg_stat_statements" not in str(preloaded):
         postgres.stop()  # the setting is read only at server start
         postgres = EmbeddedPostgres(path)
         await postgres.start(ADMIN_DATABASE)
-    conn = await asyncpg.connect(postgres.dsn(ADMIN_DATABASE))
-    try:
+    async with connected(postgres.dsn(ADMIN_DATABASE)) as conn:
         await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         await conn.execute("SET pg_stat_statements.track_utility = on")  # checks the setting
         for role in (OBSERVER, CONSOLE):
             if not await conn.fetchval("SELECT 1 FROM pg_roles WHERE rolname = $1", role):
                 await conn.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
-    finally:
-        await conn.close()
     return postgres
 
 

@@ -18,11 +18,9 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-import asyncpg
-
 from bench.procs import WorkerCommand
 from bench.side import Driver
-from bench.stack import CONSOLE, with_user
+from bench.stack import CONSOLE, connected, with_user
 from bench.streams import StreamWatch, console_command, console_streams
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.migrations import migrate
@@ -53,6 +51,12 @@ def threadwarden_argv() -> list[str]:
     return [found] if found else [sys.executable, "-m", "threadwarden.cli.main"]
 
 
+async def migrate_ledger(dsn: str) -> None:
+    """Migrate threadwarden's ledger in the database at ``dsn`` (fresh or not)."""
+    async with connected(dsn) as conn:
+        await migrate(conn)
+
+
 class ThreadwardenSide:
     name = "threadwarden"
 
@@ -70,11 +74,7 @@ class ThreadwardenSide:
     )
 
     async def prepare(self, dsn: str) -> None:
-        conn = await asyncpg.connect(dsn)
-        try:
-            await migrate(conn)
-        finally:
-            await conn.close()
+        await migrate_ledger(dsn)
 
     def worker_command(
         self, dsn: str, temporal_address: str, task_queue: str, data_dir: Path

@@ -7,7 +7,7 @@ way whatever the conversation before it: a first request calls the idempotent to
 with ``{"key": key}``, the request after the tool's result answers ``answer for KEY: RESULT``.
 So every turn is two model requests and one tool call (each a journal step), whatever worker
 kills, database stops and failpoints happen in between, and its settlement is known in advance
-(`chaos.workload.answer`).
+(`chaos.planned.answer`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from agents.testing import assistant_message, function_call
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
@@ -29,25 +28,23 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from chaos.workload import AGENT_TOOL as TOOL
-from chaos.workload import OPENAI_AGENTS, PYDANTIC_AI, looked_up
+from chaos.planned import AGENT_TOOL as TOOL
+from chaos.planned import OPENAI_AGENTS, PYDANTIC_AI, looked_up
 from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.agents.openai_agents.testing import FunctionModel as SdkFunctionModel
 from threadwarden.bindings import Binding
 
 
 def _pydantic_ai_reply(messages: list[ModelMessage], _: AgentInfo) -> ModelResponse:
-    returned = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
-    prompts = [
-        str(part.content)
-        for message in messages
-        if isinstance(message, ModelRequest)
-        for part in message.parts
-        if isinstance(part, UserPromptPart)
-    ]
-    key = prompts[-1]
+    """The turn's prompt (in the newest request) is its key; the tool's result (in the request
+    after the lookup call, which names the key) is answered."""
+    parts = messages[-1].parts
+    returned = [p for p in parts if isinstance(p, ToolReturnPart)]
     if returned:
+        (call,) = [p for p in messages[-2].parts if isinstance(p, ToolCallPart)]
+        key = call.args_as_dict()["key"]
         return ModelResponse(parts=[TextPart(f"answer for {key}: {returned[0].content}")])
+    key = next(str(p.content) for p in parts if isinstance(p, UserPromptPart))
     return ModelResponse(parts=[ToolCallPart(TOOL, {"key": key})])
 
 

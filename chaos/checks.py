@@ -1,7 +1,8 @@
 """The ledger check: what the workload dictated against what Postgres holds, as counts.
 
-Pure functions over rows read with plain SQL (`chaos.ledger`), so a hand-made ledger state can
-show that each count catches its violation. A submission is recognised by its input (the
+Pure functions over rows read with plain SQL (`chaos.ledger`, `chaos.rows`), so a hand-made
+ledger state can show that each count catches its violation; each thread's order is counted
+in `chaos.thread_order`. A submission is recognised by its input (the
 text of its first ``say`` step is its workload key), not by its idempotency key, so a retried
 submit that was admitted twice shows up whatever key it carried.
 
@@ -25,21 +26,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeVar
 
-from chaos.workload import (
-    OPTIONAL_KINDS,
-    Ids,
-    Linked,
-    Planned,
-    Record,
-    agent_view,
-    all_planned,
-    message_of,
-)
+from chaos.planned import OPTIONAL_KINDS, Ids, Planned, Record, agent_view, message_of
+from chaos.rows import LedgerIndex, MarkerRow, RecordRow, SubmissionRow, record_id, workload_key
+from chaos.thread_order import fifo_violations, stale_writes
 
 VIOLATIONS = (
     "lost",
@@ -58,46 +50,6 @@ VIOLATIONS = (
     "unlinked_messages",
 )
 """The counts that must all be 0 for a run to pass."""
-
-
-@dataclass(frozen=True)
-class SubmissionRow:
-    submission_id: str
-    thread_id: str
-    sequence: int
-    input: Any
-    state: str
-    outcome: str | None
-    epoch: int
-    parent_submission_id: str | None = None
-    parent_call_step: int | None = None
-    source_message_id: str | None = None
-    """The message a delivery admitted it from."""
-
-
-@dataclass(frozen=True)
-class RecordRow:
-    thread_id: str
-    sequence: int
-    submission_id: str
-    kind: str
-    body: Any
-    epoch: int
-    step: int | None = None
-    record_id: str = ""
-    created_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class MarkerRow:
-    """A child-settled marker (``threadwarden.child_settlements``)."""
-
-    parent_submission_id: str
-    child_submission_id: str
-    outcome: str
-
-
-Row = TypeVar("Row", SubmissionRow, RecordRow)
 
 
 @dataclass
@@ -148,91 +100,6 @@ class Counts:
         return all(getattr(self, name) == 0 for name in VIOLATIONS)
 
 
-def workload_key(row: SubmissionRow) -> str | None:
-    """The workload key in a submission's input (its first step's ``say``, or a framework
-    agent's ``prompt``), or None."""
-    steps = row.input
-    if isinstance(steps, dict):
-        key = steps.get("prompt")
-        return key if isinstance(key, str) else None
-    if isinstance(steps, list) and steps and isinstance(steps[0], dict):
-        key = steps[0].get("say")
-        return key if isinstance(key, str) else None
-    return None
-
-
-def child_thread_for(parent_submission_id: str, step: int) -> str:
-    """The thread threadwarden derives for a call's child (docs/protocol.md)."""
-    return f"child_{parent_submission_id.removeprefix('sub_')}_{step}"
-
-
-class _Ledger:
-    """The rows, indexed the ways the check reads them."""
-
-    def __init__(
-        self,
-        planned: Sequence[Planned],
-        submissions: Sequence[SubmissionRow],
-        records: Sequence[RecordRow],
-    ) -> None:
-        self.wanted = {p.key: p for p in all_planned(list(planned))}
-        self.by_id = {row.submission_id: row for row in submissions}
-        self.by_key: dict[str, list[SubmissionRow]] = defaultdict(list)
-        self.linked: dict[tuple[str, int], list[SubmissionRow]] = defaultdict(list)
-        for row in submissions:
-            self.by_key[workload_key(row) or f"?{row.submission_id}"].append(row)
-            if row.parent_submission_id is not None and row.parent_call_step is not None:
-                self.linked[(row.parent_submission_id, row.parent_call_step)].append(row)
-        self.of_submission: dict[str, list[RecordRow]] = defaultdict(list)
-        for record in sorted(records, key=lambda r: (r.thread_id, r.sequence)):
-            self.of_submission[record.submission_id].append(record)
-
-    def settlements(self, submission_id: str) -> list[RecordRow]:
-        return [r for r in self.of_submission.get(submission_id, []) if r.kind == "settlement"]
-
-    def child(self, parent: SubmissionRow, plan: Planned) -> SubmissionRow | None:
-        """The one child linked to ``parent``'s call at ``plan.call_step`` (None: none, or
-        more than one)."""
-        assert plan.call_step is not None
-        rows = self.linked.get((parent.submission_id, plan.call_step), [])
-        return rows[0] if len(rows) == 1 else None
-
-    def link(self, parent: SubmissionRow, plan: Planned) -> Linked | None:
-        """The child of ``parent``'s call ``plan`` as the parent's records must name it."""
-        row = self.child(parent, plan)
-        if row is None:
-            return None
-        assert plan.call_step is not None
-        thread = plan.thread or child_thread_for(parent.submission_id, plan.call_step)
-        settled = self.settlements(row.submission_id)
-        return Linked(
-            row.submission_id,
-            thread,
-            plan.host or thread,
-            _record_id(settled[0]) if len(settled) == 1 else None,
-        )
-
-    def ids(self, plan: Planned, row: SubmissionRow) -> Ids:
-        """What ``row`` (a submission of ``plan``) names that only the ledger knows."""
-        children: dict[int, Linked] = {}
-        for child in plan.children:
-            link = self.link(row, child)
-            if link is not None and child.call_step is not None:
-                children[child.call_step] = link
-        parent = self.by_id.get(row.parent_submission_id or "")
-        parent_plan = self.wanted.get(plan.parent or "")
-        if (
-            parent is None
-            or parent_plan is None
-            or parent_plan.thread is None
-            or workload_key(parent) != parent_plan.key  # linked to another submission's call
-        ):
-            return Ids(row.submission_id, children)
-        thread = parent_plan.thread
-        linked = Linked(parent.submission_id, thread, parent_plan.host or thread)
-        return Ids(row.submission_id, children, linked)
-
-
 def check(
     planned: Sequence[Planned],
     submissions: Sequence[SubmissionRow],
@@ -241,7 +108,7 @@ def check(
 ) -> Counts:
     """Count every way the ledger departs from what ``planned`` (submissions, their children
     inside) dictates."""
-    ledger = _Ledger(planned, submissions, records)
+    ledger = LedgerIndex(planned, submissions, records)
     counts = Counts(
         submissions=len(planned),
         children=sum(len(plan.children) for plan in planned),
@@ -292,7 +159,7 @@ def check(
     return counts
 
 
-def _check_children(ledger: _Ledger, plan: Planned, row: SubmissionRow, counts: Counts) -> None:
+def _check_children(ledger: LedgerIndex, plan: Planned, row: SubmissionRow, counts: Counts) -> None:
     """A settled parent's calls: each joined once from its one child's one settlement, which
     came first."""
     own = ledger.of_submission.get(row.submission_id, [])
@@ -308,7 +175,7 @@ def _check_children(ledger: _Ledger, plan: Planned, row: SubmissionRow, counts: 
             or len(joins) != 1
             or not isinstance(joins[0].body, dict)
             or joins[0].body.get("submission_id") != child.submission_id
-            or joins[0].body.get("settlement_record_id") != _record_id(settled[0])
+            or joins[0].body.get("settlement_record_id") != record_id(settled[0])
         )
         counts.parents_settled_before_children += _settled_first(parent_settled, settled)
 
@@ -323,10 +190,6 @@ def _settled_first(parent: Sequence[RecordRow], child: Sequence[RecordRow]) -> b
     if first_parent is None or last_child is None:
         return False  # no timestamps to compare (a hand-made ledger)
     return last_child > first_parent
-
-
-def _record_id(record: RecordRow) -> str:
-    return record.record_id or f"{record.thread_id}:{record.sequence}"
 
 
 def _history(own: Sequence[RecordRow]) -> list[Record]:
@@ -374,7 +237,7 @@ def duplicate_joins(records: Sequence[RecordRow]) -> int:
     return sum(n - 1 for n in joins.values())
 
 
-def duplicate_children(ledger: _Ledger) -> int:
+def duplicate_children(ledger: LedgerIndex) -> int:
     """Children beyond the first of each (parent, step), and children linked to a call no
     script made (a parent not in the workload, or a step its script has no call at)."""
     extra = 0
@@ -407,7 +270,7 @@ def wrong_child_markers(submissions: Sequence[SubmissionRow], markers: Sequence[
     return wrong
 
 
-def unlinked_messages(ledger: _Ledger) -> int:
+def unlinked_messages(ledger: LedgerIndex) -> int:
     """Rows of planned messages whose ``source_message_id`` is not their message as their
     sender's row sent it (none: no sender row, or a row admitted from elsewhere)."""
     unlinked = 0
@@ -420,65 +283,3 @@ def unlinked_messages(ledger: _Ledger) -> int:
             row.source_message_id not in sent for row in ledger.by_key.get(plan.key, [])
         )
     return unlinked
-
-
-def fifo_violations(submissions: Sequence[SubmissionRow], records: Sequence[RecordRow]) -> int:
-    """Per thread, consecutive submissions (in admitted order) that break FIFO: the later one
-    is one of the run's own admitted out of the order they were submitted in (compared with the
-    lane's last own one before it: messages and strangers in between have no place in that
-    order), or the later one wrote a record before the earlier one settled or after it (every
-    record of the earlier one, settlement included, comes first)."""
-    settled: set[str] = set()
-    spans: dict[str, tuple[int, int]] = {}
-    for record in records:
-        if record.kind == "settlement":
-            settled.add(record.submission_id)
-        low, high = spans.get(record.submission_id, (record.sequence, record.sequence))
-        spans[record.submission_id] = (min(low, record.sequence), max(high, record.sequence))
-    violations = 0
-    for lane in _lanes(submissions):
-        previous = -1  # the submission order of the lane's last own submission so far
-        for earlier, later in zip(lane, lane[1:], strict=False):
-            previous = _order(earlier) if _order(earlier) >= 0 else previous
-            violations += previous > _order(later) >= 0 or _served_first(
-                earlier.submission_id, later.submission_id, spans, settled
-            )
-    return violations
-
-
-def _served_first(
-    earlier: str, later: str, spans: dict[str, tuple[int, int]], settled: set[str]
-) -> bool:
-    """Whether ``later`` wrote a record before ``earlier`` (ahead of it) was done."""
-    if later not in spans:
-        return False
-    return earlier not in settled or spans[later][0] < spans[earlier][1]
-
-
-def _lanes(rows: Iterable[Row]) -> list[list[Row]]:
-    """The rows grouped by thread, each group in sequence order."""
-    lanes: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        lanes[row.thread_id].append(row)
-    return [sorted(lane, key=lambda r: r.sequence) for lane in lanes.values()]
-
-
-def _order(row: SubmissionRow) -> int:
-    """The submission's place in its thread's order of submission (from its workload key);
-    -1 for one that is not the run's own (a message's ``….m0``, a child's ``….c0``)."""
-    key = workload_key(row) or ""
-    _, _, n = key.rpartition(".")
-    return int(n) if n.isdigit() else -1
-
-
-def stale_writes(submissions: Sequence[SubmissionRow], records: Sequence[RecordRow]) -> int:
-    """Records written under an older epoch after a newer one on their thread, and settlements
-    not written at their submission's final epoch."""
-    final_epoch = {row.submission_id: row.epoch for row in submissions}
-    stale = 0
-    for lane in _lanes(records):
-        stale += sum(a.epoch > b.epoch for a, b in zip(lane, lane[1:], strict=False))
-    stale += sum(
-        r.kind == "settlement" and r.epoch != final_epoch.get(r.submission_id) for r in records
-    )
-    return stale

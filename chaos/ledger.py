@@ -10,7 +10,7 @@ from typing import Any
 
 import asyncpg
 
-from chaos.checks import MarkerRow, RecordRow, SubmissionRow
+from chaos.rows import MarkerRow, RecordRow, SubmissionRow
 
 PROGRESS_SQL = (
     "SELECT count(*) FILTER (WHERE state = 'settled') AS settled, count(*) AS admitted"
@@ -51,42 +51,15 @@ async def unquiet_hosts(conn: asyncpg.Connection[Any]) -> int:
 async def read_ledger(
     conn: asyncpg.Connection[Any],
 ) -> tuple[list[SubmissionRow], list[RecordRow], list[MarkerRow]]:
-    """Every submission, every canonical record and every child-settled marker."""
+    """Every submission, every canonical record and every child-settled marker (each row's
+    columns are its fields)."""
     submissions = [
-        SubmissionRow(
-            submission_id=r["submission_id"],
-            thread_id=r["thread_id"],
-            sequence=r["sequence"],
-            input=json.loads(r["input"]),
-            state=r["state"],
-            outcome=r["outcome"],
-            epoch=r["epoch"],
-            parent_submission_id=r["parent_submission_id"],
-            parent_call_step=r["parent_call_step"],
-            source_message_id=r["source_message_id"],
-        )
-        for r in await conn.fetch(SUBMISSIONS_SQL)
+        SubmissionRow(**{**row, "input": json.loads(row["input"])})
+        for row in await conn.fetch(SUBMISSIONS_SQL)
     ]
     records = [
-        RecordRow(
-            thread_id=r["thread_id"],
-            sequence=r["sequence"],
-            submission_id=r["submission_id"],
-            kind=r["kind"],
-            body=json.loads(r["body"]),
-            epoch=r["epoch"],
-            step=r["step"],
-            record_id=r["record_id"],
-            created_at=r["created_at"],
-        )
-        for r in await conn.fetch(RECORDS_SQL)
+        RecordRow(**{**row, "body": json.loads(row["body"])})
+        for row in await conn.fetch(RECORDS_SQL)
     ]
-    markers = [
-        MarkerRow(
-            parent_submission_id=r["parent_submission_id"],
-            child_submission_id=r["child_submission_id"],
-            outcome=r["outcome"],
-        )
-        for r in await conn.fetch(MARKERS_SQL)
-    ]
+    markers = [MarkerRow(**row) for row in await conn.fetch(MARKERS_SQL)]
     return submissions, records, markers

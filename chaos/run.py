@@ -33,10 +33,11 @@ from bench.threadwarden_run import ThreadwardenSide
 from chaos import ledger
 from chaos.checks import check
 from chaos.faults import DEFAULT_FAILPOINTS, Fault, failpoints_fired, inject, plan_faults
+from chaos.planned import Planned
 from chaos.report import report
 from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
-from chaos.workload import Planned, plan_workload
+from chaos.workload import plan_workload
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
 from threadwarden.worker.runtime import Connections
@@ -151,12 +152,9 @@ async def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
                 outcome.error = f"not converged within {options.timeout_s:g}s"
         finally:
             await workers.stop()
-        conn = await stack.connect()
-        try:
+        async with stack.connect() as conn:
             counts = check(planned, *await ledger.read_ledger(conn))
             unquiet = await ledger.unquiet_hosts(conn)
-        finally:
-            await conn.close()
         fired = failpoints_fired(workers.stderr_files)
     seconds = time.monotonic() - started
     return report(options, counts, outcome, fired, unquiet, workers, seconds)
@@ -270,18 +268,14 @@ def _settled_share(progress: Progress, total: int, nth: int, of: int) -> Callabl
 
 async def _quiet(stack: ChaosStack) -> None:
     """Wait until every host acknowledged its work and cleared its alarm (bounded)."""
-    conn = await stack.connect()
-    try:
-        await wait_until(
-            lambda: ledger.unquiet_hosts(conn),
-            lambda n: n == 0,
-            timeout_s=QUIET_AFTER_S,
-            what="every host quiet",
-        )
-    except TimeoutError:
-        pass  # reported as unquiet_hosts
-    finally:
-        await conn.close()
+    async with stack.connect() as conn:
+        with contextlib.suppress(TimeoutError):  # reported as unquiet_hosts
+            await wait_until(
+                lambda: ledger.unquiet_hosts(conn),
+                lambda n: n == 0,
+                timeout_s=QUIET_AFTER_S,
+                what="every host quiet",
+            )
 
 
 def _command(stack: ChaosStack, options: Options) -> Callable[[int, int], WorkerCommand]:

@@ -11,13 +11,15 @@ import asyncio
 import contextlib
 import tempfile
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from threadwarden.ledger.migrations import migrate
+from bench.stack import connected
+from bench.threadwarden_run import migrate_ledger
 from threadwarden.worker.embedded import DATABASE, EmbeddedPostgres, TemporalDevServer
 
 RESTART_TIMEOUT_S = 60
@@ -77,8 +79,9 @@ class ChaosStack:
     database_url: str
     scratch: Path
 
-    async def connect(self) -> asyncpg.Connection[Any]:
-        return await asyncpg.connect(self.database_url)
+    def connect(self) -> AbstractAsyncContextManager[asyncpg.Connection[Any]]:
+        """A connection to the ledger's database, closed on exit."""
+        return connected(self.database_url)
 
 
 @contextlib.asynccontextmanager
@@ -91,11 +94,7 @@ async def chaos_stack(scratch: Path | None = None) -> AsyncIterator[ChaosStack]:
         postgres = HardStoppablePostgres(root / "pg")
         cleanup.callback(postgres.stop)
         database_url = await postgres.start(DATABASE)
-        conn = await asyncpg.connect(database_url)
-        try:
-            await migrate(conn)
-        finally:
-            await conn.close()
+        await migrate_ledger(database_url)
         temporal = RestartableTemporal(root / "temporal.db", ui=False)
         cleanup.callback(temporal.stop)
         await temporal.start()

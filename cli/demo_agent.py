@@ -5,7 +5,8 @@ The customer asks for a refund. The model looks the order up (an idempotent tool
 refund (a side effect with ``requires_approval=True``: an inbox wait, which the demo approves)
 and answers with what the refund tool returned: three model requests and two tools, each one
 journal step (``tool-call``/``tool-result`` records) in the live feed. Imported only by
-`threadwarden.cli.demo`, and only when it runs: pydantic-ai is the ``pydantic-ai`` extra.
+`threadwarden.cli.demo_scenario`, and only when the demo runs: pydantic-ai is the
+``pydantic-ai`` extra.
 """
 
 from __future__ import annotations

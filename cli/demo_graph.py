@@ -4,7 +4,8 @@
 A tailor reserves a jacket, asks the customer which size (LangGraph's ``interrupt``: an inbox
 question, which the demo answers) and ships it. The graph runs on a checkpointer in the ledger:
 ``reserve`` ran before the question and never runs again after the answer. Imported only by
-`threadwarden.cli.demo`, and only when it runs: LangGraph is the ``langgraph`` extra.
+`threadwarden.cli.demo_scenario`, and only when the demo runs: LangGraph is the ``langgraph``
+extra.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from threadwarden.cli import commands
 from threadwarden.cli.output import print_error
 from threadwarden.cli.parser import UsageError, build_parser
 from threadwarden.errors import (
-    DecisionConflict,
     HostMismatch,
     IdempotencyConflict,
     InvalidInput,
@@ -34,19 +33,28 @@ from threadwarden.errors import (
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input
-from threadwarden.worker.settings import Settings, with_temporal_envconfig
+from threadwarden.worker.envconfig import with_temporal_envconfig
+from threadwarden.worker.settings import Settings
 
 __all__ = ["build_parser", "main"]
 
-BAD_INPUT = (InvalidInput, IdempotencyConflict, HostMismatch, NotWaiting, ThreadBusy)
-FIELD_OF = {
+FIELD_OF: dict[type[ThreadwardenError], str] = {
     IdempotencyConflict: "idempotency_key",
     HostMismatch: "host",
     ThreadBusy: "thread",
     NotWaiting: "submission",
-    DecisionConflict: "submission",
 }
-"""The field a bad-input error other than `InvalidInput` (which names its own) is about."""
+"""The bad-input errors other than `InvalidInput` (which names its own field), each with the
+field it is about; a subclass (`DecisionConflict` is a `NotWaiting`) is about its base's."""
+BAD_INPUT: tuple[type[ThreadwardenError], ...] = (InvalidInput, *FIELD_OF)
+"""The errors that exit 2: the caller's input or decision is wrong, nothing was written."""
+
+
+def _field_of(error: ThreadwardenError) -> str | None:
+    """The field a bad-input error is about."""
+    if isinstance(error, InvalidInput):
+        return error.field
+    return next((FIELD_OF[kind] for kind in type(error).__mro__ if kind in FIELD_OF), None)
 
 
 def error_code(error: BaseException) -> str:
@@ -194,7 +202,7 @@ def _execute(args: argparse.Namespace, as_json: bool) -> int:
             prog="threadwarden",
         )
     except BAD_INPUT as error:
-        named = error.field if isinstance(error, InvalidInput) else FIELD_OF[type(error)]
+        named = _field_of(error)
         if args.verbose and error.__cause__ is not None:  # e.g. the error inside --bindings
             _print_traceback(error.__cause__, settings)
         return _fail(error, str(error), code=2, field=named, as_json=as_json, settings=settings)

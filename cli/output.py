@@ -161,3 +161,8 @@ def print_inbox(page: InboxPage, *, as_json: bool) -> None:
     )
     if page.more:
         print(f"(more wait: showing the oldest {len(page.entries)}; raise --limit)")
+
+
+def print_line(text: str) -> None:
+    """One line on stdout at once (flushed): a long-running command's progress, read as it comes."""
+    print(text, flush=True)

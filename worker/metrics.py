@@ -21,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 import asyncpg
 from opentelemetry import metrics, trace
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.metrics import CallbackOptions, CallbackT, Counter, Histogram, Meter, Observation
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CollectorRegistry
@@ -51,59 +51,59 @@ LATENCY_SECONDS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 14400.0
 """Submit-to-settle spans waits for people too (an approval may take hours)."""
 
 
+INSTRUMENTS = {
+    "submissions_admitted": "Submissions admitted by this process (message deliveries)",
+    "submissions_settled": "Submissions settled by an attempt, by outcome",
+    "passes": "Maintenance passes finished, by outcome",
+    "binding_retries": "Heads backed off because no worker with their binding took them",
+    "stale_fence_refusals": "Pass steps refused by the fence (a newer pass or attempt took over)",
+    "publications": "Records published to the sinks",
+    "messages_delivered": "Messages between threads delivered",
+    "pass_duration": "From a pass's begin to its finish, by outcome",
+    "attempt_duration": "Head attempts (run_head), by how they ended",
+    "submission_latency": "From admission to settlement, for submissions an attempt settled here",
+    "submissions": "Nonterminal submissions by state (suspended: waiting for approval)",
+    "oldest_overdue_alarm": "How long the earliest alarm in the past is overdue (0: none)",
+    "outbox_backlog": "Records not yet published to every sink",
+    "message_backlog": "Messages between threads not yet delivered",
+}
+"""Every instrument of threadwarden's, ``threadwarden_<name>``, with its description (the
+Prometheus ``HELP``; docs/operations.md, Metrics, says more)."""
+
+
+def _counter(meter: Meter, name: str) -> Counter:
+    return meter.create_counter(f"threadwarden_{name}", unit="1", description=INSTRUMENTS[name])
+
+
+def _histogram(meter: Meter, name: str, buckets: Sequence[float]) -> Histogram:
+    return meter.create_histogram(
+        f"threadwarden_{name}",
+        unit="s",
+        description=INSTRUMENTS[name],
+        explicit_bucket_boundaries_advisory=buckets,
+    )
+
+
+def _gauge(meter: Meter, name: str, unit: str, callback: CallbackT) -> None:
+    meter.create_observable_gauge(
+        f"threadwarden_{name}", callbacks=[callback], unit=unit, description=INSTRUMENTS[name]
+    )
+
+
 class DomainMetrics:
     """The instruments of threadwarden's own work, on one meter."""
 
     def __init__(self, meter: Meter) -> None:
-        self.admitted = meter.create_counter(
-            "threadwarden_submissions_admitted",
-            unit="1",
-            description="Submissions admitted by this process (message deliveries)",
-        )
-        self.settled = meter.create_counter(
-            "threadwarden_submissions_settled",
-            unit="1",
-            description="Submissions settled by an attempt, by outcome",
-        )
-        self.passes = meter.create_counter(
-            "threadwarden_passes", unit="1", description="Maintenance passes finished, by outcome"
-        )
-        self.binding_retries = meter.create_counter(
-            "threadwarden_binding_retries",
-            unit="1",
-            description="Heads backed off because no worker with their binding took them",
-        )
-        self.stale_refusals = meter.create_counter(
-            "threadwarden_stale_fence_refusals",
-            unit="1",
-            description="Pass steps refused by the fence (a newer pass or attempt took over)",
-        )
-        self.publications = meter.create_counter(
-            "threadwarden_publications", unit="1", description="Records published to the sinks"
-        )
-        self.delivered = meter.create_counter(
-            "threadwarden_messages_delivered",
-            unit="1",
-            description="Messages between threads delivered",
-        )
-        self.pass_duration = meter.create_histogram(
-            "threadwarden_pass_duration",
-            unit="s",
-            description="From a pass's begin to its finish, by outcome",
-            explicit_bucket_boundaries_advisory=SECONDS,
-        )
-        self.attempt_duration = meter.create_histogram(
-            "threadwarden_attempt_duration",
-            unit="s",
-            description="Head attempts (run_head), by how they ended",
-            explicit_bucket_boundaries_advisory=SECONDS,
-        )
-        self.latency = meter.create_histogram(
-            "threadwarden_submission_latency",
-            unit="s",
-            description="From admission to settlement, for submissions an attempt settled here",
-            explicit_bucket_boundaries_advisory=LATENCY_SECONDS,
-        )
+        self.admitted = _counter(meter, "submissions_admitted")
+        self.settled = _counter(meter, "submissions_settled")
+        self.passes = _counter(meter, "passes")
+        self.binding_retries = _counter(meter, "binding_retries")
+        self.stale_refusals = _counter(meter, "stale_fence_refusals")
+        self.publications = _counter(meter, "publications")
+        self.delivered = _counter(meter, "messages_delivered")
+        self.pass_duration = _histogram(meter, "pass_duration", SECONDS)
+        self.attempt_duration = _histogram(meter, "attempt_duration", SECONDS)
+        self.latency = _histogram(meter, "submission_latency", LATENCY_SECONDS)
         self._starts: OrderedDict[tuple[str, int], datetime] = OrderedDict()
 
     def pass_began(self, host_id: str, epoch: int, started: datetime) -> None:
@@ -187,30 +187,10 @@ class WorkerTelemetry:
         self._gauges: LedgerGauges | None = None
         self._read_at = -float("inf")
         self._lock = asyncio.Lock()
-        meter.create_observable_gauge(
-            "threadwarden_submissions",
-            callbacks=[self._submissions],
-            unit="1",
-            description="Nonterminal submissions by state (suspended: waiting for approval)",
-        )
-        meter.create_observable_gauge(
-            "threadwarden_oldest_overdue_alarm",
-            callbacks=[self._single("oldest_overdue_alarm_s")],
-            unit="s",
-            description="How long the earliest alarm in the past is overdue (0: none)",
-        )
-        meter.create_observable_gauge(
-            "threadwarden_outbox_backlog",
-            callbacks=[self._single("outbox_backlog")],
-            unit="1",
-            description="Records not yet published to every sink",
-        )
-        meter.create_observable_gauge(
-            "threadwarden_message_backlog",
-            callbacks=[self._single("message_backlog")],
-            unit="1",
-            description="Messages between threads not yet delivered",
-        )
+        _gauge(meter, "submissions", "1", self._submissions)
+        _gauge(meter, "oldest_overdue_alarm", "s", self._single("oldest_overdue_alarm_s"))
+        _gauge(meter, "outbox_backlog", "1", self._single("outbox_backlog"))
+        _gauge(meter, "message_backlog", "1", self._single("message_backlog"))
 
     async def refresh_gauges(self) -> None:
         """Read the ledger gauges unless the last reading is recent enough."""

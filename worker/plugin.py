@@ -4,7 +4,6 @@ attempts run on one task queue per agent, polled only by workers that have that 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -24,7 +23,6 @@ from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.service import ConnectConfig, ServiceClient
 from temporalio.worker import (
     FixedSizeSlotSupplier,
-    PollerBehaviorSimpleMaximum,
     Replayer,
     ReplayerConfig,
     Worker,
@@ -32,41 +30,18 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from threadwarden.activities.attempt import AttemptActivities, HeadRunner
-from threadwarden.activities.auxiliary import AuxiliaryActivities
-from threadwarden.activities.maintenance import MaintenanceActivities
-from threadwarden.activities.pass_steps import PassLimits, PassSteps
-from threadwarden.activities.pollers import HeadPollers
-from threadwarden.activities.sweep import SweepActivities
-from threadwarden.activities.wake import Waker
 from threadwarden.bindings import Binding, BindingRegistry
 from threadwarden.errors import ThreadwardenError
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
-from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts
-from threadwarden.ledger.checkpoints import Checkpoints
-from threadwarden.ledger.children import Children
-from threadwarden.ledger.deltas import Deltas
-from threadwarden.ledger.host_work import HostWork
-from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.ledger.messages import Messages
 from threadwarden.ledger.migrations import verify
-from threadwarden.ledger.operator import Operator
-from threadwarden.ledger.pool import new_pool
-from threadwarden.ledger.projection import Projection
-from threadwarden.ledger.publication import NotifySink
-from threadwarden.ledger.sweep import Sweeps
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
+from threadwarden.worker.assembly import Assembler, Assembly
+from threadwarden.worker.capacity import activity_budget, head_queues
+from threadwarden.worker.head_workers import HEARTBEAT_THROTTLE, running_heads
 from threadwarden.worker.health import MetricsEndpoint, serving
-from threadwarden.worker.metrics import (
-    ActivityMetering,
-    CountedPublications,
-    MeteredRuntime,
-    WorkerTelemetry,
-    global_metrics,
-)
+from threadwarden.worker.metrics import MeteredRuntime
 from threadwarden.worker.settings import Settings, worker_capacity
 from threadwarden.worker.slots import SharedSlots
 from threadwarden.worker.telemetry import interceptors
@@ -76,66 +51,12 @@ from threadwarden.workflows.sweeper import SweeperWorkflow
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_THROTTLE = timedelta(seconds=2)
-"""Longest delay before a heartbeat (and so a cancellation) reaches the server."""
-HEAD_POLLERS = 3
-"""Activity polls an agent's task queue keeps open (each holds a slot while it waits). Waiting
-polls let the server hand a head over at once instead of from its backlog (bench, 4×25: 1 poll
-0.37–0.43 of bare Temporal, 5 polls 0.50–0.53)."""
-PINNED_POLLERS = 1
-"""Activity polls of an agent-at-digest queue (only submissions pinned to a digest use it)."""
-MAIN_POLLERS = 2
-"""Activity polls of ``threadwarden worker``'s main task queue (only the auxiliary activities
-run there: publication, deliveries, host waves, projection backfill)."""
-
-
-def head_heartbeat_throttle(settings: Settings) -> timedelta:
-    """How often a head attempt's heartbeats reach the server at most: every lease renewal,
-    and at least every `HEARTBEAT_THROTTLE`.
-
-    The head's heartbeat timeout is the lease (``lease_ms``). The SDK sends heartbeats no more
-    often than its throttle; were that 2 s against a 3 s lease, one late second anywhere (the
-    event loop, the RPC, a busy server) would time the attempt out. Throttled to the renewal
-    interval, the timeout allows as many late beats as the lease allows failed renewals."""
-    return min(HEARTBEAT_THROTTLE, timedelta(milliseconds=settings.lease_renew_ms))
-
 
 def default_registry() -> BindingRegistry:
     """A registry holding the built-in ``scripted`` binding."""
     registry = BindingRegistry()
     registry.register(scripted_binding())
     return registry
-
-
-def head_queues(task_queue: str, registry: BindingRegistry) -> dict[str, int]:
-    """The agent task queues a worker with ``registry`` polls, with their polls: per binding,
-    the agent's queue (unpinned submissions) and the agent-at-its-digest queue (submissions
-    pinned to it)."""
-    queues: dict[str, int] = {}
-    for agent_id in registry.agent_ids():
-        digest = registry.bindings[agent_id].digest
-        queues[c.head_task_queue(task_queue, agent_id)] = HEAD_POLLERS
-        queues[c.head_task_queue(task_queue, agent_id, digest)] = PINNED_POLLERS
-    return queues
-
-
-def activity_budget(settings: Settings, registry: BindingRegistry) -> int:
-    """Activity slots of one process, shared by the main task queue and the agent queues:
-    ``max_concurrent_activities`` plus one per poller, since a waiting poll holds a slot (so an
-    idle agent queue never starves a busy one)."""
-    pollers = MAIN_POLLERS + sum(head_queues(settings.task_queue, registry).values())
-    return worker_capacity(settings).activities + pollers
-
-
-def pool_size(settings: Settings, registry: BindingRegistry) -> int:
-    """Connections a worker's pool needs: one per slot of `activity_budget` and per
-    local-activity slot, plus the reserve (`Settings.capacity`). An explicit ``pool_max_size``
-    is kept as given; when it is smaller, a worker busy on every queue at once waits for
-    connections (up to ``pool_acquire_timeout_ms``, then `PoolExhausted`: the pass retries)."""
-    capacity = worker_capacity(settings)
-    if settings.pool_max_size is not None:
-        return settings.pool_max_size
-    return capacity.pool_size + activity_budget(settings, registry) - capacity.activities
 
 
 async def verify_search_attributes(client: Client) -> None:
@@ -178,18 +99,6 @@ def pydantic_compatible(converter: DataConverter) -> DataConverter:
     if converter.payload_converter_class is DefaultPayloadConverter:
         return dataclasses.replace(converter, payload_converter_class=PydanticPayloadConverter)
     return converter
-
-
-@dataclasses.dataclass
-class _Assembly:
-    """One worker's threadwarden parts, built with its client and pool."""
-
-    pool: asyncpg.Pool[Any]
-    owns_pool: bool
-    main: list[Callable[..., Any]]
-    run_head: Callable[..., Any]
-    telemetry: WorkerTelemetry | None = None
-    """The worker's own metrics pipeline, when ``metrics_address`` asks for an endpoint."""
 
 
 class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
@@ -236,15 +145,19 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                     "database: expected a DSN or a pool (or THREADWARDEN_DATABASE_URL)"
                 )
             database = self.settings.database_url.get_secret_value()
-        self._database = database
-        self._sinks = list(sinks)
-        self._host = host
-        self._failpoints = failpoints or Failpoints.from_spec(self.settings.failpoints)
+        self._assembler = Assembler(
+            settings=self.settings,
+            registry=self.registry,
+            database=database,
+            sinks=list(sinks),
+            host=host,
+            failpoints=failpoints or Failpoints.from_spec(self.settings.failpoints),
+        )
         self._sweeper = sweeper
         self.activity_slots = SharedSlots(activity_budget(self.settings, self.registry))
         """The process's activity slots: the agent queues' workers take theirs from here, and a
         main worker may too (``threadwarden worker`` does, through `tuner`)."""
-        self._assemblies: list[_Assembly] = []
+        self._assemblies: list[Assembly] = []
 
     def name(self) -> str:
         return "threadwarden"
@@ -291,7 +204,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                 "ThreadwardenPlugin: the worker's client has the default payload converter;"
                 " register the plugin on the Client (Client.connect(..., plugins=[plugin]))"
             )
-        assembly = self._assemble(client)
+        assembly = self._assembler.assemble(client)
         self._assemblies.append(assembly)
         config["activities"] = [*config.get("activities", []), *assembly.main]
         config["workflows"] = [*config.get("workflows", []), HostWorkflow, SweeperWorkflow]
@@ -316,7 +229,7 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
                 await assembly.pool.close()
 
     async def _run(
-        self, worker: Worker, assembly: _Assembly, next: Callable[[Worker], Awaitable[None]]
+        self, worker: Worker, assembly: Assembly, next: Callable[[Worker], Awaitable[None]]
     ) -> None:
         client = worker.client
         if assembly.owns_pool:
@@ -325,20 +238,21 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             await verify(conn)
         await verify_search_attributes(client)
         async with contextlib.AsyncExitStack() as stack:
-            heads = [
-                self._head_worker(client, queue, polls, assembly)
-                for queue, polls in head_queues(self.task_queue, self.registry).items()
-            ]
-            for head in heads:
-                await stack.enter_async_context(head)
-            _stop_heads_with(worker, heads)
+            heads = running_heads(
+                worker,
+                head_queues(self.task_queue, self.registry),
+                run_head=assembly.run_head,
+                slots=self.activity_slots,
+                settings=self.settings,
+            )
+            await stack.enter_async_context(heads)
             if self._sweeper:
                 await start_sweeper(client, self.task_queue)
             await self._serve_metrics(stack, worker, assembly)
             await next(worker)
 
     async def _serve_metrics(
-        self, stack: contextlib.AsyncExitStack, worker: Worker, assembly: _Assembly
+        self, stack: contextlib.AsyncExitStack, worker: Worker, assembly: Assembly
     ) -> None:
         """The worker's endpoint (with the Temporal SDK's metrics appended, when its client's
         runtime renders them) until the worker stops."""
@@ -356,136 +270,6 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
             else None,
         )
         await stack.enter_async_context(serving(endpoint, bind))
-
-    def _head_worker(self, client: Client, queue: str, polls: int, assembly: _Assembly) -> Worker:
-        return Worker(
-            client,
-            task_queue=queue,
-            activities=[assembly.run_head],
-            tuner=WorkerTuner.create_composite(
-                workflow_supplier=FixedSizeSlotSupplier(1),
-                activity_supplier=self.activity_slots,
-                local_activity_supplier=FixedSizeSlotSupplier(1),
-                nexus_supplier=FixedSizeSlotSupplier(1),
-            ),
-            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(polls),
-            max_cached_workflows=0,
-            max_heartbeat_throttle_interval=head_heartbeat_throttle(self.settings),
-        )
-
-    def _assemble(self, client: Client) -> _Assembly:
-        settings = self.settings
-        owns = isinstance(self._database, str)
-        pool: asyncpg.Pool[Any]
-        if isinstance(self._database, str):
-            pool = new_pool(
-                self._database,
-                max_size=pool_size(settings, self.registry),
-                acquire_timeout_ms=settings.pool_acquire_timeout_ms,
-            )
-        else:
-            pool = self._database
-        delay = settings.timing.minimum_alarm_delay
-        failpoints = self._failpoints
-        telemetry = None
-        if settings.metrics_bind is not None:
-            interval_s = settings.metrics_gauge_interval_ms / 1000
-            telemetry = WorkerTelemetry(pool, gauge_interval_s=interval_s)
-        metering = ActivityMetering(
-            telemetry.domain if telemetry else global_metrics(),
-            pass_deadline_ms=settings.pass_deadline_ms,
-        )
-        maintenance = Maintenance(pool, settings.timing)
-        publications = CountedPublications(pool, [NotifySink(pool), *self._sinks], metering.domain)
-        admissions = Admissions(pool, minimum_alarm_delay_ms=delay)
-        auxiliary = AuxiliaryActivities(
-            publications=publications,
-            messages=Messages(pool, admissions),
-            projection=Projection(pool, minimum_alarm_delay_ms=delay),
-            host=self._host,
-            host_work=HostWork(pool, minimum_alarm_delay_ms=delay),
-            client=client,
-            task_queue=settings.task_queue,
-            failpoints=failpoints,
-            claim_timeout_ms=settings.message_claim_timeout_ms,
-            projection_timeout_ms=settings.projection_dispatch_timeout_ms,
-        )
-        waker = Waker(client, task_queue=settings.task_queue)
-        pass_steps = PassSteps(
-            maintenance,
-            failpoints=failpoints,
-            host=self._host,
-            limits=PassLimits(
-                yield_after_ms=settings.yield_after_ms,
-                pass_deadline_ms=settings.pass_deadline_ms,
-                head_heartbeat_ms=settings.lease_ms,
-                head_start_ms=settings.head_start_timeout_ms,
-                projection_timeout_ms=settings.projection_dispatch_timeout_ms,
-                inline_budget_ms=settings.inline_budget_ms,
-            ),
-            waker=waker,
-            pollers=HeadPollers(
-                client,
-                task_queue=settings.task_queue,
-                local=head_queues(settings.task_queue, self.registry),
-            ),
-            inline={b.agent_id: b.digest for b in self.registry.bindings.values() if b.inline},
-        )
-        runner = HeadRunner(
-            Attempts(pool, lease_ms=settings.lease_ms, minimum_alarm_delay_ms=delay),
-            self.registry,
-            lease_ms=settings.lease_ms,
-            lease_renew_ms=settings.lease_renew_ms,
-            failpoints=failpoints,
-            projection=Projection(pool, minimum_alarm_delay_ms=delay),
-            publications=publications,
-            steps=pass_steps,
-            children=Children(pool, admissions, minimum_alarm_delay_ms=delay),
-            operator=Operator(pool, minimum_alarm_delay_ms=delay),
-            waker=waker,
-            checkpoints=Checkpoints(pool),
-            deltas=Deltas(pool) if settings.live_text else None,
-        )
-        steps = MaintenanceActivities(
-            maintenance,
-            steps=pass_steps,
-            runner=runner,
-            gating=publications.gating,
-            host=self._host,
-            failpoints=failpoints,
-        )
-        attempts = AttemptActivities(runner)
-        sweep = SweepActivities(
-            Sweeps(pool),
-            client,
-            task_queue=settings.task_queue,
-            interval_ms=settings.sweep_interval_ms,
-            idle_interval_ms=settings.sweep_idle_interval_ms,
-            grace_ms=settings.sweep_grace_ms,
-            failpoints=failpoints,
-        )
-        main: list[Callable[..., Any]] = [
-            steps.begin_pass,
-            steps.prepare_native,
-            steps.head_unstarted,
-            steps.finish_caught_up,
-            steps.finish_pass,
-            steps.rearm_failure,
-            auxiliary.drain_publications,
-            auxiliary.deliver_messages,
-            auxiliary.host_wave,
-            auxiliary.backfill_projection,
-            sweep.sweep,
-        ]
-        run_head = metering.wrap(attempts.run_head)
-        return _Assembly(
-            pool,
-            owns,
-            # run_head on the main worker too: its inline heads run there as local activities.
-            [*(metering.wrap(fn) for fn in main), run_head],
-            run_head,
-            telemetry,
-        )
 
     # -- replayer -----------------------------------------------------------------------------
 
@@ -505,17 +289,3 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
     ) -> Any:
         async with next(replayer, histories) as results:
             yield results
-
-
-def _stop_heads_with(worker: Worker, heads: Sequence[Worker]) -> None:
-    """Make ``worker``'s shutdown stop its agent queues' workers at once: a stopping process
-    takes no new head while it waits for its running work (the SDK has no shutdown hook for
-    plugins, so the instance's ``shutdown`` is wrapped; repeated shutdowns are safe)."""
-    original = worker.shutdown
-    pending: list[asyncio.Future[None]] = []
-
-    async def shutdown() -> None:
-        pending.extend(asyncio.ensure_future(head.shutdown()) for head in heads)
-        await original()
-
-    setattr(worker, "shutdown", shutdown)  # noqa: B010 - an instance attribute, on purpose

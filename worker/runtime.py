@@ -20,13 +20,12 @@ from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.migrations import verify
 from threadwarden.ledger.pool import create_pool
 from threadwarden.publication import PublicationSink
+from threadwarden.worker.capacity import MAIN_POLLERS, pool_size
 from threadwarden.worker.embedded import read_endpoints
 from threadwarden.worker.metrics import MeteredRuntime
 from threadwarden.worker.plugin import (
-    MAIN_POLLERS,
     ThreadwardenPlugin,
     default_registry,
-    pool_size,
     verify_search_attributes,
 )
 from threadwarden.worker.settings import Settings
@@ -58,36 +57,14 @@ def resolve(settings: Settings) -> Connections:
     return Connections(database_url, temporal_address, stack.ui_url if stack else None)
 
 
-async def connect_temporal(
-    address: str,
-    namespace: str,
-    *,
-    tls: bool | TLSConfig = False,
-    api_key: str | None = None,
-    plugins: Sequence[Plugin] = (),
-    runtime: Runtime | None = None,
-) -> Client:
-    """A client with the pydantic data converter and the tracing interceptor (or with
-    ``plugins``, which bring their own: `ThreadwardenPlugin` does), on ``runtime`` (default:
-    the SDK's default runtime)."""
-    tls_setting = tls if tls is not False else api_key is not None
-    if plugins:
-        return await Client.connect(
-            address,
-            namespace=namespace,
-            plugins=plugins,
-            tls=tls_setting,
-            api_key=api_key,
-            runtime=runtime,
-        )
+async def connect_temporal(address: str, namespace: str) -> Client:
+    """A plaintext client with the pydantic data converter and the tracing interceptor (the
+    dev stack's server; tests)."""
     return await Client.connect(
         address,
         namespace=namespace,
         data_converter=pydantic_data_converter,
         interceptors=interceptors(),
-        tls=tls_setting,
-        api_key=api_key,
-        runtime=runtime,
     )
 
 
@@ -119,13 +96,19 @@ async def connect_configured(
     *,
     runtime: Runtime | None = None,
 ) -> Client:
-    """The Temporal client the settings describe (namespace, TLS or mutual TLS, API key)."""
-    return await connect_temporal(
+    """The Temporal client the settings describe (namespace, TLS or mutual TLS, API key), with
+    the pydantic data converter and the tracing interceptor, or with ``plugins`` (which bring
+    the interceptor themselves: `ThreadwardenPlugin` does); on ``runtime`` (default: the SDK's
+    default runtime)."""
+    api_key = settings.temporal_api_key
+    return await Client.connect(
         connections.temporal_address,
-        settings.temporal_namespace,
-        tls=tls_config(settings),
-        api_key=settings.temporal_api_key.get_secret_value() if settings.temporal_api_key else None,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=[] if plugins else interceptors(),
         plugins=plugins,
+        tls=tls_config(settings),
+        api_key=api_key.get_secret_value() if api_key else None,
         runtime=runtime,
     )
 

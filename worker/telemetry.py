@@ -110,7 +110,8 @@ class ThreadwardenTracingInterceptor(TracingInterceptor):
     and agent ids themselves, `threadwarden.worker.metrics`).
 
     It extends two private hooks of the SDK's interceptor (every span it starts goes through
-    them): the public API has no way to add attributes to its spans.
+    them): the public API has no way to add attributes to its spans. The SDK's
+    ``OpenTelemetryPlugin`` was tried instead and does not serve (docs/operations.md, Traces).
     """
 
     @contextmanager

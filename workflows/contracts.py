@@ -14,7 +14,7 @@ from threadwarden.protocol.passes import HeadView as HeadView
 from threadwarden.protocol.passes import PassOutcome as PassOutcome
 from threadwarden.protocol.passes import PassReport as PassReport
 
-HOST_WORKFLOW = "HostMaintenance"
+HOST_WORKFLOW = "ThreadHost"
 SWEEPER_WORKFLOW = "Sweeper"
 WAKE_SIGNAL = "wake"
 STATUS_QUERY = "status"

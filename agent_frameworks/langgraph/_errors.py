@@ -1,32 +1,26 @@
-"""A graph's errors sorted per SPEC §8: transient trouble of a model or service a node calls
-is `Retryable` (the pass retries with backoff, resuming from the last checkpoint); the graph's
-own errors (a node's exception, the recursion limit, an invalid update) are its verdict,
-`Failed` with the reason."""
+"""A graph's errors sorted as docs/bindings.md (Errors) says: transient trouble of a model or
+service a node calls is `Retryable` (the pass retries with backoff, resuming from the last
+checkpoint); the graph's own errors (a node's exception, the recursion limit, an invalid
+update) are its verdict, `Failed` with the reason."""
 
 from __future__ import annotations
 
 from langgraph.errors import GraphRecursionError, InvalidUpdateError
 
+from threadwarden.agents._common import short, transient_status
 from threadwarden.bindings import Failed
 from threadwarden.errors import Retryable, ThreadwardenError
 
-RETRYABLE_STATUS = frozenset({408, 409, 429})
-"""HTTP statuses below 500 that say "try again later", not "this request is wrong"."""
 _TRANSIENT_NAMES = ("Timeout", "Connection", "RateLimit", "Overloaded", "Unavailable")
 """Error class names model clients give transient trouble (openai's ``APIConnectionError``,
 ``APITimeoutError``, ``RateLimitError``; httpx's ``ConnectTimeout``; anthropic's
 ``OverloadedError``...), matched by name: the adapter depends on no model client."""
 
 
-def _short(text: object, limit: int = 300) -> str:
-    shown = str(text)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
-
-
 def _transient(error: Exception) -> bool:
     status = getattr(error, "status_code", None)
     if isinstance(status, int):
-        return status in RETRYABLE_STATUS or status >= 500
+        return transient_status(status)
     if isinstance(error, (ConnectionError, TimeoutError)):
         return True
     return any(name in cls.__name__ for cls in type(error).__mro__ for name in _TRANSIENT_NAMES)
@@ -38,9 +32,9 @@ def verdict(error: Exception) -> Failed | None:
     if isinstance(error, ThreadwardenError):
         return None
     if isinstance(error, GraphRecursionError):
-        return Failed(f"graph: {_short(error)}")
+        return Failed(f"graph: {short(error)}")
     if isinstance(error, InvalidUpdateError):
-        return Failed(f"graph: invalid update: {_short(error)}")
+        return Failed(f"graph: invalid update: {short(error)}")
     if _transient(error):
-        raise Retryable(f"{type(error).__name__}: {_short(error)}") from error
-    return Failed(f"graph raised {type(error).__name__}: {_short(error)}")
+        raise Retryable(f"{type(error).__name__}: {short(error)}") from error
+    return Failed(f"graph raised {type(error).__name__}: {short(error)}")

@@ -188,14 +188,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         return self._memory.get_tuple(config)
 
     async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
+        self, config: RunnableConfig | None, **options: Any
     ) -> AsyncIterator[CheckpointTuple]:
-        for item in self._memory.list(config, filter=filter, before=before, limit=limit):
+        """`list`'s checkpoints (``options``: its ``filter``, ``before`` and ``limit``)."""
+        for item in self.list(config, **options):
             yield item
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:

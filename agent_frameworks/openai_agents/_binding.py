@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 from agents import (
@@ -53,23 +54,15 @@ class _Handoffs(RunHooks[Any]):
         await self._ctx.append(HANDOFF, {"from": from_agent.name, "to": to_agent.name})
 
 
+@dataclass(frozen=True)
 class _Runner:
     """Runs the agent for one attempt: journaled model and tools, approvals as inbox waits."""
 
-    def __init__(
-        self,
-        agent: Agent[Any],
-        *,
-        idempotent: frozenset[str],
-        context: Context | None,
-        max_turns: int,
-        provider: ModelProvider | None,
-    ) -> None:
-        self._agent = agent
-        self._idempotent = idempotent
-        self._context = context
-        self._max_turns = max_turns
-        self._provider = provider
+    agent: Agent[Any]
+    idempotent: frozenset[str]
+    context: Context | None
+    max_turns: int
+    provider: ModelProvider | None
 
     async def handle(self, ctx: AttemptContext) -> Outcome:
         warn_if_traces_go_to_openai()  # once per process; tracing stays the application's
@@ -87,16 +80,16 @@ class _Runner:
         return Completed(result=to_jsonable_python(result.final_output, fallback=str))
 
     async def _run(self, ctx: AttemptContext, items: list[Any]) -> RunResult:
-        model = JournaledModel(ctx, self._provider or MultiProvider())
+        model = JournaledModel(ctx, self.provider or MultiProvider())
         config = RunConfig(
             model=model,
             call_model_input_filter=model.note_agent,
             tool_execution=ToolExecutionConfig(max_function_tool_concurrency=1),
         )
-        agent = journaled_agents(self._agent, ctx, self._idempotent)
+        agent = journaled_agents(self.agent, ctx, self.idempotent)
         options: dict[str, Any] = {
-            "context": None if self._context is None else self._context(ctx),
-            "max_turns": self._max_turns,
+            "context": None if self.context is None else self.context(ctx),
+            "max_turns": self.max_turns,
             "hooks": _Handoffs(ctx),
             "run_config": config,
         }

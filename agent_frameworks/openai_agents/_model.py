@@ -7,7 +7,7 @@ model, and records the response before the run sees it. A model that streams is 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agents import Agent, Model, ModelProvider, ModelResponse, ModelSettings, ModelTracing, Usage
 from agents.agent_output import AgentOutputSchemaBase
@@ -21,15 +21,11 @@ from openai.types.responses import Response
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from threadwarden.agents._common import MODEL_TOOL, model_span
+from threadwarden.agents._common import MODEL_TOOL, model_span, spend
 from threadwarden.bindings import AttemptContext
-from threadwarden.errors import BudgetExceeded
 
 _OUTPUT: TypeAdapter[list[TResponseOutputItem]] = TypeAdapter(list[TResponseOutputItem])
-
-
-class BudgetSpent(Exception):
-    """The delegation's budget cannot pay for a model step's tokens (the run fails)."""
+T = TypeVar("T")
 
 
 def model_name(model: str | Model | None) -> str:
@@ -132,11 +128,13 @@ class JournaledModel(Model):
     ) -> ModelResponse:
         name, model = self._model()
 
-        async def whole() -> ModelResponse:
-            return await model.get_response(
+        def send(method: Callable[..., T], settings: ModelSettings) -> T:
+            """``method`` (the model's `get_response` or `stream_response`) asked this request
+            with ``settings``."""
+            return method(
                 system_instructions,
                 input,
-                model_settings,
+                settings,
                 tools,
                 output_schema,
                 handoffs,
@@ -147,18 +145,7 @@ class JournaledModel(Model):
             )
 
         def streamed() -> AsyncIterator[TResponseStreamEvent]:
-            return model.stream_response(
-                system_instructions,
-                input,
-                with_usage(model_settings),
-                tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
+            return send(model.stream_response, with_usage(model_settings))
 
         forward = output_schema is None or output_schema.is_plain_text()
 
@@ -166,12 +153,12 @@ class JournaledModel(Model):
             with model_span("openai-agents", name, self._ctx):
                 response = await self._streamed(streamed, forward)
                 if response is None:  # a model that answers whole responses only
-                    response = await whole()
+                    response = await send(model.get_response, model_settings)
             return dump(response)
 
         agent = self._agent.name if self._agent is not None else None
         recorded = await self._ctx.tool(MODEL_TOOL, {"model": name, "agent": agent}, ask)
-        await self._spend(name, recorded["usage"])
+        await spend(self._ctx, name, recorded["usage"])
         return load(recorded)
 
     async def _streamed(
@@ -200,27 +187,7 @@ class JournaledModel(Model):
             return None
         raise ModelBehaviorError("the model's stream ended without response.completed")
 
-    async def _spend(self, name: str, usage: dict[str, int]) -> None:
-        if self._ctx.budget_left is None:
-            return
-        tokens = int(usage["input_tokens"]) + int(usage["output_tokens"])
-        try:
-            await self._ctx.spend(tokens, note=f"{MODEL_TOOL} {name}")
-        except BudgetExceeded as error:
-            raise BudgetSpent(str(error)) from error
-
-    def stream_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
-    ) -> AsyncIterator[TResponseStreamEvent]:
+    def stream_response(self, *_: Any, **__: Any) -> AsyncIterator[TResponseStreamEvent]:
+        """Refused: a streamed run would act on a response before it is journaled (`get_response`
+        streams the text to readers instead)."""
         raise NotImplementedError("threadwarden journals whole responses: use Runner.run")

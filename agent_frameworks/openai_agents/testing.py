@@ -7,12 +7,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
-from agents import Model, ModelResponse, ModelSettings, ModelTracing, Usage
-from agents.agent_output import AgentOutputSchemaBase
-from agents.handoffs import Handoff
+from agents import Model, ModelResponse, Usage
 from agents.items import TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
-from agents.tool import Tool
-from openai.types.responses.response_prompt_param import ResponsePromptParam
 
 Reply = Callable[[list[dict[str, Any]]], list[TResponseOutputItem]]
 """The output items answering one request's input items (a string input is one user item)."""
@@ -34,15 +30,8 @@ class FunctionModel(Model):
         self,
         system_instructions: str | None,
         input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
+        *_: Any,  # the settings, tools, output schema, handoffs and tracing: not read
+        **__: Any,  # the previous response's, conversation's and prompt's ids: not read
     ) -> ModelResponse:
         items: list[dict[str, Any]] = (
             [{"role": "user", "content": input}]
@@ -56,18 +45,5 @@ class FunctionModel(Model):
         )
         return ModelResponse(output=self.reply(items), usage=usage, response_id=None)
 
-    def stream_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: ResponsePromptParam | None,
-    ) -> AsyncIterator[TResponseStreamEvent]:
+    def stream_response(self, *_: Any, **__: Any) -> AsyncIterator[TResponseStreamEvent]:
         raise NotImplementedError("FunctionModel answers whole responses: use Runner.run")

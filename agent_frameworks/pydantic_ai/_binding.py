@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import (
@@ -45,32 +46,26 @@ def _output(value: Any) -> Any:
     return to_jsonable_python(value, fallback=str)
 
 
+@dataclass
 class _Runner:
     """Runs the agent for one attempt with the journaled model, toolsets and approvals."""
 
-    def __init__(
-        self,
-        agent: Agent[Any, Any],
-        *,
-        idempotent: frozenset[str],
-        deps: Deps | None,
-        usage_limits: UsageLimits | None,
-    ) -> None:
-        self._agent = agent
-        self._idempotent = idempotent
-        self._deps = deps
-        self._usage_limits = usage_limits
-        self._model: Model | None = None
+    agent: Agent[Any, Any]
+    idempotent: frozenset[str]
+    deps: Deps | None
+    usage_limits: UsageLimits | None
+    _model: Model | None = field(default=None, init=False)
+    """The agent's model, inferred on first use."""
 
     def _base_model(self) -> Model:
         if self._model is None:
-            assert self._agent.model is not None
-            self._model = infer_model(self._agent.model)
+            assert self.agent.model is not None
+            self._model = infer_model(self.agent.model)
         return self._model
 
     async def _run(self, ctx: AttemptContext, prompt: str, decide: _Decide) -> AgentRunResult[Any]:
-        agent = self._agent
-        toolsets = [journaled(t, ctx, self._idempotent) for t in agent.toolsets]
+        agent = self.agent
+        toolsets = [journaled(t, ctx, self.idempotent) for t in agent.toolsets]
         model = JournaledModel(self._base_model(), ctx)
         with (
             attempt(ctx),
@@ -83,8 +78,8 @@ class _Runner:
                 # Both ids are in the messages: fixed, a re-run rebuilds the same transcript.
                 run_id=ctx.submission_id,
                 conversation_id=ctx.thread_id,
-                deps=None if self._deps is None else self._deps(ctx),
-                usage_limits=self._usage_limits,
+                deps=None if self.deps is None else self.deps(ctx),
+                usage_limits=self.usage_limits,
                 capabilities=[HandleDeferredToolCalls(handler=decide)],
             )
 

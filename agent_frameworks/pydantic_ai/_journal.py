@@ -42,14 +42,10 @@ from threadwarden.agents._common import (
     MODEL_TOOL,
     RETRY,
     model_span,
+    spend,
 )
 from threadwarden.agents.pydantic_ai._delegation import DELEGATION
 from threadwarden.bindings import AttemptContext
-from threadwarden.errors import BudgetExceeded
-
-
-class BudgetSpent(Exception):
-    """The delegation's budget cannot pay for a model step's tokens (the run fails)."""
 
 
 class JournaledModel(WrapperModel):
@@ -86,7 +82,7 @@ class JournaledModel(WrapperModel):
             (replayed,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
             assert isinstance(replayed, ModelResponse)
             response = replayed
-        await self._spend(recorded["usage"])
+        await spend(self._ctx, self.model_name, recorded["usage"])
         return response
 
     async def _ask(
@@ -114,15 +110,6 @@ class JournaledModel(WrapperModel):
                     raise
                 # nothing was sent: a model that answers whole responses only
         return await self.wrapped.request(messages, model_settings, model_request_parameters)
-
-    async def _spend(self, usage: dict[str, int]) -> None:
-        if self._ctx.budget_left is None:  # no delegation budget: usage is in the record
-            return
-        tokens = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-        try:
-            await self._ctx.spend(tokens, note=f"{MODEL_TOOL} {self.model_name}")
-        except BudgetExceeded as error:
-            raise BudgetSpent(str(error)) from error
 
     @asynccontextmanager
     async def request_stream(

@@ -11,6 +11,7 @@ from bench import agent_report
 from bench.agent_report import AgentRun
 from bench.agent_support import WARM_UP, measured_requests, unit_prompt
 from bench.cli import parse_args
+from bench.side import Shape
 
 SIDE_KEYS = {
     "units_per_s",
@@ -49,12 +50,12 @@ def _bare(seconds: float, cpu_s: float) -> AgentRun:
     return AgentRun("bare", 10, completed=10, seconds=seconds, cpu_s=cpu_s, model_requests=20)
 
 
-def test_json_shape_medians_and_ratios() -> None:
+def test_json_shape_medians_and_ratios(shape: Shape) -> None:
     runs = {
         "threadwarden": [_tw(s, 0.5) for s in (1.0, 2.0, 4.0)],
         "bare": [_bare(s, 0.2) for s in (0.5, 0.25, 1.0)],
     }
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, shape)
     json.dumps(data)  # serialisable
     assert (data["shape"], data["hosts"], data["submissions"], data["repeat"]) == ("agent", 2, 5, 3)
     for side in agent_report.SIDES:
@@ -74,19 +75,19 @@ def test_json_shape_medians_and_ratios() -> None:
     assert "error" not in text
 
 
-def test_a_model_request_asked_twice_is_incomplete() -> None:
+def test_a_model_request_asked_twice_is_incomplete(shape: Shape) -> None:
     runs = {"threadwarden": [_tw(1.0, 0.5, requests=21)], "bare": [_bare(1.0, 0.2)]}
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, shape)
     assert not data["same_model_requests"]
     assert not agent_report.complete(data)
     assert "sent different model requests" in agent_report.table(data)
 
 
-def test_a_failed_side_is_reported_incomplete() -> None:
+def test_a_failed_side_is_reported_incomplete(shape: Shape) -> None:
     late = AgentRun("threadwarden", 10, completed=4, seconds=120.0, error="timeout: 4/10")
     late.model_requests = 20
     runs = {"threadwarden": [late], "bare": [_bare(1.0, 0.2)]}
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, shape)
     assert data["threadwarden"]["completed"] == 4
     assert not agent_report.complete(data)
     assert "threadwarden: error: timeout: 4/10" in agent_report.table(data)

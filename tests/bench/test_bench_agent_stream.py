@@ -19,6 +19,7 @@ from bench.agent_report import AgentRun
 from bench.agent_sides import first_deltas
 from bench.agent_support import ANSWER_WORDS, SHIPPED, first_text
 from bench.cli import parse_args
+from bench.side import Shape
 
 
 def test_the_stream_flag_and_its_readers() -> None:
@@ -108,12 +109,12 @@ def _bare(first: list[float] | None) -> AgentRun:
     return run
 
 
-def test_stream_figures_medians_ratio_and_budget() -> None:
+def test_stream_figures_medians_ratio_and_budget(shape: Shape) -> None:
     runs = {
         "threadwarden": [_tw([150.0] * 9 + [400.0]), _tw([130.0] * 10), _tw([170.0] * 10)],
         "bare": [_bare([100.0] * 10), _bare([90.0] * 10), _bare([110.0] * 10)],
     }
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0, stream=True, readers=1)
+    data = agent_report.result(runs, shape, stream=True, readers=1)
     json.dumps(data)
     tw, bare = data["threadwarden"], data["bare"]
     assert tw["first_delta_ms"] == {"p50": 150.0, "p95": 170.0}  # medians of each run's
@@ -130,18 +131,18 @@ def test_stream_figures_medians_ratio_and_budget() -> None:
     assert "(first delta p50): 1.50; budget 1.5 x bare + 50 ms = 200.0 ms: within" in text
 
 
-def test_turns_that_reach_no_reader_are_incomplete() -> None:
+def test_turns_that_reach_no_reader_are_incomplete(shape: Shape) -> None:
     runs = {"threadwarden": [_tw([], missing=10)], "bare": [_bare([100.0])]}
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0, stream=True, readers=1)
+    data = agent_report.result(runs, shape, stream=True, readers=1)
     assert data["threadwarden"]["first_delta_ms"] is None
     assert data["first_delta_within_budget"] is None
     assert not agent_report.complete(data)
     assert "some turns reached no reader as live text" in agent_report.table(data)
 
 
-def test_without_stream_no_stream_rows() -> None:
+def test_without_stream_no_stream_rows(shape: Shape) -> None:
     runs = {"threadwarden": [_tw(None, None)], "bare": [_bare(None)]}
-    data = agent_report.result(runs, threads=2, turns=5, workers=1, top=0)
+    data = agent_report.result(runs, shape)
     assert (data["stream"], data["readers"], data["first_delta_ratio"]) == (False, 0, None)
     assert agent_report.complete(data)
     assert "first delta" not in agent_report.table(data)

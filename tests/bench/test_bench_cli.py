@@ -12,8 +12,9 @@ import pytest
 
 from bench import cpu, report
 from bench.cli import parse_args
-from bench.measure import SideRun, percentile
+from bench.measure import HistoryCounts, SideRun, percentile
 from bench.procs import log_counts
+from bench.side import Shape
 from bench.sqlstats import Counters, is_transaction_control, transactions
 from bench.stack import with_user
 
@@ -60,16 +61,16 @@ def _run(
 ) -> SideRun:
     run = SideRun(side, 10, completed=completed, seconds=rate_seconds, error=error)
     run.latencies_ms = [float(n) for n in range(1, 11)]
-    run.statements, run.transactions, run.history_events = 150, 40, 90
+    run.statements, run.transactions, run.history.events = 150, 40, 90
     return run
 
 
-def test_json_shape_medians_and_ratio() -> None:
+def test_json_shape_medians_and_ratio(shape: Shape) -> None:
     runs = {
         "threadwarden": [_run("threadwarden", s) for s in (1.0, 2.0, 4.0)],
         "baseline": [_run("baseline", s) for s in (0.5, 0.25, 1.0)],
     }
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
+    data = report.result(runs, shape)
     json.dumps(data)  # serialisable
     assert {"hosts", "submissions", "workers", "repeat", "ratio"} <= data.keys()
     assert data["shape"] == "scripted"
@@ -85,7 +86,7 @@ def test_json_shape_medians_and_ratio() -> None:
     assert "ratio threadwarden/baseline" in report.table(data)
 
 
-def test_cpu_per_unit_sums_workers_and_servers_and_reports_each_process() -> None:
+def test_cpu_per_unit_sums_workers_and_servers_and_reports_each_process(shape: Shape) -> None:
     def run(side: str, scale: float) -> SideRun:
         measured = _run(side, 1.0)
         measured.cpu_s = {
@@ -94,14 +95,14 @@ def test_cpu_per_unit_sums_workers_and_servers_and_reports_each_process() -> Non
             "postgres": 0.1 * scale,
             "bench": 0.3,
         }
-        measured.workflow_tasks, measured.activity_tasks, measured.local_activities = 20, 10, 30
+        measured.history = HistoryCounts(workflow_tasks=20, activity_tasks=10, local_activities=30)
         return measured
 
     runs = {
         "threadwarden": [run("threadwarden", s) for s in (1.0, 2.0, 3.0)],
         "baseline": [run("baseline", s) for s in (0.5, 1.0, 1.5)],
     }
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
+    data = report.result(runs, shape)
 
     tw = data["threadwarden"]
     assert tw["cpu_ms_per_unit"] == 160.0  # median 2x (500 + 200 + 100 ms) / 10 units
@@ -127,13 +128,13 @@ def test_cpu_snapshot_counts_a_process_tree_and_its_reaped_children() -> None:
     assert spent["bench"] < spent["me"] - 0.25  # alone: without the child
 
 
-def test_a_timed_out_repetition_is_reported_incomplete() -> None:
+def test_a_timed_out_repetition_is_reported_incomplete(shape: Shape) -> None:
     late = _run("threadwarden", 120.0, completed=4, error="timeout: 4/10 units settled")
     runs = {
         "threadwarden": [_run("threadwarden", 1.0), late, _run("threadwarden", 1.0)],
         "baseline": [_run("baseline", 1.0)] * 3,
     }
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
+    data = report.result(runs, shape)
     assert data["threadwarden"]["completed"] == 4
     assert data["threadwarden"]["errors"] == ["timeout: 4/10 units settled"]
     assert not report.complete(data)

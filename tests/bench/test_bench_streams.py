@@ -17,6 +17,7 @@ from bench import report, sse
 from bench.cli import parse_args
 from bench.measure import SideRun
 from bench.procs import environment
+from bench.side import Shape
 from bench.streams import OPEN_LINE, memory_kib
 
 TOKEN = "bench-test-token"
@@ -194,13 +195,13 @@ def _run(side: str, seconds: float, streams: dict[str, Any] | None = None) -> Si
     return run
 
 
-def test_stream_figures_are_reported_beside_threadwarden() -> None:
+def test_stream_figures_are_reported_beside_threadwarden(shape: Shape) -> None:
     runs = {
         "threadwarden": [_run("threadwarden", 1.0, _streams(4)) for _ in range(3)],
         "baseline": [_run("baseline", 1.0) for _ in range(3)],
     }
     runs["threadwarden"][1].streams = _streams(4) | {"console_rss_peak_mib": 120.0}
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0, streams=4)
+    data = report.result(runs, shape, streams=4)
     json.dumps(data)
     assert data["streams"] == 4
     tw = data["threadwarden"]
@@ -224,7 +225,9 @@ def test_stream_figures_are_reported_beside_threadwarden() -> None:
         _streams(4) | {"out_of_order": 1},
     ],
 )
-def test_a_stream_that_missed_records_makes_the_run_incomplete(streams: dict[str, Any]) -> None:
+def test_a_stream_that_missed_records_makes_the_run_incomplete(
+    streams: dict[str, Any], shape: Shape
+) -> None:
     runs = {
         "threadwarden": [
             _run("threadwarden", 1.0, _streams(4)),
@@ -232,13 +235,13 @@ def test_a_stream_that_missed_records_makes_the_run_incomplete(streams: dict[str
         ],
         "baseline": [_run("baseline", 1.0)] * 2,
     }
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0, streams=4)
+    data = report.result(runs, shape, streams=4)
     assert not report.complete(data)
 
 
-def test_without_streams_no_stream_rows() -> None:
+def test_without_streams_no_stream_rows(shape: Shape) -> None:
     runs = {name: [_run(name, 1.0)] for name in report.SIDES}
-    data = report.result(runs, hosts=2, submissions=5, workers=1, top=0)
+    data = report.result(runs, shape)
     assert data["threadwarden"]["streams"] is None and data["streams"] == 0
     assert "event streams" not in report.table(data)
 

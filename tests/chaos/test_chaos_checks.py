@@ -11,22 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.checks import (
-    VIOLATIONS,
-    Counts,
-    MarkerRow,
-    RecordRow,
-    SubmissionRow,
-    check,
-    child_thread_for,
-    fifo_violations,
-    matches,
-    workload_key,
-)
+from chaos.checks import VIOLATIONS, Counts, check, matches
 from chaos.cli import parse_args
 from chaos.faults import DEFAULT_FAILPOINTS, failpoints_fired, plan_faults
-from chaos.workload import (
-    LONG_SLEEP_MS,
+from chaos.planned import (
     OPENAI_AGENTS,
     PYDANTIC_AI,
     Ids,
@@ -35,10 +23,11 @@ from chaos.workload import (
     agent_view,
     all_planned,
     answer,
-    host_name,
     message_of,
-    plan_workload,
 )
+from chaos.rows import MarkerRow, RecordRow, SubmissionRow, child_thread_for, workload_key
+from chaos.thread_order import fifo_violations
+from chaos.workload import LONG_SLEEP_MS, host_name, plan_workload
 
 Ledger = tuple[list[SubmissionRow], list[RecordRow], list[MarkerRow]]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -13,9 +13,8 @@ import asyncpg
 import pytest
 
 from tests.helpers.checks import quiescent
-from tests.helpers.cli import json_error, run_cli
+from tests.helpers.cli import decide, json_error, ledger_rows, run_cli
 from tests.helpers.polling import eventually
-from tests.worker.test_cli_decisions import decide, ledger_rows
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import DecisionConflict, InvalidInput, NotWaiting
 from threadwarden.ledger.inbox import InboxReader

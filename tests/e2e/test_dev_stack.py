@@ -259,7 +259,7 @@ async def test_dev_takes_temporals_usual_ports_so_the_temporal_cli_needs_no_flag
         hosts = await eventually(
             listed, lambda text: "threadwarden-host/usual-ports" in text, what="hosts listed"
         )
-        assert "HostMaintenance" in hosts
+        assert "ThreadHost" in hosts
         # With 7233 taken (this stack), a second stack elsewhere takes the next free port.
         other = tmp_path / "other"
         second = await _start_dev(other)

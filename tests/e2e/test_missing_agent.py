@@ -25,7 +25,7 @@ from threadwarden.bindings import BindingRegistry
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.models import SubmissionView
 from threadwarden.scripted import scripted_binding
-from threadwarden.worker.plugin import head_queues
+from threadwarden.worker.capacity import head_queues
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts as c

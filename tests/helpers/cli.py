@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.helpers.ledger import BINDINGS
 from threadwarden.cli.main import main
@@ -21,11 +22,33 @@ from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.protocol.decisions import Timing
+from threadwarden.worker.runtime import Connections
+from threadwarden.worker.settings import Settings
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
 CHARGE = {"tool": "charge", "args": {"cents": 5}, "side_effect": True, "idempotency_key": None}
 """The body of a side-effecting tool call without an idempotency key (its outcome can be
 unknown)."""
+
+
+def user_environment(
+    folder: Path, connections: Connections | None = None, settings: Settings | None = None
+) -> dict[str, str]:
+    """The environment of the console script run in a user's ``folder``: the test process's
+    without any threadwarden or Temporal setting, its data dir in ``folder``, plus the test's
+    services when given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("THREADWARDEN_", "TEMPORAL_"))}
+    env["THREADWARDEN_DATA_DIR"] = str(folder / "tw")
+    if connections is not None and settings is not None:
+        env |= {
+            "THREADWARDEN_DATABASE_URL": connections.database_url,
+            "THREADWARDEN_TEMPORAL_ADDRESS": connections.temporal_address,
+            "THREADWARDEN_TASK_QUEUE": settings.task_queue,
+            "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
+            "THREADWARDEN_SWEEP_IDLE_INTERVAL_MS": str(settings.sweep_idle_interval_ms),
+            "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
+        }
+    return env
 
 
 async def run_cli(*argv: str) -> int:
@@ -48,6 +71,29 @@ def closed_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
+
+
+async def ledger_rows(pool: asyncpg.Pool[Any], thread: str) -> tuple[Any, ...]:
+    """The thread's submissions and records, and its host row: a no-op leaves them equal."""
+    submissions = await pool.fetch(
+        "SELECT * FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence", thread
+    )
+    records = await pool.fetch(
+        "SELECT * FROM threadwarden.records WHERE thread_id = $1 ORDER BY sequence", thread
+    )
+    host = await pool.fetchrow(
+        "SELECT h.* FROM threadwarden.hosts h JOIN threadwarden.threads t USING (host_id)"
+        " WHERE t.thread_id = $1",
+        thread,
+    )
+    return [dict(r) for r in submissions], [dict(r) for r in records], dict(host or {})
+
+
+async def decide(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
+    """Run a decision with ``--json``: its exit code, the JSON it printed (or None), stderr."""
+    code = await run_cli(*argv, "--json")
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out else None, captured.err
 
 
 async def unknown_side_effect(pool: asyncpg.Pool[Any], host_id: str) -> str:

@@ -1,4 +1,5 @@
-"""Real worker processes for tests that kill them (SIGKILL), not just stop them."""
+"""Real worker processes: for tests that kill them (SIGKILL), not just stop them, and for the
+console script run in a user's own project folder."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from tests.helpers.cli import CONSOLE_SCRIPT
 from tests.helpers.polling import eventually
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = "threadwarden worker on task queue"
+STOP_TIMEOUT_S = 30
+"""How long a worker stopped with SIGTERM may take to drain before it is killed."""
 
 
 @contextlib.asynccontextmanager
@@ -54,17 +58,48 @@ async def worker_process(
             *argv, cwd=ROOT, env=env, stdout=stdout, stderr=stderr
         )
     try:
-
-        async def printed() -> str:
-            if process.returncode is not None:
-                raise AssertionError(
-                    f"worker exited with {process.returncode}: {err.read_text()[-2000:]}"
-                )
-            return out.read_text()
-
-        await eventually(printed, lambda text: READY in text, timeout_s=60, what="worker ready")
+        await ready_output(process, out, err)
         yield process
     finally:
         if process.returncode is None:
             process.kill()
         await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def console_worker(
+    folder: Path, env: dict[str, str], *flags: str
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """Run the installed console script's ``threadwarden worker FLAGS`` in ``folder`` (a user's
+    project) with exactly ``env``, until it printed its ready line; yield the process and what
+    it printed. Its output stays in ``folder``. On exit it is stopped with SIGTERM, and killed
+    only if it would not stop within `STOP_TIMEOUT_S`."""
+    out, err = folder / "stdout", folder / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            CONSOLE_SCRIPT, "worker", *flags, cwd=folder, env=env, stdout=stdout, stderr=stderr
+        )
+    try:
+        yield process, await ready_output(process, out, err)
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), timeout=STOP_TIMEOUT_S)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def ready_output(process: asyncio.subprocess.Process, out: Path, err: Path) -> str:
+    """What the worker ``process`` wrote to ``out`` once that holds its ready line; fails with
+    the end of ``err`` if the process exits first."""
+
+    async def printed() -> str:
+        if process.returncode is not None:
+            raise AssertionError(
+                f"worker exited with {process.returncode}: {err.read_text()[-2000:]}"
+            )
+        return out.read_text()
+
+    return await eventually(printed, lambda text: READY in text, timeout_s=60, what="worker ready")

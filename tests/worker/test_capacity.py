@@ -14,13 +14,8 @@ from temporalio.worker import FixedSizeSlotSupplier, Worker
 
 from threadwarden.ledger.pool import BoundedPool, create_pool
 from threadwarden.worker import runtime
-from threadwarden.worker.plugin import (
-    HEAD_POLLERS,
-    HEARTBEAT_THROTTLE,
-    MAIN_POLLERS,
-    PINNED_POLLERS,
-    head_heartbeat_throttle,
-)
+from threadwarden.worker.capacity import HEAD_POLLERS, MAIN_POLLERS, PINNED_POLLERS
+from threadwarden.worker.head_workers import HEARTBEAT_THROTTLE, head_heartbeat_throttle
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import POOL_RESERVE, Capacity, Settings
 from threadwarden.worker.slots import SharedSlots

@@ -3,40 +3,26 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
-from google.protobuf.duration_pb2 import Duration
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
-from temporalio.client import Client
 
 from tests.helpers.cli import run_cli
+from tests.helpers.namespaces import custom_attributes, register_fresh_namespace
+from threadwarden.worker.envconfig import with_temporal_envconfig
 from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings, with_temporal_envconfig
+from threadwarden.worker.settings import Settings
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
+
+pytestmark = pytest.mark.usefixtures("no_temporal_env")
 
 UNREACHABLE = "127.0.0.1:1"
 
 
-async def _fresh_namespace(temporal: str) -> str:
-    client = await Client.connect(temporal)
-    name = f"ns-{uuid.uuid4().hex[:12]}"
-    await client.workflow_service.register_namespace(
-        RegisterNamespaceRequest(
-            namespace=name, workflow_execution_retention_period=Duration(seconds=86_400)
-        )
-    )
-    return name
-
-
-async def _registered(temporal: str, namespace: str) -> set[str]:
-    client = await Client.connect(temporal, namespace=namespace)
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
-    return set(listed.custom_attributes)
+@pytest.fixture
+async def namespace(connections: Connections) -> str:
+    """A namespace registered just now, holding none of threadwarden's search attributes."""
+    return await register_fresh_namespace(connections.temporal_address)
 
 
 @pytest.fixture
@@ -59,12 +45,8 @@ def _profiles(path: Path, **profiles: dict[str, str]) -> None:
 
 
 async def test_envconfig_profile_names_the_server_and_namespace_the_cli_uses(
-    no_temporal_env: None,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    connections: Connections,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, connections: Connections, namespace: str
 ) -> None:
-    namespace = await _fresh_namespace(connections.temporal_address)
     _profiles(
         tmp_path / "temporal.toml",
         default={"address": UNREACHABLE},
@@ -74,27 +56,23 @@ async def test_envconfig_profile_names_the_server_and_namespace_the_cli_uses(
     monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
     assert await run_cli("setup") == 0
     wanted = {key.name for key in SEARCH_ATTRIBUTES}
-    assert wanted <= await _registered(connections.temporal_address, namespace)
+    assert wanted <= set(await custom_attributes(connections.temporal_address, namespace))
 
 
 async def test_envconfig_threadwarden_address_wins_and_the_profile_is_not_read(
-    no_temporal_env: None,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    connections: Connections,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, connections: Connections, namespace: str
 ) -> None:
-    namespace = await _fresh_namespace(connections.temporal_address)
     _profiles(tmp_path / "temporal.toml", default={"address": UNREACHABLE, "namespace": namespace})
     monkeypatch.setenv("THREADWARDEN_DATABASE_URL", connections.database_url)
     monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", connections.temporal_address)
     assert await run_cli("setup") == 0  # the profile's unreachable address was not used
-    assert not {key.name for key in SEARCH_ATTRIBUTES} & await _registered(
-        connections.temporal_address, namespace
+    assert not {key.name for key in SEARCH_ATTRIBUTES} & set(
+        await custom_attributes(connections.temporal_address, namespace)
     )  # nor its namespace: setup went to "default"
 
 
 def test_envconfig_fills_only_what_threadwarden_settings_leave_unset(
-    no_temporal_env: None, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
     monkeypatch.setenv("TEMPORAL_NAMESPACE", "from-temporal")
@@ -113,10 +91,7 @@ def test_envconfig_fills_only_what_threadwarden_settings_leave_unset(
 
 
 async def test_envconfig_api_key_is_never_printed(
-    no_temporal_env: None,
-    monkeypatch: pytest.MonkeyPatch,
-    connections: Connections,
-    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, connections: Connections, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("TEMPORAL_ADDRESS", UNREACHABLE)
     monkeypatch.setenv("TEMPORAL_API_KEY", "tk-never-shown-1234")
@@ -136,7 +111,6 @@ async def test_envconfig_api_key_is_never_printed(
     ],
 )
 async def test_envconfig_bad_values_exit_2_naming_the_variable(
-    no_temporal_env: None,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     variable: str,

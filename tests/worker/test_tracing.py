@@ -138,7 +138,7 @@ async def test_otlp_export_carries_threadwarden_ids_from_client_to_sql_and_no_pa
                 if names == [
                     "RunActivity:run_head",
                     "StartActivity:run_head",
-                    "SignalWithStartWorkflow:HostMaintenance",
+                    "SignalWithStartWorkflow:ThreadHost",
                 ]:
                     return True
             return False
@@ -159,10 +159,10 @@ async def test_otlp_export_carries_threadwarden_ids_from_client_to_sql_and_no_pa
         "threadwarden.submission_id": receipt.submission_id,
         "threadwarden.agent_id": QUEUED,
     }.items() <= attributes(head[0]).items()
-    client_span = next(s for s in spans if s.name == "SignalWithStartWorkflow:HostMaintenance")
+    client_span = next(s for s in spans if s.name == "SignalWithStartWorkflow:ThreadHost")
     assert attributes(client_span)["threadwarden.host_id"] == thread
     by_id = {s.span_id: s for s in spans}
-    for name in ("RunWorkflow:HostMaintenance", "StartActivity:run_head"):
+    for name in ("RunWorkflow:ThreadHost", "StartActivity:run_head"):
         workflow = next(s for s in spans if s.name == name)
         assert attributes(workflow)["threadwarden.host_id"] == thread
         assert by_id[workflow.parent_span_id] == client_span

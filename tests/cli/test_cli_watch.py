@@ -1,5 +1,6 @@
 """``threadwarden watch THREAD`` on a thread that does not exist yet waits for it, as
-``tail -F`` does (issue 12, CLI): a client can subscribe before it posts its first message."""
+``tail -F`` does (issue 12, CLI): a client can subscribe before it posts its first message.
+The client's twin is tests/client/test_client_records_feed.py."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.helpers.cli import console
+from tests.helpers.feed import listening
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.status import _RECORDS_AFTER
+
+pytestmark = pytest.mark.usefixtures("cli_env", "worker")
 
 READ_TIMEOUT_S = 60
 
@@ -29,7 +33,7 @@ async def read_until(stream: asyncio.StreamReader, done: Callable[[str], bool]) 
 
 
 async def test_cli_watch_waits_for_a_thread_then_prints_its_records(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+    client: ThreadwardenClient, ids: str
 ) -> None:
     async with console({}, "watch", ids) as watching:
         assert watching.stderr is not None and watching.stdout is not None
@@ -46,19 +50,8 @@ async def test_cli_watch_waits_for_a_thread_then_prints_its_records(
     assert [int(line.split()[0]) for line in lines] == list(range(1, len(lines) + 1))
 
 
-async def listening(pool: asyncpg.Pool[Any]) -> int:
-    """Connections whose last statement is the record feed's read: watchers in their loop."""
-    return int(
-        await pool.fetchval(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query = $1",
-            _RECORDS_AFTER,
-        )
-    )
-
-
 async def test_cli_watch_json_before_the_thread_exists_gets_every_record(
-    cli_env: None, worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     async with console({}, "watch", ids, "--json") as watching:
         assert watching.stdout is not None
@@ -79,23 +72,3 @@ async def test_cli_watch_json_before_the_thread_exists_gets_every_record(
     assert {r["submission_id"] for r in records} == {first.submission_id, second.submission_id}
     settlements = [r["submission_id"] for r in records if r["kind"] == "settlement"]
     assert settlements == [first.submission_id, second.submission_id]
-
-
-async def test_client_records_wait_for_thread_follows_a_thread_created_after_subscribing(
-    worker: None, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
-) -> None:
-    async def first_settlement() -> list[str]:
-        kinds: list[str] = []
-        async for record in client.records(ids, wait_for_thread=True):
-            kinds.append(record.kind)
-            if record.kind == "settlement":
-                return kinds
-        raise AssertionError("the feed ended")
-
-    following = asyncio.create_task(first_settlement())
-    # Subscribed and reading the (empty) thread before the thread exists, not failed.
-    await eventually(lambda: listening(pool), lambda n: n == 1, what="the feed waiting")
-    assert not following.done()
-    await client.submit(ids, agent_id="scripted", input=[{"say": "hello"}])
-    kinds = await asyncio.wait_for(following, READ_TIMEOUT_S)
-    assert kinds[-1] == "settlement" and "message" in kinds

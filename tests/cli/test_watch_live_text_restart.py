@@ -7,26 +7,21 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.helpers.cli import console
-from tests.worker.test_watch_live_text import ANSWER, DEADLINE_S, STREAM, chunks_until
+from tests.helpers.feed import ANSWER, DEADLINE_S, STREAM, chunks_until, streamed_until_settled
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
 from threadwarden.client.live_text import TextDelta
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_watch_and_the_client_show_a_cut_off_step_starting_over(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
+    client: ThreadwardenClient, ids: str
 ) -> None:
-    async def until_settled() -> list[FeedRecord | TextDelta]:
-        seen: list[FeedRecord | TextDelta] = []
-        async for item in client.stream(ids, wait_for_thread=True):
-            seen.append(item)
-            if isinstance(item, FeedRecord) and item.kind == "settlement":
-                return seen
-        raise AssertionError("the stream ended")
-
-    following = asyncio.create_task(until_settled())
+    following = asyncio.create_task(streamed_until_settled(client, ids, wait_for_thread=True))
     async with console({}, "watch", ids) as watching:
         assert watching.stdout is not None and watching.stderr is not None
         await asyncio.wait_for(watching.stderr.readline(), DEADLINE_S)  # waiting for the thread

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
-from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
 )
-from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 
 from tests.helpers.cli import run_cli
+from tests.helpers.namespaces import custom_attributes, register_fresh_namespace
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import ThreadwardenError
@@ -86,12 +83,9 @@ async def submissions_count(pool: asyncpg.Pool[Any]) -> int:
         (["status", "--thread", ""], "thread"),
     ],
 )
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
-    cli_env: None,
-    pool: asyncpg.Pool[Any],
-    capsys: pytest.CaptureFixture[str],
-    argv: list[str],
-    field: str,
+    pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], argv: list[str], field: str
 ) -> None:
     code = await run_cli(*argv)
     err = capsys.readouterr().err
@@ -100,8 +94,9 @@ async def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert await submissions_count(pool) == 0
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_conflicting_idempotency_key_exits_2_and_writes_nothing(
-    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], ids: str
+    pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     base = ["submit", f"{ids}-t", "--agent", "scripted", "--idempotency-key", "k1", "--json"]
     assert await run_cli(*base, "--input", '[{"say": "a"}]') == 0
@@ -114,8 +109,9 @@ async def test_cli_conflicting_idempotency_key_exits_2_and_writes_nothing(
     assert await submissions_count(pool) == 1
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_cli_submit_and_status_print_the_documented_json(
-    cli_env: None, worker: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     thread = f"{ids}-json"
     scripts = [[{"say": "one"}], [{"send": {"thread": f"{thread}-to", "input": [{"say": "two"}]}}]]
@@ -216,36 +212,22 @@ async def test_cli_migrate_brings_an_empty_database_to_the_current_version(
 async def fresh_namespace(temporal: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """A namespace registered just now on the session's dev server, so it holds none of our
     search attributes; the CLI is pointed at it."""
-    client = await Client.connect(temporal)
-    name = f"ns-{uuid.uuid4().hex[:12]}"
-    await client.workflow_service.register_namespace(
-        RegisterNamespaceRequest(
-            namespace=name, workflow_execution_retention_period=Duration(seconds=86_400)
-        )
-    )
+    name = await register_fresh_namespace(temporal)
     monkeypatch.setenv("THREADWARDEN_TEMPORAL_NAMESPACE", name)
     return name
 
 
-async def custom_attributes(temporal: str, namespace: str) -> dict[str, str]:
-    client = await Client.connect(temporal, namespace=namespace)
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
-    return {
-        name: IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_")
-        for name, kind in listed.custom_attributes.items()
-    }
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("threadwarden: error: "), err
+async def setup_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``setup``, which must exit 1 with one error line on stderr; that line."""
+    assert await run_cli("setup") == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("threadwarden: error: "), lines
     return lines[0]
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_setup_registers_the_attributes_a_fresh_namespace_lacks(
-    cli_env: None, fresh_namespace: str, temporal: str, capsys: pytest.CaptureFixture[str]
+    fresh_namespace: str, temporal: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     expected = {key.name: key.indexed_value_type.name for key in SEARCH_ATTRIBUTES}
     client = await Client.connect(temporal, namespace=fresh_namespace)
@@ -264,8 +246,9 @@ async def test_cli_setup_registers_the_attributes_a_fresh_namespace_lacks(
     assert await custom_attributes(temporal, fresh_namespace) == expected
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_setup_refuses_an_attribute_registered_under_another_type(
-    cli_env: None, fresh_namespace: str, temporal: str, capsys: pytest.CaptureFixture[str]
+    fresh_namespace: str, temporal: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     client = await Client.connect(temporal, namespace=fresh_namespace)
     await client.operator_service.add_search_attributes(
@@ -274,26 +257,25 @@ async def test_cli_setup_refuses_an_attribute_registered_under_another_type(
             search_attributes={"ThreadwardenPhase": IndexedValueType.INDEXED_VALUE_TYPE_INT},
         )
     )
-    assert await run_cli("setup") == 1
-    line = one_line(capsys.readouterr().err)
+    line = await setup_error(capsys)
     assert "search attribute ThreadwardenPhase is registered as INT, expected KEYWORD" in line
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_setup_in_an_unknown_namespace_is_one_line_exit_1(
-    cli_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("THREADWARDEN_TEMPORAL_NAMESPACE", "no-such-namespace")
-    assert await run_cli("setup") == 1
-    line = one_line(capsys.readouterr().err)
+    line = await setup_error(capsys)
     assert "search attributes of namespace no-such-namespace failed" in line
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_setup_with_temporal_unreachable_is_one_line_exit_1(
-    cli_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", "127.0.0.1:1")
-    assert await run_cli("setup") == 1
-    assert "setup: cannot reach Temporal at 127.0.0.1:1" in one_line(capsys.readouterr().err)
+    assert "setup: cannot reach Temporal at 127.0.0.1:1" in await setup_error(capsys)
 
 
 async def test_cli_unreachable_database_is_one_line_exit_1(
@@ -319,12 +301,9 @@ async def test_cli_inconsistent_settings_name_the_setting(
     )
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_cli_rebuild_projection_drops_summaries_and_the_passes_rebuild_them(
-    cli_env: None,
-    worker: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     await client.submit(ids, agent_id="scripted", input=[{"say": "summarised"}])
     await eventually(

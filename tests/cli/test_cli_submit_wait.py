@@ -10,13 +10,16 @@ import pytest
 
 from tests.helpers.cli import run_cli
 
+pytestmark = pytest.mark.usefixtures("cli_env")
+
 
 def _submit(thread: str, steps: list[dict[str, object]], *wait: str) -> list[str]:
     return ["submit", thread, "--agent", "scripted", "--input", json.dumps(steps), *wait]
 
 
+@pytest.mark.usefixtures("worker")
 async def test_submit_wait_prints_the_result_and_exits_0_when_completed(
-    worker: None, cli_env: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     assert await run_cli(*_submit(ids, [{"say": "hello"}], "--wait", "60")) == 0
     admitted, settled = capsys.readouterr().out.strip().splitlines()
@@ -24,8 +27,9 @@ async def test_submit_wait_prints_the_result_and_exits_0_when_completed(
     assert settled == 'completed: {"said": ["hello"]}'
 
 
+@pytest.mark.usefixtures("worker")
 async def test_submit_wait_prints_the_reason_and_exits_1_when_failed(
-    worker: None, cli_env: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     code = await run_cli(*_submit(ids, [{"fail": "out of stock"}], "--wait", "--json"))
     assert code == 1
@@ -35,8 +39,9 @@ async def test_submit_wait_prints_the_reason_and_exits_1_when_failed(
     assert report["settlement"]["reason"] == "out of stock"
 
 
+@pytest.mark.usefixtures("worker")
 async def test_submit_wait_exits_3_when_the_wait_ends_first(
-    worker: None, cli_env: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     code = await run_cli(*_submit(ids, [{"approval": "refund"}], "--wait", "0.5"))
     assert code == 3
@@ -45,7 +50,7 @@ async def test_submit_wait_exits_3_when_the_wait_ends_first(
 
 
 async def test_submit_wait_refuses_a_negative_wait_with_exit_2(
-    cli_env: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     assert await run_cli(*_submit(ids, [{"say": "x"}], "--wait", "-1")) == 2
     [line] = capsys.readouterr().err.strip().splitlines()

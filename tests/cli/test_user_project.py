@@ -5,22 +5,19 @@ folder: the installed package shadows none of the user's modules (issue 11, Test
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
+from tests.helpers.cli import user_environment
 from tests.helpers.polling import eventually
-from tests.helpers.processes import READY
-from tests.worker.test_cli_conventions import CONSOLE_SCRIPT, _environment
+from tests.helpers.processes import console_worker
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 
-STOP_TIMEOUT_S = 30
 USER_FILES = {
     "workflows.py": """
         from datetime import timedelta
@@ -109,47 +106,6 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
-@contextlib.asynccontextmanager
-async def _console_worker(
-    folder: Path, connections: Connections, settings: Settings, bindings: str
-) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    """The installed console script's ``worker`` in ``folder`` until it printed its ready line;
-    stopped with SIGTERM (bounded) on exit, killed only if it would not stop."""
-    out, err = folder / "stdout", folder / "stderr"
-    with out.open("wb") as stdout, err.open("wb") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            CONSOLE_SCRIPT,
-            "worker",
-            "--bindings",
-            bindings,
-            cwd=folder,
-            env=_environment(folder, connections, settings),
-            stdout=stdout,
-            stderr=stderr,
-        )
-    try:
-
-        async def printed() -> str:
-            if process.returncode is not None:
-                raise AssertionError(
-                    f"worker exited with {process.returncode}: {err.read_text()[-2000:]}"
-                )
-            return out.read_text()
-
-        ready = await eventually(
-            printed, lambda text: READY in text, timeout_s=60, what="worker ready"
-        )
-        yield process, ready
-    finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), timeout=STOP_TIMEOUT_S)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-
-
 async def test_user_project_modules_are_not_shadowed_by_the_installed_package(
     project: Path,
 ) -> None:
@@ -158,7 +114,7 @@ async def test_user_project_modules_are_not_shadowed_by_the_installed_package(
         "-c",
         "import workflows; print(workflows.__file__)",
         cwd=project,
-        env=_environment(project),
+        env=user_environment(project),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -174,7 +130,8 @@ async def test_user_project_runs_threadwarden_worker_with_its_bindings(
     client: ThreadwardenClient,
     ids: str,
 ) -> None:
-    async with _console_worker(project, connections, settings, "myagents:bindings") as (
+    env = user_environment(project, connections, settings)
+    async with console_worker(project, env, "--bindings", "myagents:bindings") as (
         process,
         ready,
     ):

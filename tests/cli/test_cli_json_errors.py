@@ -34,8 +34,8 @@ from tests.helpers.cli import json_error, run_cli
         (["watch", "nobody", "--no-follow"], "not_found", "thread", 1),
     ],
 )
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_json_error_is_one_object_on_stderr_and_writes_nothing(
-    cli_env: None,
     pool: asyncpg.Pool[Any],
     capsys: pytest.CaptureFixture[str],
     argv: list[str],

@@ -12,13 +12,11 @@ from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 
+pytestmark = pytest.mark.usefixtures("cli_env", "worker")
+
 
 async def test_submit_for_an_unserved_agent_warns_and_status_says_why_it_waits(
-    worker: None,
-    cli_env: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     args = ["submit", ids, "--agent", "nobody-serves-me", "--input", "{}"]
     assert await run_cli(*args) == 0  # admitted, not refused
@@ -44,11 +42,7 @@ async def test_submit_for_an_unserved_agent_warns_and_status_says_why_it_waits(
 
 
 async def test_submit_for_a_served_agent_has_no_warning(
-    worker: None,
-    cli_env: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     first = await client.submit(ids, agent_id="scripted", input=[{"say": "hi"}])
     await wait_for_state(client, ids, first.submission_id, "completed")  # the worker is up

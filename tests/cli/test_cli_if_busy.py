@@ -14,14 +14,15 @@ from tests.console.helpers import wait_for_state
 from tests.helpers.cli import run_cli
 from threadwarden.client.client import ThreadwardenClient
 
+pytestmark = pytest.mark.usefixtures("cli_env")
+
 
 def _submit(thread: str, steps: list[dict[str, object]], *flags: str) -> list[str]:
     return ["submit", thread, "--agent", "scripted", "--input", json.dumps(steps), *flags]
 
 
+@pytest.mark.usefixtures("worker")
 async def test_submit_if_busy_reject_exits_2_naming_the_thread_and_writes_nothing(
-    worker: None,
-    cli_env: None,
     client: ThreadwardenClient,
     pool: asyncpg.Pool[Any],
     capsys: pytest.CaptureFixture[str],
@@ -37,12 +38,9 @@ async def test_submit_if_busy_reject_exits_2_naming_the_thread_and_writes_nothin
     assert (await ledger_snapshot(pool))[2:4] == before  # no submission, no record
 
 
+@pytest.mark.usefixtures("worker")
 async def test_submit_if_busy_interrupt_prints_what_it_interrupted(
-    worker: None,
-    cli_env: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     waits = await client.submit(ids, agent_id="scripted", input=[{"approval": "x"}])
     await wait_for_state(client, ids, waits.submission_id, "suspended")
@@ -56,7 +54,7 @@ async def test_submit_if_busy_interrupt_prints_what_it_interrupted(
 
 
 async def test_submit_if_busy_refuses_an_unknown_mode_with_exit_2(
-    cli_env: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     assert await run_cli(*_submit(ids, [{"say": "x"}], "--if-busy", "later")) == 2
     assert "if-busy" in capsys.readouterr().err

@@ -54,10 +54,10 @@ async def threadwarden(env: dict[str, str], *argv: str) -> Run:
 @pytest.mark.slow
 @pytest.mark.xdist_group("slow")  # the long, heavy tests one after another
 @pytest.mark.timeout(600)  # 100 processes, two at a time (~1 s of CPU each)
+@pytest.mark.usefixtures("worker")
 async def test_cli_short_lived_commands_exit_with_their_real_code_50_times_in_a_row(
     settings: Settings,
     connections: Connections,
-    worker: None,
     client: ThreadwardenClient,
     ids: str,
     tmp_path: Path,

@@ -13,8 +13,9 @@ from tests.helpers.cli import run_cli
 from tests.helpers.polling import eventually
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_cli_a_delegation_shows_waiting_for_child_the_parent_and_the_calls(
-    cli_env: None, worker: None, capsys: pytest.CaptureFixture[str], ids: str
+    capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     parent_thread, child_thread = f"{ids}-parent", f"{ids}-child"
     child_script = [{"approval": "publish the report?"}, {"say": "published"}]

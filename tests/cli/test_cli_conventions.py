@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator, Iterator
 from importlib import metadata
 from pathlib import Path
@@ -15,15 +13,13 @@ from textwrap import dedent
 
 import pytest
 
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import CONSOLE_SCRIPT, run_cli, user_environment
 from tests.helpers.polling import eventually
+from tests.helpers.processes import console_worker
 from threadwarden.cli.main import build_parser
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
-
-CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
-READY = "threadwarden worker on task queue"
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
@@ -47,30 +43,9 @@ def test_cli_every_command_and_flag_has_help() -> None:
             assert action.help and action.help.strip(), f"{prog} {action.dest}: no help"
 
 
-async def test_cli_version_prints_the_installed_version(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+async def test_cli_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert await run_cli("--version") == 0
     assert capsys.readouterr().out.strip() == f"threadwarden {metadata.version('threadwarden')}"
-
-
-def _environment(
-    folder: Path, connections: Connections | None = None, settings: Settings | None = None
-) -> dict[str, str]:
-    """The test process's environment without any threadwarden or Temporal setting, plus the
-    test's services when given."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("THREADWARDEN_", "TEMPORAL_"))}
-    env["THREADWARDEN_DATA_DIR"] = str(folder / "tw")
-    if connections is not None and settings is not None:
-        env |= {
-            "THREADWARDEN_DATABASE_URL": connections.database_url,
-            "THREADWARDEN_TEMPORAL_ADDRESS": connections.temporal_address,
-            "THREADWARDEN_TASK_QUEUE": settings.task_queue,
-            "THREADWARDEN_SWEEP_INTERVAL_MS": str(settings.sweep_interval_ms),
-            "THREADWARDEN_SWEEP_IDLE_INTERVAL_MS": str(settings.sweep_idle_interval_ms),
-            "THREADWARDEN_SWEEP_GRACE_MS": str(settings.sweep_grace_ms),
-        }
-    return env
 
 
 async def _console(folder: Path, *argv: str) -> tuple[int, str]:
@@ -79,7 +54,7 @@ async def _console(folder: Path, *argv: str) -> tuple[int, str]:
         CONSOLE_SCRIPT,
         *argv,
         cwd=folder,
-        env=_environment(folder),
+        env=user_environment(folder),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -202,32 +177,10 @@ async def user_worker(
 ) -> AsyncIterator[str]:
     """``threadwarden worker --bindings myagents:bindings --plugins myplugins:plugins`` run by
     the console script in the user's folder; yields what it printed once ready."""
-    out = app_folder / "stdout"
-    with out.open("wb") as stdout, (app_folder / "stderr").open("wb") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            CONSOLE_SCRIPT,
-            "worker",
-            "--bindings",
-            "myagents:bindings",
-            "--plugins",
-            "myplugins:plugins",
-            cwd=app_folder,
-            env=_environment(app_folder, connections, settings),
-            stdout=stdout,
-            stderr=stderr,
-        )
-    try:
-
-        async def printed() -> str:
-            if process.returncode is not None:
-                raise AssertionError((app_folder / "stderr").read_text()[-2000:])
-            return out.read_text()
-
-        yield await eventually(printed, lambda text: READY in text, timeout_s=60, what="ready")
-    finally:
-        if process.returncode is None:
-            process.terminate()
-        await process.wait()
+    env = user_environment(app_folder, connections, settings)
+    flags = ["--bindings", "myagents:bindings", "--plugins", "myplugins:plugins"]
+    async with console_worker(app_folder, env, *flags) as (_, ready):
+        yield ready
 
 
 async def test_cli_worker_runs_bindings_and_plugins_from_the_current_folder(

@@ -40,8 +40,8 @@ async def inbox(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, An
     return dict(json.loads(capsys.readouterr().out))
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_inbox_lists_pending_approvals_and_unknown_side_effects_oldest_first(
-    cli_env: None,
     settings: Settings,
     connections: Connections,
     failpoints: Failpoints,

@@ -1,6 +1,7 @@
-"""Hostile values on every input path of the client and the CLI: SQL metacharacters, NUL bytes,
-10 MB strings, 100k-level nesting, non-UTF-8 bytes, non-finite and huge numbers. Each is refused
-with one line naming the field (one JSON object under ``--json``), exit code 2, nothing written."""
+"""Hostile values on every input path of the CLI: its arguments, settings and stack file, and
+the bytes of a real argv. Each is refused with one line naming the field (one JSON object under
+``--json``), exit code 2, nothing written. The client's twin is
+tests/client/test_client_hostile_input.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,151 +16,10 @@ import asyncpg
 import pytest
 
 from tests.helpers.cli import run_cli
-from threadwarden.client.client import ThreadwardenClient
-from threadwarden.errors import InvalidInput
+from tests.helpers.hostile import ESCAPE, HUGE, NON_UTF8, NUL, SQL, nested, row_counts
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = (
-    "hosts",
-    "threads",
-    "submissions",
-    "records",
-    "publications",
-    "thread_summaries",
-    "messages",
-)
-SQL = "'; DROP TABLE threadwarden.submissions; --"
-NUL = "a\x00b"
-HUGE = "x" * 10_000_000
-NON_UTF8 = os.fsdecode(b"t\xff\xfe")  # how non-UTF-8 bytes of argv reach Python
-ESCAPE = "\x1b[2J\x1b[31mred"
-
-
-def nested(levels: int) -> Any:
-    """A list nested ``levels`` deep, built without recursion."""
-    value: Any = []
-    for _ in range(levels - 1):
-        value = [value]
-    return value
-
-
-DEEP = nested(100_000)
 DEEP_TEXT = "[" * 30_000 + "]" * 30_000  # under the 64 KiB limit, past Python's recursion limit
-HOSTILE_IDS = [SQL, NUL, HUGE, NON_UTF8, "", ESCAPE]
-HOSTILE_INPUTS = [
-    DEEP,
-    {"text": NUL},
-    {NUL: 1},
-    {"text": NON_UTF8},
-    HUGE,
-    10**5000,
-    float("inf"),
-    float("nan"),
-    {1: "non-string key"},
-    {"not json": object()},
-]
-
-
-async def row_counts(pool: asyncpg.Pool[Any]) -> dict[str, int]:
-    return {
-        table: int(await pool.fetchval(f"SELECT count(*) FROM threadwarden.{table}"))
-        for table in TABLES
-    }
-
-
-Call = Callable[[ThreadwardenClient, str, Any], Awaitable[object]]
-"""A client call given the client, a real queued submission id and the hostile value."""
-
-
-def _api_cases() -> list[tuple[str, str, Call, Any]]:
-    cases: list[tuple[str, str, Call, Any]] = []
-
-    def add(name: str, field: str, call: Call, values: list[Any]) -> None:
-        cases.extend((f"{name}-{i}", field, call, value) for i, value in enumerate(values))
-
-    ids = HOSTILE_IDS
-    add("submit-thread", "thread", lambda c, s, v: c.submit(v, agent_id="a", input=1), ids)
-    add("submit-agent", "agent", lambda c, s, v: c.submit("t", agent_id=v, input=1), ids)
-    add("submit-host", "host", lambda c, s, v: c.submit("t", agent_id="a", input=1, host_id=v), ids)
-    add(
-        "submit-key",
-        "idempotency_key",
-        lambda c, s, v: c.submit("t", agent_id="a", input=1, idempotency_key=v),
-        ids,
-    )
-    add(
-        "submit-digest",
-        "agent_digest",
-        lambda c, s, v: c.submit("t", agent_id="a", input=1, agent_digest=v),
-        ids,
-    )
-    add("approve", "submission", lambda c, s, v: c.approve(v), ids)
-    add("deny", "submission", lambda c, s, v: c.deny(v), ids)
-    add("abort", "submission", lambda c, s, v: c.abort(v), ids)
-    add("resolve", "submission", lambda c, s, v: c.resolve(v, "not-run"), ids)
-    add("thread-status", "thread", lambda c, s, v: c.thread_status(v), ids)
-    add("thread-summary", "thread", lambda c, s, v: c.thread_summary(v), ids)
-    add("messages-sent", "thread", lambda c, s, v: c.messages_sent(v), ids)
-    add("records", "thread", lambda c, s, v: c.records(v), ids)
-    add("host-status", "host", lambda c, s, v: c.host_status(v), ids)
-    add("rebuild", "host", lambda c, s, v: c.rebuild_projection(v), ids)
-    add("wake", "host", lambda c, s, v: c.wake(v), ids)
-    inputs = HOSTILE_INPUTS
-    add("submit-input", "input", lambda c, s, v: c.submit("t", agent_id="a", input=v), inputs)
-    add("resolve-result", "result", lambda c, s, v: c.resolve(s, "ran", v), inputs)
-    reasons = [NUL, HUGE, NON_UTF8, ESCAPE, "two\nlines", 42]
-    add("deny-reason", "reason", lambda c, s, v: c.deny(s, v), reasons)
-    add("resolve-outcome", "outcome", lambda c, s, v: c.resolve(s, v), [SQL, None])
-    add("resolve-unasked", "result", lambda c, s, v: c.resolve(s, "fail", v), [{"x": 1}])
-    add(
-        "scripted-sleep",
-        "sleep_ms",
-        lambda c, s, v: c.submit("t", agent_id="scripted", input=[{"sleep_ms": v}]),
-        [-1, 10**30, 1e400, "1000"],
-    )
-    return cases
-
-
-API_CASES = _api_cases()
-
-
-@pytest.fixture
-async def waiting(client: ThreadwardenClient, ids: str) -> str:
-    """A real submission (no worker runs, so it stays queued) for the operator calls to name."""
-    receipt = await client.submit(ids, agent_id="scripted", input=[{"say": "hi"}])
-    return receipt.submission_id
-
-
-async def test_client_refuses_every_hostile_value_by_field_and_writes_nothing(
-    client: ThreadwardenClient, pool: asyncpg.Pool[Any], waiting: str
-) -> None:
-    before = await row_counts(pool)
-    unrefused = []
-    for name, field, call, value in API_CASES:
-        try:
-            await call(client, waiting, value)
-        except InvalidInput as error:
-            if field not in error.field or "\n" in str(error):
-                unrefused.append(f"{name}: {error}")
-        else:
-            unrefused.append(f"{name}: accepted")
-    assert unrefused == []
-    assert await row_counts(pool) == before
-
-
-async def test_client_stores_sql_metacharacters_in_free_text_verbatim(
-    client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
-) -> None:
-    # Free text is data, not an error: parameters keep it out of the SQL.
-    script = [{"say": SQL}, {"tool": SQL, "args": {SQL: SQL}}]
-    receipt = await client.submit(ids, agent_id="scripted", input=script, idempotency_key="k")
-    stored = await pool.fetchval(
-        "SELECT input FROM threadwarden.submissions WHERE submission_id = $1",
-        receipt.submission_id,
-    )
-    assert stored == script
-    assert (await row_counts(pool))["submissions"] == 1
-
 
 SUBMIT = ["submit", "t", "--agent", "scripted"]
 CLI_CASES: list[tuple[list[str], str]] = [
@@ -220,8 +79,9 @@ def _assert_refused(err: str, field: str, *, as_json: bool) -> None:
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_refuses_hostile_arguments_by_field_with_exit_2_and_writes_nothing(
-    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], as_json: bool
+    pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], as_json: bool
 ) -> None:
     before = await row_counts(pool)
     cases = CLI_CASES if as_json else CLI_CASES + NO_JSON_CASES
@@ -247,8 +107,8 @@ async def test_cli_refuses_hostile_arguments_by_field_with_exit_2_and_writes_not
         ("THREADWARDEN_TEMPORAL_TLS_CA_PATH", "/nonexistent/ca.pem", "temporal_tls_ca_path"),
     ],
 )
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_refuses_hostile_settings_by_variable_with_exit_2(
-    cli_env: None,
     pool: asyncpg.Pool[Any],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -266,11 +126,9 @@ async def test_cli_refuses_hostile_settings_by_variable_with_exit_2(
     assert await row_counts(pool) == before
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_deep_input_is_refused_by_depth_when_the_size_limit_allows_it(
-    cli_env: None,
-    pool: asyncpg.Pool[Any],
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    pool: asyncpg.Pool[Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("THREADWARDEN_MAX_INPUT_BYTES", "10485760")
     before = await row_counts(pool)
@@ -281,8 +139,9 @@ async def test_cli_deep_input_is_refused_by_depth_when_the_size_limit_allows_it(
     assert await row_counts(pool) == before
 
 
+@pytest.mark.usefixtures("cli_env")
 async def test_cli_refuses_a_stack_file_that_is_not_a_stack_record(
-    cli_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for garbage in [b"\xff\xfe{\x00", b"[" * 100_000, b'{"pid": "1; rm -rf /"}', b"[]"]:
         (tmp_path / "stack.json").write_bytes(garbage)

@@ -4,42 +4,20 @@ exits 2 with one JSON object on stderr and writes nothing."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import asyncpg
 import pytest
 
 from tests.helpers.checks import quiescent
-from tests.helpers.cli import json_error, run_cli, unknown_side_effect
+from tests.helpers.cli import decide, json_error, ledger_rows, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections
 
+pytestmark = pytest.mark.usefixtures("cli_env")
+
 APPROVAL = [{"approval": "spend 5 EUR?"}, {"say": "spent"}]
-
-
-async def ledger_rows(pool: asyncpg.Pool[Any], thread: str) -> tuple[Any, ...]:
-    """The thread's submissions and records, and its host row: a no-op leaves them equal."""
-    submissions = await pool.fetch(
-        "SELECT * FROM threadwarden.submissions WHERE thread_id = $1 ORDER BY sequence", thread
-    )
-    records = await pool.fetch(
-        "SELECT * FROM threadwarden.records WHERE thread_id = $1 ORDER BY sequence", thread
-    )
-    host = await pool.fetchrow(
-        "SELECT h.* FROM threadwarden.hosts h JOIN threadwarden.threads t USING (host_id)"
-        " WHERE t.thread_id = $1",
-        thread,
-    )
-    return [dict(r) for r in submissions], [dict(r) for r in records], dict(host or {})
-
-
-async def decide(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any, str]:
-    """Run a decision with ``--json``: its exit code, the JSON it printed (or None), stderr."""
-    code = await run_cli(*argv, "--json")
-    captured = capsys.readouterr()
-    return code, json.loads(captured.out) if captured.out else None, captured.err
 
 
 async def waiting_for_approval(client: ThreadwardenClient, thread: str) -> None:
@@ -50,9 +28,8 @@ async def waiting_for_approval(client: ThreadwardenClient, thread: str) -> None:
     )
 
 
+@pytest.mark.usefixtures("worker")
 async def test_cli_approve_and_deny_repeat_exit_0_unchanged_and_conflicts_exit_2(
-    cli_env: None,
-    worker: None,
     client: ThreadwardenClient,
     connections: Connections,
     pool: asyncpg.Pool[Any],
@@ -109,12 +86,9 @@ async def test_cli_approve_and_deny_repeat_exit_0_unchanged_and_conflicts_exit_2
     assert out.strip() == f"{one.submission_id}: nothing changed, already settled (completed)"
 
 
+@pytest.mark.usefixtures("worker")
 async def test_cli_approve_of_a_submission_that_never_waited_is_not_waiting_exit_2(
-    cli_env: None,
-    worker: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     done = await client.submit(ids, agent_id="scripted", input=[{"say": "done"}])
     await client.result(done.submission_id, timeout=30)
@@ -125,7 +99,7 @@ async def test_cli_approve_of_a_submission_that_never_waited_is_not_waiting_exit
 
 
 async def test_cli_resolve_repeat_exits_0_unchanged_and_another_outcome_exits_2(
-    cli_env: None, pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], ids: str
+    pool: asyncpg.Pool[Any], capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     ran = await unknown_side_effect(pool, f"{ids}-ran")
     failed = await unknown_side_effect(pool, f"{ids}-fail")
@@ -161,9 +135,8 @@ async def test_cli_resolve_repeat_exits_0_unchanged_and_another_outcome_exits_2(
     assert await ledger_rows(pool, f"{ids}-fail") == before
 
 
+@pytest.mark.usefixtures("worker")
 async def test_cli_abort_repeat_exits_0_unchanged(
-    cli_env: None,
-    worker: None,
     client: ThreadwardenClient,
     connections: Connections,
     pool: asyncpg.Pool[Any],
@@ -203,12 +176,9 @@ async def test_cli_abort_repeat_exits_0_unchanged(
     assert await ledger_rows(pool, ids) == before
 
 
+@pytest.mark.usefixtures("worker")
 async def test_decisions_say_what_happens_next_in_plain_words(
-    worker: None,
-    cli_env: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     """Issue 30 item 9: ``approved sub_…; it resumes``, not the state's name."""
     thread = ids

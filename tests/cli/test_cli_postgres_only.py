@@ -30,9 +30,8 @@ async def cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[Any,
     return json.loads(captured.out), captured.err, took
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_cli_status_inbox_and_decisions_answer_with_temporal_unreachable(
-    cli_env: None,
-    worker: None,
     client: ThreadwardenClient,
     pool: asyncpg.Pool[Any],
     monkeypatch: pytest.MonkeyPatch,

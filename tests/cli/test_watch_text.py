@@ -61,12 +61,9 @@ def test_other_records_are_summed_up_in_one_line() -> None:
     assert len(summary("note", {"blob": "x" * 1000})) == 200
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_watch_prints_text_and_verbose_prints_the_whole_body(
-    worker: None,
-    cli_env: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     receipt = await client.submit(ids, agent_id="scripted", input=[{"say": "hello there"}])
     await wait_for_state(client, ids, receipt.submission_id, "completed")
