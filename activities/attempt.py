@@ -17,8 +17,8 @@ from temporalio import activity
 from threadwarden.activities.context import (
     DECISIVE,
     INFRASTRUCTURE,
-    AttemptContext,
     AttemptStop,
+    JournaledContext,
     Suspend,
     UnknownEffect,
     WaitForChildren,
@@ -329,7 +329,7 @@ class HeadRunner:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides
         the attempt instead (`_PassFault`, fencing, an abort, a stop)."""
         binding = self._registry.bindings[claim.agent_id]
-        context = AttemptContext(
+        context = JournaledContext(
             claim,
             self._attempts,
             yield_after,
@@ -387,7 +387,7 @@ class HeadRunner:
 
 
 def _judge(
-    claim: Claim, context: AttemptContext, lease: LeaseKeeper, error: BaseException | None
+    claim: Claim, context: JournaledContext, lease: LeaseKeeper, error: BaseException | None
 ) -> None:
     """Raise what decides the attempt regardless of how its handler ended, if anything does:
     a lost lease, then a fault of threadwarden's own writes, then an infrastructure error."""

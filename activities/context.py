@@ -138,8 +138,9 @@ def _child_outcome(body: Any) -> ChildOutcome:
     )
 
 
-class AttemptContext:
-    """The `threadwarden.AttemptContext` threadwarden hands to a binding."""
+class JournaledContext:
+    """The implementation of `threadwarden.AttemptContext` threadwarden hands to a binding:
+    every step journaled in the ledger and replayed from it on a re-run."""
 
     def __init__(
         self,

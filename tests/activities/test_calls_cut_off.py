@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from tests.helpers.ledger import Ledger
-from threadwarden.activities.context import AttemptContext
+from threadwarden.activities.context import JournaledContext
 from threadwarden.activities.wake import Waker
 from threadwarden.ledger.children import Children
 
@@ -44,7 +44,7 @@ async def test_a_cut_off_attempt_does_not_suspend_on_part_of_its_calls(
     claim = await ledger.claim(ids)
     waker = SlowWaker()
     children = Children(pool, ledger.admissions, minimum_alarm_delay_ms=50)
-    context = AttemptContext(claim, ledger.attempts, LATER, children=children, waker=waker)
+    context = JournaledContext(claim, ledger.attempts, LATER, children=children, waker=waker)
 
     async def handler() -> Any:
         return await asyncio.gather(
