@@ -2,7 +2,8 @@
 
 Settlement is staged (reserve, then append + finalize) so recovery can finish it from the
 reservation. An attempt may also stop without settling: it yields (``ready``), waits for an
-approval (``suspended``) or for an operator's decision on a side effect (``unknown``).
+approval (``suspended``) or for an operator's decision on a side effect (``unknown``). What
+decides the attempt whatever its handler made of it is judged in `activities/endings.py`.
 """
 
 import asyncio
@@ -14,15 +15,17 @@ from typing import Any, Literal
 from opentelemetry import trace
 from temporalio import activity
 
-from threadwarden.activities.context import (
+from threadwarden.activities.context import JournaledContext
+from threadwarden.activities.endings import (
     DECISIVE,
-    INFRASTRUCTURE,
     AttemptStop,
-    JournaledContext,
+    PassFault,
     Suspend,
     UnknownEffect,
     WaitForChildren,
     Yield,
+    judge,
+    recordable,
 )
 from threadwarden.activities.errors import domain_errors
 from threadwarden.activities.lease import LeaseKeeper, beat
@@ -30,13 +33,8 @@ from threadwarden.activities.lease import stop as lease_stop
 from threadwarden.activities.live_text import LiveText
 from threadwarden.activities.pass_steps import INLINE_GRACE_MS, PassSteps, describe
 from threadwarden.activities.wake import Waker
-from threadwarden.bindings import BindingRegistry, Completed, Failed, Outcome, Yielded
-from threadwarden.errors import (
-    AbortRequested,
-    BindingDigestMismatch,
-    BindingUnavailable,
-    InvalidInput,
-)
+from threadwarden.bindings import BindingRegistry, Completed, Failed, Yielded
+from threadwarden.errors import AbortRequested, BindingDigestMismatch, BindingUnavailable
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts, Claim
 from threadwarden.ledger.checkpoints import Checkpoints
@@ -45,29 +43,9 @@ from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
-from threadwarden.validation import validate_input
 from threadwarden.workflows import contracts as c
 
 logger = logging.getLogger(__name__)
-
-
-def _checked(outcome: object) -> Outcome:
-    """Turn an outcome that cannot be recorded into a recordable failure (never a retry loop)."""
-    if isinstance(outcome, Yielded):
-        return outcome
-    if isinstance(outcome, Failed):
-        # A reason Postgres cannot store (a NUL, a lone surrogate) would fail every pass.
-        reason = str(outcome.reason).replace("\x00", "\\0")
-        return Failed(reason.encode("utf-8", "replace").decode())
-    if not isinstance(outcome, Completed):
-        return Failed(
-            f"binding returned {type(outcome).__name__}, expected Completed, Failed or Yielded"
-        )
-    try:
-        validate_input("result", outcome.result)
-    except InvalidInput as error:
-        return Failed(f"binding {error}")
-    return outcome
 
 
 async def _cancel_on_shutdown(task: asyncio.Future[Any]) -> None:
@@ -81,16 +59,6 @@ async def _stopped(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-
-
-class _PassFault(Exception):
-    """The attempt ended on infrastructure: the pass fails and is retried, nothing settles."""
-
-    def __init__(self, reason: str, *, owned: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.owned = owned
-        """Whether the attempt still holds the head (and should give it back)."""
 
 
 class HeadRunner:
@@ -227,12 +195,12 @@ class HeadRunner:
         if claim.abort_requested:  # a parent asked to abort: its children first
             return await self._abort(claim)
         try:
-            outcome = _checked(await self._run_binding(claim, yield_after))
+            outcome = recordable(await self._run_binding(claim, yield_after))
         except AbortRequested:
             return await self._abort(claim)
         except AttemptStop as stop:
             return await self._stop(claim, stop)
-        except _PassFault as fault:
+        except PassFault as fault:
             activity.logger.warning(
                 "attempt on %s failed the pass (nothing settled, retried with backoff): %s",
                 claim.thread_id,
@@ -327,7 +295,7 @@ class HeadRunner:
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides
-        the attempt instead (`_PassFault`, fencing, an abort, a stop)."""
+        the attempt instead (`PassFault`, fencing, an abort, a stop)."""
         binding = self._registry.bindings[claim.agent_id]
         context = JournaledContext(
             claim,
@@ -358,7 +326,7 @@ class HeadRunner:
             if lease.lost is None or _cancelling():
                 await self._release(claim)  # give the head back instead of waiting out the lease
                 raise
-            error = _PassFault(lease.lost, owned=False)
+            error = PassFault(lease.lost, owned=False)
         except (Exception, AttemptStop) as raised:
             error, cut_off = raised, False
         finally:
@@ -367,7 +335,7 @@ class HeadRunner:
         if _cancelling():  # the handler swallowed an outside cancellation
             await self._release(claim)
             raise asyncio.CancelledError()
-        _judge(claim, context, lease, error)
+        judge(claim, lost=lease.lost, fault=context.fault, error=error)
         if error is None:
             return outcome
         if isinstance(error, (AttemptStop, *DECISIVE)):
@@ -384,28 +352,6 @@ class HeadRunner:
             await asyncio.shield(self._attempts.release(claim))
         except Exception as error:
             activity.logger.warning("releasing attempt %s failed: %r", claim.attempt_id, error)
-
-
-def _judge(
-    claim: Claim, context: JournaledContext, lease: LeaseKeeper, error: BaseException | None
-) -> None:
-    """Raise what decides the attempt regardless of how its handler ended, if anything does:
-    a lost lease, then a fault of threadwarden's own writes, then an infrastructure error."""
-    if lease.lost is not None and not isinstance(error, WaitForChildren):
-        # (A wait for children ends the ownership itself: a renewal refused after it is no
-        # loss.)
-        raise _PassFault(lease.lost, owned=False)
-    fault = context.fault
-    if isinstance(fault, DECISIVE):
-        raise fault
-    if fault is not None:
-        raise _PassFault(f"attempt {claim.attempt_id}: {describe(fault)}", owned=True)
-    if isinstance(error, _PassFault):
-        raise error
-    if isinstance(error, INFRASTRUCTURE):  # by type only: the binding's text may quote payload
-        raise _PassFault(
-            f"attempt {claim.attempt_id}: the binding raised {type(error).__name__}", owned=True
-        )
 
 
 def _cancelling() -> bool:
