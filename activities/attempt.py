@@ -9,12 +9,14 @@ decides the attempt whatever its handler made of it is judged in `activities/end
 import asyncio
 import contextlib
 import logging
+from dataclasses import KW_ONLY, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from opentelemetry import trace
 from temporalio import activity
 
+from threadwarden.activities.child_calls import ChildCalls
 from threadwarden.activities.context import JournaledContext
 from threadwarden.activities.endings import (
     DECISIVE,
@@ -28,6 +30,7 @@ from threadwarden.activities.endings import (
     recordable,
 )
 from threadwarden.activities.errors import domain_errors
+from threadwarden.activities.journal import Journal
 from threadwarden.activities.lease import LeaseKeeper, beat
 from threadwarden.activities.lease import stop as lease_stop
 from threadwarden.activities.live_text import LiveText
@@ -61,41 +64,26 @@ async def _stopped(task: asyncio.Task[None]) -> None:
         await task
 
 
+@dataclass(eq=False)
 class HeadRunner:
     """Runs one attempt on the head the pass selected, then the pass's steps after it: one
     instance per worker, given to both the ``run_head`` activity and ``begin_pass`` (which runs
     an inline head itself when nothing else of its pass is due)."""
 
-    def __init__(
-        self,
-        attempts: Attempts,
-        registry: BindingRegistry,
-        *,
-        lease_ms: int,
-        lease_renew_ms: int,
-        failpoints: Failpoints,
-        projection: Projection,
-        publications: Publications,
-        steps: PassSteps,
-        children: Children,
-        operator: Operator,
-        waker: Waker,
-        checkpoints: Checkpoints,
-        deltas: Deltas | None = None,
-    ) -> None:
-        self._checkpoints = checkpoints
-        self._deltas = deltas
-        self._children = children
-        self._operator = operator
-        self._waker = waker
-        self._steps = steps
-        self._publications = publications
-        self._failpoints = failpoints
-        self._projection = projection
-        self._attempts = attempts
-        self._registry = registry
-        self._lease_s = lease_ms / 1000
-        self._lease_renew_s = lease_renew_ms / 1000
+    attempts: Attempts
+    registry: BindingRegistry
+    _: KW_ONLY
+    lease_ms: int
+    lease_renew_ms: int
+    failpoints: Failpoints
+    projection: Projection
+    publications: Publications
+    steps: PassSteps
+    children: Children
+    operator: Operator
+    waker: Waker
+    checkpoints: Checkpoints
+    deltas: Deltas | None = None
 
     async def run(self, step: c.RunHeadInput) -> c.RunHeadResult:
         """The head attempt, its binding-retry record and (when asked) the pass's finish.
@@ -115,7 +103,7 @@ class HeadRunner:
         left = (step.pass_deadline - now).total_seconds()
         cut, yield_after = left, step.yield_after
         if inline:
-            budget = self._steps.limits.inline_budget_ms / 1000
+            budget = self.steps.limits.inline_budget_ms / 1000
             cut = min(left, budget + INLINE_GRACE_MS / 1000)
             yield_after = min(yield_after, now + timedelta(seconds=budget))
         # The attempt in a task of its own: the shutdown watch cancels it, not this step (whose
@@ -142,7 +130,7 @@ class HeadRunner:
             if inline and result.stopped == "ready":  # past its budget: yielded or cut off
                 result.handed_off = True
                 await self._hand_off(step.submission_id)
-            return await self._steps.after_head(step, result)
+            return await self.steps.after_head(step, result)
         finally:
             await _stopped(beside)
 
@@ -150,26 +138,26 @@ class HeadRunner:
         """Dispatch the head's later attempts; best effort: should this fail, the next one runs
         inline once more, bounded by the same budget."""
         try:
-            await self._attempts.hand_off(submission_id)
+            await self.attempts.hand_off(submission_id)
         except Exception as error:
             activity.logger.warning("handing %s over failed: %r", submission_id, error)
 
     async def _heartbeat(self) -> None:
         while True:
-            await asyncio.sleep(self._lease_renew_s)
+            await asyncio.sleep(self.lease_renew_ms / 1000)
             beat()
 
     async def _attempt(self, step: c.RunHeadInput, yield_after: datetime) -> c.RunHeadResult:
-        bindings = self._registry.bindings
+        bindings = self.registry.bindings
         digests = {agent: binding.digest for agent, binding in bindings.items()}
         kinds = {
             agent: binding.history_kinds
             for agent, binding in bindings.items()
             if binding.history_kinds is not None
         }
-        await self._failpoints.hit("claim")
+        await self.failpoints.hit("claim")
         try:
-            claim = await self._attempts.claim_head(
+            claim = await self.attempts.claim_head(
                 step.host_id,
                 step.epoch,
                 step.thread_id,
@@ -225,10 +213,10 @@ class HeadRunner:
         result: Any = None,
         reason: str | None = None,
     ) -> c.RunHeadResult:
-        await self._failpoints.hit("settle")
-        marker = await self._attempts.settle(claim, outcome, result=result, reason=reason)
+        await self.failpoints.hit("settle")
+        marker = await self.attempts.settle(claim, outcome, result=result, reason=reason)
         if marker is not None and marker.recorded:  # a child: its parent may go on
-            await self._waker.wake(marker.parent_host_id, reason="child-settled")
+            await self.waker.wake(marker.parent_host_id, reason="child-settled")
         await self._apply_committed(claim)
         return c.RunHeadResult(
             submission_id=claim.submission_id, outcome=outcome, admitted_at=claim.admitted_at
@@ -238,34 +226,34 @@ class HeadRunner:
         """Refresh the thread's summary and publish the attempt's records; best effort (the
         pass's backfill and publication drain catch up)."""
         try:
-            await self._projection.apply_committed(claim.thread_id)
+            await self.projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
             activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)
             with contextlib.suppress(Exception):  # the backfill comes back for it
-                await self._projection.mark_due(claim.host_id)
-        await self._publications.publish_committed(claim.host_id)
+                await self.projection.mark_due(claim.host_id)
+        await self.publications.publish_committed(claim.host_id)
 
     async def _abort(self, claim: Claim) -> c.RunHeadResult:
         """Settle ``aborted``; a parent first aborts each unfinished child (once: the child's
         abort is idempotent) and joins every child's real outcome (a racing settlement wins),
         waiting (``suspended``) while some child has not settled yet."""
-        unjoined = await self._children.unjoined(claim.submission_id)
+        unjoined = await self.children.unjoined(claim.submission_id)
         for child in unjoined:
             if not child.settled:
-                aborted = await self._operator.abort(child.submission_id)
+                aborted = await self.operator.abort(child.submission_id)
                 if aborted.changed:
-                    await self._waker.wake(aborted.host_id, reason="abort")
-                await self._failpoints.hit("attempt:child-abort:after")
+                    await self.waker.wake(aborted.host_id, reason="abort")
+                await self.failpoints.hit("attempt:child-abort:after")
         if unjoined:
-            unjoined = await self._children.unjoined(claim.submission_id)
+            unjoined = await self.children.unjoined(claim.submission_id)
             pending = [child.submission_id for child in unjoined if not child.settled]
             if pending:
-                wait = await self._children.suspend_for_children(claim, pending)
+                wait = await self.children.suspend_for_children(claim, pending)
                 if wait.suspended:
                     return await self._stop(claim, WaitForChildren("aborting its children"))
             for child in unjoined:
-                await self._children.join(claim, child.step)
-        reason = await self._attempts.abort_reason(claim.submission_id)
+                await self.children.join(claim, child.step)
+        reason = await self.attempts.abort_reason(claim.submission_id)
         return await self._settle(claim, "aborted", reason=reason)
 
     async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
@@ -289,31 +277,28 @@ class HeadRunner:
             type(stop).__name__,
         )
         if not isinstance(stop, WaitForChildren):  # that wait already ended the ownership
-            await self._attempts.stop(claim, state)
+            await self.attempts.stop(claim, state)
         await self._apply_committed(claim)
         return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides
         the attempt instead (`PassFault`, fencing, an abort, a stop)."""
-        binding = self._registry.bindings[claim.agent_id]
+        binding = self.registry.bindings[claim.agent_id]
+        journal = Journal(claim, self.attempts, yield_after, self.failpoints)
         context = JournaledContext(
-            claim,
-            self._attempts,
-            yield_after,
-            failpoints=self._failpoints,
-            children=self._children,
-            waker=self._waker,
-            checkpoints=self._checkpoints,
-            live=LiveText(self._deltas, claim) if self._deltas is not None else None,
+            journal,
+            calls=ChildCalls(journal, self.children, self.waker),
+            checkpoints=self.checkpoints,
+            live=LiveText(self.deltas, claim) if self.deltas is not None else None,
         )
         handler = asyncio.ensure_future(binding.handler(context))
         lease = LeaseKeeper(
-            self._attempts,
+            self.attempts,
             claim,
-            failpoints=self._failpoints,
-            lease_s=self._lease_s,
-            renew_s=self._lease_renew_s,
+            failpoints=self.failpoints,
+            lease_s=self.lease_ms / 1000,
+            renew_s=self.lease_renew_ms / 1000,
         )
         renewer = asyncio.create_task(lease.keep(handler))
         error: BaseException | None = None
@@ -349,7 +334,7 @@ class HeadRunner:
         """Give the head back (``ready``) at once; shielded and best effort: if it fails, the
         lease lapses and the next pass's recovery takes the head back."""
         try:
-            await asyncio.shield(self._attempts.release(claim))
+            await asyncio.shield(self.attempts.release(claim))
         except Exception as error:
             activity.logger.warning("releasing attempt %s failed: %r", claim.attempt_id, error)
 

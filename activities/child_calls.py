@@ -6,6 +6,7 @@ once (``call-started``), and calls awaited together suspend the attempt together
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from threadwarden.activities.endings import AttemptFaulted, NonDeterministic, WaitForChildren
@@ -21,6 +22,22 @@ from threadwarden.ledger.records import HistoryRecord
 CLOSE_GATHER_S = 5.0
 """The longest an ended attempt waits for its calls awaited together to finish gathering (a
 wait being written) before it cancels them."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One `call_agent` request, its arguments validated."""
+
+    agent_id: str
+    input: Any = field(repr=False)  # payload: never in a log line
+    thread_id: str | None
+    host_id: str | None
+    budget: int | None
+
+    @property
+    def digest(self) -> str:
+        """The payload digest its ``call-started`` record keeps (a re-run's call must match)."""
+        return payload_digest(self.agent_id, None, self.input)
 
 
 def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[Joined]]:
@@ -53,17 +70,10 @@ class ChildCalls:
         """Every gatherer still running (one may be writing its batch's wait)."""
         self._established = asyncio.Event()
 
-    async def call(
-        self,
-        agent_id: str,
-        input: Any,
-        thread_id: str | None,
-        host_id: str | None,
-        budget: int | None,
-    ) -> ChildOutcome:
-        """One call, its arguments validated: replayed, established, or waited for."""
+    async def call(self, call: Call) -> ChildOutcome:
+        """One call: replayed, established, or waited for."""
         try:
-            return await self._call(agent_id, input, thread_id, host_id, budget)
+            return await self._call(call)
         except asyncio.CancelledError as error:
             # A call cancelled anywhere (the attempt cut off, a deploy, the handler's own
             # timeout) is a fault: the calls awaited with it must not suspend without it.
@@ -79,14 +89,7 @@ class ChildCalls:
                 await asyncio.wait_for(asyncio.shield(gathering), CLOSE_GATHER_S)
             gathering.cancel()
 
-    async def _call(
-        self,
-        agent_id: str,
-        input: Any,
-        thread_id: str | None,
-        host_id: str | None,
-        budget: int | None,
-    ) -> ChildOutcome:
+    async def _call(self, call: Call) -> ChildOutcome:
         journal = self._journal
         step = journal.next()
         joined = journal.record(step, "call-joined")
@@ -98,7 +101,7 @@ class ChildCalls:
                 journal.expect_new(step, "call-started")
             self._establishing += 1
             try:
-                started = await self._establish(step, agent_id, input, thread_id, host_id, budget)
+                started = await self._establish(step, call)
             finally:
                 self._establishing -= 1
                 self._established.set()
@@ -106,35 +109,22 @@ class ChildCalls:
             started.body.get("agent_id"),
             started.body.get("payload_digest"),
             started.body.get("budget"),
-        ) != (agent_id, payload_digest(agent_id, None, input), budget) or (
-            thread_id is not None and started.body.get("child_thread_id") != thread_id
+        ) != (call.agent_id, call.digest, call.budget) or (
+            call.thread_id is not None and started.body.get("child_thread_id") != call.thread_id
         ):
             raise NonDeterministic(
-                f"step {step}", f"the committed call to {started.body.get('agent_id')}", agent_id
+                f"step {step}",
+                f"the committed call to {started.body.get('agent_id')}",
+                call.agent_id,
             )
         return await self._await_child(step, str(started.body["child_submission_id"]))
 
-    async def _establish(
-        self,
-        step: int,
-        agent_id: str,
-        input: Any,
-        thread_id: str | None,
-        host_id: str | None,
-        budget: int | None,
-    ) -> HistoryRecord:
+    async def _establish(self, step: int, call: Call) -> HistoryRecord:
         claim, children = self._journal.claim, self._children
         receipt = await self._journal.guarded(
             "attempt:call",
-            lambda: children.establish_child(
-                claim,
-                step=step,
-                agent_id=agent_id,
-                input=input,
-                thread_id=thread_id,
-                host_id=host_id,
-                budget=budget,
-            ),
+            # The call's fields are the request's own arguments.
+            lambda: children.establish_child(claim, step=step, **vars(call)),
             after=True,
         )
         if receipt.created and self._waker is not None:
@@ -148,9 +138,9 @@ class ChildCalls:
                 "child_thread_id": receipt.thread_id,
                 "child_submission_id": receipt.submission_id,
                 "child_host_id": receipt.host_id,
-                "agent_id": agent_id,
-                "payload_digest": payload_digest(agent_id, None, input),
-                "budget": budget,
+                "agent_id": call.agent_id,
+                "payload_digest": call.digest,
+                "budget": call.budget,
             },
             step=step,
         )

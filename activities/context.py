@@ -9,18 +9,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from threadwarden.activities.child_calls import ChildCalls
+from threadwarden.activities.child_calls import Call, ChildCalls
 from threadwarden.activities.endings import NonDeterministic, Suspend, UnknownEffect
 from threadwarden.activities.journal import RESERVED_KINDS, Journal, check_count, thread_record
 from threadwarden.activities.lease import beat
 from threadwarden.activities.live_text import LiveText
-from threadwarden.activities.wake import Waker
 from threadwarden.bindings import ApprovalDecision, ChildOutcome, SavedCheckpoint, ThreadRecord
 from threadwarden.errors import BudgetExceeded, InvalidInput
-from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.attempts import Attempts, Claim
 from threadwarden.ledger.checkpoints import Checkpoints
-from threadwarden.ledger.children import Children
 from threadwarden.validation import check_schema, validate_id, validate_input
 
 
@@ -30,20 +26,18 @@ class JournaledContext:
 
     def __init__(
         self,
-        claim: Claim,
-        attempts: Attempts,
-        yield_after: datetime,
+        journal: Journal,
         *,
-        failpoints: Failpoints | None = None,
-        children: Children | None = None,
-        waker: Waker | None = None,
+        calls: ChildCalls | None = None,
         checkpoints: Checkpoints | None = None,
         live: LiveText | None = None,
     ) -> None:
-        self._claim = claim
-        self._attempts = attempts
-        self._journal = Journal(claim, attempts, yield_after, failpoints or Failpoints())
-        self._calls = None if children is None else ChildCalls(self._journal, children, waker)
+        """``calls`` and ``checkpoints`` wire `call_agent` and the checkpoints (without, they
+        raise `InvalidInput`); ``live`` streams `text_delta` to readers (without, it does
+        nothing)."""
+        self._journal = journal
+        self._claim = journal.claim
+        self._calls = calls
         self._checkpoints = checkpoints
         self._saved: list[SavedCheckpoint] | None = None
         self._live = live
@@ -217,7 +211,7 @@ class JournaledContext:
             self._journal.expect_new(step, "message-sent")
             sent = await self._journal.guarded(
                 "attempt:send_message",
-                lambda: self._attempts.send_message(
+                lambda: self._journal.attempts.send_message(
                     self._claim,
                     step=step,
                     thread_id=thread_id,
@@ -277,7 +271,7 @@ class JournaledContext:
         validate_input("input", input)
         if self._calls is None:
             raise InvalidInput("call_agent", "an attempt context wired for children")
-        return await self._calls.call(agent_id, input, thread_id, host_id, budget)
+        return await self._calls.call(Call(agent_id, input, thread_id, host_id, budget))
 
     async def save_checkpoint(
         self,

@@ -9,6 +9,7 @@ steps.
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -54,24 +55,24 @@ def check_count(field: str, value: Any) -> None:
         raise InvalidInput(field, "a non-negative integer", value)
 
 
+@dataclass(eq=False, repr=False)
 class Journal:
     """The steps of one attempt: which are committed, the next one, and the writes that commit
     them (each after its failpoint, its failure remembered as the attempt's ``fault``)."""
 
-    def __init__(
-        self, claim: Claim, attempts: Attempts, yield_after: datetime, failpoints: Failpoints
-    ) -> None:
-        self.claim = claim
-        self.yield_after = yield_after
-        self._attempts = attempts
-        self._failpoints = failpoints
-        self.fault: BaseException | None = None
-        """The first failure of one of threadwarden's own writes (never a validation of the
-        binding's arguments). It decides the attempt whatever the handler made of it."""
-        self._records = {(r.step, r.kind): r for r in claim.journal}
-        self._last_committed = max((r.step or 0 for r in claim.journal), default=0)
-        self.step = 0
-        """The last step taken."""
+    claim: Claim
+    attempts: Attempts
+    yield_after: datetime
+    failpoints: Failpoints = field(default_factory=Failpoints)
+    fault: BaseException | None = field(default=None, init=False)
+    """The first failure of one of threadwarden's own writes (never a validation of the
+    binding's arguments). It decides the attempt whatever the handler made of it."""
+    step: int = field(default=0, init=False)
+    """The last step taken."""
+
+    def __post_init__(self) -> None:
+        self._records = {(r.step, r.kind): r for r in self.claim.journal}
+        self._last_committed = max((r.step or 0 for r in self.claim.journal), default=0)
 
     @property
     def replaying(self) -> bool:
@@ -133,10 +134,10 @@ class Journal:
         committed, at ``{failpoint}:after``); remember how it failed."""
         try:
             if failpoint is not None:
-                await self._failpoints.hit(failpoint)
+                await self.failpoints.hit(failpoint)
             written = await write()
             if after and failpoint is not None:
-                await self._failpoints.hit(f"{failpoint}:after")
+                await self.failpoints.hit(f"{failpoint}:after")
             return written
         except InvalidInput:  # a value the binding passed: its own, deterministic mistake
             raise
@@ -161,7 +162,7 @@ class Journal:
         ``check_yield``), stop the attempt at this committed boundary."""
         record = await self.guarded(
             failpoint,
-            lambda: self._attempts.append(
+            lambda: self.attempts.append(
                 self.claim, kind, body, step=step, honour_abort=honour_abort
             ),
         )

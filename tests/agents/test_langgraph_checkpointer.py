@@ -18,6 +18,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from tests.helpers.graph_agents import shop
 from tests.helpers.ledger import Ledger
 from threadwarden.activities.context import JournaledContext
+from threadwarden.activities.journal import Journal
 from threadwarden.agents.langgraph import LedgerSaver
 from threadwarden.errors import InvalidInput, StaleAttempt, StalePass
 from threadwarden.ledger.attempts import Claim
@@ -33,7 +34,8 @@ def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
 
 
 def context(ledger: Ledger, claim: Claim) -> JournaledContext:
-    return JournaledContext(claim, ledger.attempts, LATER, checkpoints=Checkpoints(ledger.pool))
+    journal = Journal(claim, ledger.attempts, LATER)
+    return JournaledContext(journal, checkpoints=Checkpoints(ledger.pool))
 
 
 async def rows(pool: asyncpg.Pool[Any], thread: str) -> int:
