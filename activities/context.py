@@ -20,6 +20,16 @@ from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.validation import check_schema, validate_id, validate_input
 
 
+def _check_request(thread_id: str | None, agent_id: str, host_id: str | None, input: Any) -> None:
+    """Validate a request to another thread (a message, a call), raising `InvalidInput`."""
+    if thread_id is not None:
+        validate_id("thread_id", thread_id)
+    validate_id("agent_id", agent_id)
+    if host_id is not None:
+        validate_id("host_id", host_id)
+    validate_input("input", input)
+
+
 class JournaledContext:
     """The implementation of `threadwarden.AttemptContext` threadwarden hands to a binding:
     every step journaled in the ledger and replayed from it on a re-run."""
@@ -200,11 +210,7 @@ class JournaledContext:
     async def send_message(
         self, thread_id: str, input: Any, *, agent_id: str, host_id: str | None = None
     ) -> str:
-        validate_id("thread_id", thread_id)
-        validate_id("agent_id", agent_id)
-        if host_id is not None:
-            validate_id("host_id", host_id)
-        validate_input("input", input)
+        _check_request(thread_id, agent_id, host_id, input)
         step = self._journal.next()
         sent = self._journal.record(step, "message-sent")
         if sent is None:
@@ -261,14 +267,9 @@ class JournaledContext:
         host_id: str | None = None,
         budget: int | None = None,
     ) -> ChildOutcome:
-        validate_id("agent_id", agent_id)
         if budget is not None:
             check_count("budget", budget)
-        if thread_id is not None:
-            validate_id("thread_id", thread_id)
-        if host_id is not None:
-            validate_id("host_id", host_id)
-        validate_input("input", input)
+        _check_request(thread_id, agent_id, host_id, input)
         if self._calls is None:
             raise InvalidInput("call_agent", "an attempt context wired for children")
         return await self._calls.call(Call(agent_id, input, thread_id, host_id, budget))
