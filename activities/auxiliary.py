@@ -1,9 +1,10 @@
 """The auxiliary work of a pass: publication, message delivery, host waves, projection backfill.
 
-The workflow runs these beside the native work (SPEC §2 "auxiliary scope"). Each bounds
-itself: a delivery batch by each claim's own deadline, a host wave by the plug-in's allowance, a
-backfill batch by ``projection_timeout_ms``. Timeouts are persisted or silent, never failures;
-errors surface to the workflow, which fails the pass only after the native opportunity.
+The workflow runs these beside the native work (docs/architecture.md, "The auxiliary scope").
+Each bounds itself: a delivery batch by each claim's own deadline, a host wave by the plug-in's
+allowance, a backfill batch by ``projection_timeout_ms``. Timeouts are persisted or silent,
+never failures; errors surface to the workflow, which fails the pass only after the native
+opportunity.
 
 A cancelled host wave is waited for until it has really ended (so that the workflow, which waits
 for the cancellation to complete, never starts the host's next wave beside it); the activity
