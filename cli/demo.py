@@ -25,8 +25,8 @@ from threadwarden.cli.stack import embedded_stack, stopped_by_signals
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotFound
 from threadwarden.ledger.messages import Message
-from threadwarden.ledger.models import SubmissionView, ThreadStatus
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.views import SubmissionView, ThreadStatus
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, connect_configured, running_worker
 from threadwarden.worker.settings import Settings

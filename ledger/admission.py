@@ -15,10 +15,10 @@ import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.errors import HostMismatch, IdempotencyConflict, ThreadBusy
-from threadwarden.ledger.models import Receipt
-from threadwarden.ledger.operator import Operator, OperatorResult
+from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.pool import Connection
 from threadwarden.validation import IfBusy, canonical_json
+from threadwarden.views import OperatorResult, Receipt
 
 
 def payload_digest(

@@ -25,7 +25,7 @@ from threadwarden.errors import (
 )
 from threadwarden.ledger.child_settled import lock_hosts, parent_host_of, record_child_settled_in
 from threadwarden.ledger.messages import enqueue, message_id_for
-from threadwarden.ledger.models import STABLE_WAITS, ChildSettled, Outcome
+from threadwarden.ledger.models import STABLE_WAITS, ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
     MINIMUM_ALARM_DELAY_MS,
@@ -35,6 +35,7 @@ from threadwarden.ledger.records import (
     record_statement,
     settle_now,
 )
+from threadwarden.views import SettledOutcome
 
 HISTORY_LIMIT = 1_000
 """Most recent canonical records handed to a binding as thread history."""
@@ -357,7 +358,12 @@ class Attempts:
         return record
 
     async def reserve(
-        self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None
+        self,
+        claim: Claim,
+        outcome: SettledOutcome,
+        *,
+        result: Any = None,
+        reason: str | None = None,
     ) -> None:
         """Settlement step 1: reserve the one outcome (``terminalizing``)."""
         async with self._pool.acquire() as conn, conn.transaction():
@@ -399,7 +405,12 @@ class Attempts:
         return abort_reason(by)
 
     async def settle(
-        self, claim: Claim, outcome: Outcome, *, result: Any = None, reason: str | None = None
+        self,
+        claim: Claim,
+        outcome: SettledOutcome,
+        *,
+        result: Any = None,
+        reason: str | None = None,
     ) -> ChildSettled | None:
         """Reserve, append and finalize the submission's one settlement, in one statement.
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, Literal, cast
 
 import asyncpg
-from pydantic import BaseModel, Field
 
 from threadwarden.errors import DecisionConflict, NotFound, NotWaiting
 from threadwarden.ledger.child_settled import lock_hosts, unjoined_children
@@ -33,6 +32,7 @@ from threadwarden.ledger.records import (
     unresolved_side_effect,
 )
 from threadwarden.validation import canonical_json, validate_answer
+from threadwarden.views import OperatorResult
 
 Resolution = Literal["ran", "not-run", "fail"]
 
@@ -53,20 +53,6 @@ UPDATE threadwarden.submissions
  WHERE submission_id = $1
 """
 """A parent asked to abort becomes claimable: its next attempt aborts and joins its children."""
-
-
-class OperatorResult(BaseModel):
-    """What an operator action did."""
-
-    submission_id: str
-    thread_id: str
-    host_id: str
-    state: str
-    outcome: str | None = None
-    changed: bool = True
-    parent_host_id: str | None = Field(default=None, exclude=True)
-    """The host of the parent this action made dirty by settling its child: the caller wakes
-    it too (not part of the action's printed shape)."""
 
 
 class Operator:
