@@ -34,7 +34,7 @@ from threadwarden.ledger.admission import payload_digest
 from threadwarden.ledger.attempts import Attempts, Claim
 from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
-from threadwarden.ledger.models import ChildOutcome as Joined
+from threadwarden.ledger.models import CallJoined
 from threadwarden.ledger.records import HistoryRecord
 from threadwarden.validation import check_schema, validate_id, validate_input
 
@@ -122,7 +122,7 @@ def _validate_units(field: str, value: Any) -> None:
         raise InvalidInput(field, "a non-negative integer", value)
 
 
-def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[Joined]]:
+def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[CallJoined]]:
     return lambda: children.join(claim, step)
 
 

@@ -32,7 +32,7 @@ from threadwarden.ledger.child_settled import (
 )
 from threadwarden.ledger.models import (
     BudgetAccount,
-    ChildOutcome,
+    CallJoined,
     ChildReceipt,
     ChildSettled,
     ChildWait,
@@ -322,7 +322,7 @@ class Children:
         rows = await self._pool.fetch(_UNJOINED, parent_submission_id)
         return [UnjoinedChild(**dict(r)) for r in rows]
 
-    async def join(self, claim: Claim, step: int) -> ChildOutcome:
+    async def join(self, claim: Claim, step: int) -> CallJoined:
         """Record the parent's result of its call at ``step`` from the child's canonical
         settlement: once (``call-joined``); a repeat returns the recorded outcome.
 
@@ -335,7 +335,7 @@ class Children:
             if call is None:
                 raise NotFound(f"submission {claim.submission_id}: no child at step {step}")
             if call["joined"] is not None:
-                return ChildOutcome(**call["joined"])
+                return CallJoined(**call["joined"])
             settlement, lineage = call["settlement"], call["lineage"] or {}
             if settlement is None:
                 raise ChildNotSettled(
@@ -353,7 +353,7 @@ class Children:
             body = settlement["body"]
             reserved = lineage.get("budget")
             consumed = int(call["consumed"])
-            outcome = ChildOutcome(
+            outcome = CallJoined(
                 submission_id=call["submission_id"],
                 thread_id=call["thread_id"],
                 outcome=body["outcome"],

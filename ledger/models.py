@@ -100,8 +100,9 @@ class BudgetAccount(BaseModel):
     released: int
 
 
-class ChildOutcome(BaseModel):
-    """A joined child's canonical settlement, as the parent's tool call records it."""
+class CallJoined(BaseModel):
+    """The body of a parent's ``call-joined`` record: its child's canonical settlement, as the
+    call that delegated to it joins it (the binding sees it as `threadwarden.ChildOutcome`)."""
 
     submission_id: str
     thread_id: str
