@@ -20,7 +20,7 @@ SubmissionState = Literal[
     "suspended",
     "unknown",
 ]
-SettledOutcome = Literal["completed", "failed", "aborted"]
+FinalOutcome = Literal["completed", "failed", "aborted"]
 """How a submission settled (the binding's `threadwarden.Outcome` is what its handler returns)."""
 WaitingFor = Literal["approval", "input", "unknown-resolution", "binding", "child"]
 
@@ -68,7 +68,7 @@ class SubmissionView(BaseModel):
     submission_id: str
     sequence: int
     state: SubmissionState
-    outcome: SettledOutcome | None
+    outcome: FinalOutcome | None
     agent_id: str
     attempts: int
     epoch: int

@@ -32,10 +32,10 @@ from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
 from threadwarden.views import (
+    FinalOutcome,
     HostStatus,
     OperatorResult,
     Receipt,
-    SettledOutcome,
     SubmissionDetail,
     ThreadStatus,
 )
@@ -81,7 +81,7 @@ class SubmissionResult(BaseModel):
 
     submission_id: str
     thread_id: str
-    outcome: SettledOutcome
+    outcome: FinalOutcome
     result: Any = None
     """What the binding returned (``completed``; ``resolve(..., "ran", result)`` included)."""
     reason: str | None = None

@@ -35,7 +35,7 @@ from threadwarden.ledger.records import (
     record_statement,
     settle_now,
 )
-from threadwarden.views import SettledOutcome
+from threadwarden.views import FinalOutcome
 
 HISTORY_LIMIT = 1_000
 """Most recent canonical records handed to a binding as thread history."""
@@ -358,12 +358,7 @@ class Attempts:
         return record
 
     async def reserve(
-        self,
-        claim: Claim,
-        outcome: SettledOutcome,
-        *,
-        result: Any = None,
-        reason: str | None = None,
+        self, claim: Claim, outcome: FinalOutcome, *, result: Any = None, reason: str | None = None
     ) -> None:
         """Settlement step 1: reserve the one outcome (``terminalizing``)."""
         async with self._pool.acquire() as conn, conn.transaction():
@@ -405,12 +400,7 @@ class Attempts:
         return abort_reason(by)
 
     async def settle(
-        self,
-        claim: Claim,
-        outcome: SettledOutcome,
-        *,
-        result: Any = None,
-        reason: str | None = None,
+        self, claim: Claim, outcome: FinalOutcome, *, result: Any = None, reason: str | None = None
     ) -> ChildSettled | None:
         """Reserve, append and finalize the submission's one settlement, in one statement.
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from threadwarden.protocol.decisions import BindingRetry, Retry
-from threadwarden.views import Receipt, SettledOutcome
+from threadwarden.views import FinalOutcome, Receipt
 
 STABLE_WAITS: frozenset[str] = frozenset({"suspended", "unknown"})
 """Head states only an external mutation can advance: the pass may let the alarm go quiet."""
@@ -106,7 +106,7 @@ class CallJoined(BaseModel):
 
     submission_id: str
     thread_id: str
-    outcome: SettledOutcome
+    outcome: FinalOutcome
     result: Any = None
     reason: str | None = None
     settlement_record_id: str

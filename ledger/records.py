@@ -11,7 +11,7 @@ from threadwarden.ledger.child_settled import record_child_settled_in
 from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.protocol.decisions import Timing
-from threadwarden.views import SettledOutcome
+from threadwarden.views import FinalOutcome
 
 MINIMUM_ALARM_DELAY_MS = Timing().minimum_alarm_delay
 """The alarm floor a settle path uses on a parent's host when its caller names none."""
@@ -120,7 +120,7 @@ async def settle_now(
     *,
     thread_id: str,
     submission_id: str,
-    outcome: SettledOutcome,
+    outcome: FinalOutcome,
     result: Any = None,
     reason: str | None = None,
     epoch: int,

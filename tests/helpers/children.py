@@ -16,7 +16,7 @@ from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.models import ChildReceipt, ChildSettled
 from threadwarden.ledger.operator import Operator
 from threadwarden.protocol.decisions import Timing
-from threadwarden.views import SettledOutcome
+from threadwarden.views import FinalOutcome
 
 MIN_DELAY_MS = 50
 
@@ -57,7 +57,7 @@ class Family:
         return await self.children.establish_child(claim, step=step, **request)
 
     async def settle_child(
-        self, child: ChildReceipt, outcome: SettledOutcome = "completed", result: Any = None
+        self, child: ChildReceipt, outcome: FinalOutcome = "completed", result: Any = None
     ) -> ChildSettled:
         """The child's host runs a pass whose attempt settles the child; the settlement
         records the child-settled marker on the parent's host (returned)."""
