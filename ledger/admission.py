@@ -15,7 +15,7 @@ import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.errors import HostMismatch, IdempotencyConflict, ThreadBusy
-from threadwarden.ledger.operator import Operator
+from threadwarden.ledger.aborts import interrupt
 from threadwarden.ledger.pool import Connection
 from threadwarden.validation import IfBusy, canonical_json
 from threadwarden.views import OperatorResult, Receipt
@@ -197,8 +197,9 @@ class Admissions:
         submission_id = f"sub_{uuid.uuid4().hex}"
         interrupted: list[OperatorResult] = []
         if if_busy == "interrupt" and found["busy"]:
-            operator = Operator(self._pool, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
-            interrupted = await operator.interrupt(conn, thread_id, submission_id)
+            interrupted = await interrupt(
+                conn, thread_id, submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
+            )
         written = await conn.fetchrow(
             _WRITE,
             host,
