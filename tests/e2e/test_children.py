@@ -26,7 +26,7 @@ from tests.helpers.processes import worker_process
 from threadwarden.bindings import BindingRegistry
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import FailpointError, Failpoints
-from threadwarden.ledger.children import child_thread_id_for
+from threadwarden.ledger.child_establishment import child_thread_id_for
 from threadwarden.ledger.operator import Operator
 from threadwarden.scripted import scripted_binding
 from threadwarden.views import OperatorResult, ThreadStatus
