@@ -38,9 +38,10 @@ from threadwarden.errors import (
     InvalidInput,
 )
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection

@@ -31,9 +31,10 @@ from threadwarden.errors import (
 )
 from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.ledger.admission import payload_digest
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import CallJoined
 from threadwarden.ledger.records import HistoryRecord
 from threadwarden.validation import check_schema, validate_id, validate_input

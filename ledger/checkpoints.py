@@ -15,7 +15,8 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from threadwarden.ledger.attempts import Claim, fence
+from threadwarden.ledger.attempts import fence
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.records import HistoryRecord, insert_record
 
 

@@ -12,8 +12,9 @@ from typing import Any, Required, TypedDict, Unpack
 
 from threadwarden.errors import ChildConflict, InvalidInput
 from threadwarden.ledger.admission import Admissions, payload_digest
-from threadwarden.ledger.attempts import Claim, fence
+from threadwarden.ledger.attempts import fence
 from threadwarden.ledger.child_settled import lock_hosts
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import ChildReceipt
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import insert_record

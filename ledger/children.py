@@ -23,9 +23,10 @@ from threadwarden.errors import (
     NotFound,
 )
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Claim, fence
+from threadwarden.ledger.attempts import fence
 from threadwarden.ledger.child_establishment import ChildRequest, establish_child_in
 from threadwarden.ledger.child_settled import record_child_settled_in, unjoined_children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import (
     BudgetAccount,
     CallJoined,

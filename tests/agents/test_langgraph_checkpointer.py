@@ -20,8 +20,8 @@ from tests.helpers.ledger import Ledger
 from threadwarden.activities.context import AttemptContext
 from threadwarden.agents.langgraph import LedgerSaver
 from threadwarden.errors import InvalidInput, StaleAttempt, StalePass
-from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.checkpoints import Checkpoints
+from threadwarden.ledger.claims import Claim
 
 LATER = datetime.now(UTC) + timedelta(days=1)
 

@@ -10,8 +10,9 @@ import asyncpg
 
 from tests.helpers.ledger import BINDINGS, Ledger
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.models import ChildReceipt, ChildSettled
 from threadwarden.ledger.operator import Operator
