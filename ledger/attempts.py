@@ -132,15 +132,7 @@ class Attempts(Claims):
         }
         async with self._pool.acquire() as conn, conn.transaction():
             await fence(conn, claim, honour_abort=True)
-            record = await insert_record(
-                conn,
-                thread_id=claim.thread_id,
-                submission_id=claim.submission_id,
-                kind="message-sent",
-                body=body,
-                epoch=claim.epoch,
-                step=step,
-            )
+            record = await append_in(conn, claim, "message-sent", body, step=step)
             await enqueue(
                 conn,
                 message_id=message_id,
@@ -261,6 +253,22 @@ async def _fenced_in(
             f"submission {claim.submission_id}: attempt {claim.attempt_id} was fenced out"
         )
     return value
+
+
+async def append_in(
+    conn: Connection, claim: Claim, kind: str, body: Any, *, step: int | None = None
+) -> HistoryRecord:
+    """Append a record of the claim's submission inside the caller's transaction, which ran
+    `fence` first (a fenced write of more than one statement)."""
+    return await insert_record(
+        conn,
+        thread_id=claim.thread_id,
+        submission_id=claim.submission_id,
+        kind=kind,
+        body=body,
+        epoch=claim.epoch,
+        step=step,
+    )
 
 
 _FENCE_ROW = """

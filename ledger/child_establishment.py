@@ -12,7 +12,7 @@ from typing import Any, Required, TypedDict, Unpack
 
 from threadwarden.errors import ChildConflict, InvalidInput
 from threadwarden.ledger.admission import Admissions, payload_digest
-from threadwarden.ledger.attempts import fence
+from threadwarden.ledger.attempts import append_in, fence
 from threadwarden.ledger.child_settled import lock_hosts
 from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import ChildReceipt
@@ -146,12 +146,11 @@ async def establish_child_in(
         epoch=int(child_epoch),
         step=0,  # in the child's journal: its attempts read their given budget from it
     )
-    await insert_record(
+    await append_in(
         conn,
-        thread_id=claim.thread_id,
-        submission_id=claim.submission_id,
-        kind="call-started",
-        body={
+        claim,
+        "call-started",
+        {
             "child_thread_id": thread,
             "child_submission_id": receipt.submission_id,
             "child_host_id": receipt.host_id,
@@ -160,7 +159,6 @@ async def establish_child_in(
             "payload_digest": digest,
             "budget": budget,
         },
-        epoch=claim.epoch,
         step=step,
     )
     return ChildReceipt(

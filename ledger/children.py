@@ -23,7 +23,7 @@ from threadwarden.errors import (
     NotFound,
 )
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import fence
+from threadwarden.ledger.attempts import append_in, fence
 from threadwarden.ledger.child_establishment import ChildRequest, establish_child_in
 from threadwarden.ledger.child_settled import record_child_settled_in, unjoined_children
 from threadwarden.ledger.claims import Claim
@@ -36,7 +36,7 @@ from threadwarden.ledger.models import (
     UnjoinedChild,
 )
 from threadwarden.ledger.pool import Connection
-from threadwarden.ledger.records import insert_record, record_statement
+from threadwarden.ledger.records import record_statement
 
 _CHILDREN = """
 SELECT q.id AS submission_id, c.submission_id IS NOT NULL AS mine, m.outcome
@@ -216,13 +216,5 @@ class Children:
                     reserved=reserved, consumed=consumed, released=max(reserved - consumed, 0)
                 ),
             )
-            await insert_record(
-                conn,
-                thread_id=claim.thread_id,
-                submission_id=claim.submission_id,
-                kind="call-joined",
-                body=outcome.model_dump(),
-                epoch=claim.epoch,
-                step=step,
-            )
+            await append_in(conn, claim, "call-joined", outcome.model_dump(), step=step)
         return outcome

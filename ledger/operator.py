@@ -15,6 +15,8 @@ raises `DecisionConflict`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import asyncpg
@@ -22,7 +24,6 @@ import asyncpg
 from threadwarden.errors import DecisionConflict, NotWaiting
 from threadwarden.ledger import aborts
 from threadwarden.ledger.locked_submission import LockedSubmission, lock_submission
-from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
     HistoryRecord,
     fence_thread,
@@ -47,34 +48,37 @@ class Operator:
         """Grant the pending approval: the submission resumes (``input-applied``).
 
         ``operator`` (who decided) is recorded in the decision's body when given."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            held = await self._lock(conn, submission_id)
-            steps = await journal(conn, submission_id)
-            request = _pending(held, steps, "suspended", "approval-requested")
-            if request is None:
-                return _repeat(held, _approval(steps), True, "approved")
-            await _decide(held, request, _by({"approved": True}, operator))
-            return await held.move("input-applied")
+        return await self._decide_approval(submission_id, _by({"approved": True}, operator))
 
     async def deny(
         self, submission_id: str, reason: str | None = None, *, operator: str | None = None
     ) -> OperatorResult:
         """Refuse the pending approval: the decision is recorded and the submission fails, or,
         when the request said ``on_deny: resume``, resumes (``input-applied``) to hear it."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            held = await self._lock(conn, submission_id)
-            steps = await journal(conn, submission_id)
+        body = _by({"approved": False, "reason": reason}, operator)
+        return await self._decide_approval(
+            submission_id, body, failure=f"approval denied{': ' + reason if reason else ''}"
+        )
+
+    async def _decide_approval(
+        self, submission_id: str, body: dict[str, Any], *, failure: str = ""
+    ) -> OperatorResult:
+        """Record the approval decision ``body`` at the pending request's step; an approval, or
+        a denial the request asked to hear (``on_deny: resume``), resumes the submission, any
+        other denial settles it ``failed`` with ``failure``."""
+        approved = bool(body["approved"])
+        async with self._journaled(submission_id) as (held, steps):
             request = _pending(held, steps, "suspended", "approval-requested")
             if request is None:
-                return _repeat(held, _approval(steps), False, "denied")
-            body = _by({"approved": False, "reason": reason}, operator)
-            epoch = await _decide(held, request, body)
-            if isinstance(request.body, dict) and request.body.get("on_deny") == "resume":
-                # The binding asked to hear a denial (an agent tells its model): it runs again.
+                verb = "approved" if approved else "denied"
+                return _repeat(held, _approval(steps), approved, verb)
+            epoch = await fence_thread(held.conn, held.thread_id)
+            await held.record("approval-decision", body, epoch, request.step)
+            request_body = request.body if isinstance(request.body, dict) else {}
+            # The binding may ask to hear a denial (an agent tells its model): it runs again.
+            if approved or request_body.get("on_deny") == "resume":
                 return await held.move("input-applied")
-            return await held.settle(
-                "failed", f"approval denied{': ' + reason if reason else ''}", epoch
-            )
+            return await held.settle("failed", failure, epoch)
 
     async def answer(
         self, submission_id: str, value: Any, *, operator: str | None = None
@@ -82,15 +86,13 @@ class Operator:
         """Answer the pending question (`AttemptContext.ask`): the answer is recorded once and
         the submission resumes (``input-applied``) to receive it. A value the question's schema
         refuses raises `InvalidInput` before anything is written."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            held = await self._lock(conn, submission_id)
-            steps = await journal(conn, submission_id)
+        async with self._journaled(submission_id) as (held, steps):
             question = _pending(held, steps, "suspended", "input-requested", "input-answer")
             if question is None:
                 return _repeat(held, _answer(steps), value, "answered")
             body = question.body if isinstance(question.body, dict) else {}
             validate_answer(value, body.get("schema"))
-            epoch = await fence_thread(conn, held.thread_id)
+            epoch = await fence_thread(held.conn, held.thread_id)
             await held.record("input-answer", _by({"value": value}, operator), epoch, question.step)
             return await held.move("input-applied")
 
@@ -103,14 +105,12 @@ class Operator:
         operator: str | None = None,
     ) -> OperatorResult:
         """Decide an unknown side effect: it ran (with ``result``), it did not run, or fail it."""
-        async with self._pool.acquire() as conn, conn.transaction():
-            held = await self._lock(conn, submission_id)
-            steps = await journal(conn, submission_id)
+        async with self._journaled(submission_id) as (held, steps):
             call = unresolved_side_effect(steps) if held.state == "unknown" else None
             if call is None:
                 decided = (outcome, result if outcome == "ran" else None)
                 return _repeat(held, _resolution(steps), decided, "resolved")
-            epoch = await fence_thread(conn, held.thread_id)
+            epoch = await fence_thread(held.conn, held.thread_id)
             tool = call.body.get("tool")
             if outcome == "ran":
                 kind, body = (
@@ -134,13 +134,24 @@ class Operator:
         outcome and only then settles ``aborted`` (`threadwarden.ledger.aborts`). ``operator``
         (who asked) is named in the reason of an abort settled here."""
         reason = "aborted by an operator" + (f" ({operator})" if operator else "")
-        async with self._pool.acquire() as conn, conn.transaction():
-            return await aborts.abort(await self._lock(conn, submission_id), reason)
+        async with self._locked(submission_id) as held:
+            return await aborts.abort(held, reason)
 
-    async def _lock(self, conn: Connection, submission_id: str) -> LockedSubmission:
-        return await lock_submission(
-            conn, submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
-        )
+    @contextlib.asynccontextmanager
+    async def _locked(self, submission_id: str) -> AsyncIterator[LockedSubmission]:
+        """The submission, locked in a transaction that commits when the block ends."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            yield await lock_submission(
+                conn, submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
+            )
+
+    @contextlib.asynccontextmanager
+    async def _journaled(
+        self, submission_id: str
+    ) -> AsyncIterator[tuple[LockedSubmission, list[HistoryRecord]]]:
+        """`_locked`, with the submission's journal (what it waits for, what was decided)."""
+        async with self._locked(submission_id) as held:
+            yield held, await journal(held.conn, submission_id)
 
 
 def _pending(
@@ -170,13 +181,6 @@ def _repeat(held: LockedSubmission, latest: Any, wanted: Any, verb: str) -> Oper
             f" conflicts with it (state {state})"
         )
     return held.unchanged()
-
-
-async def _decide(held: LockedSubmission, request: HistoryRecord, body: dict[str, Any]) -> int:
-    """Record an approval decision at the request's step, fencing the thread: its epoch."""
-    epoch = await fence_thread(held.conn, held.thread_id)
-    await held.record("approval-decision", body, epoch, request.step)
-    return epoch
 
 
 _NONE = object()

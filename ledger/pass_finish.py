@@ -12,7 +12,7 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 import asyncpg
 
@@ -103,6 +103,25 @@ def is_autonomous(rows: Sequence[asyncpg.Record | dict[str, Any]]) -> bool:
     return False
 
 
+class FinishRequest(TypedDict, total=False):
+    """What a pass that ran native work knows when it finishes (`PassFinish.finish`)."""
+
+    generation: Required[int]
+    """The generation begin observed: only it is acknowledged."""
+    stalls: Required[int]
+    """The live retry's stalls, as begin read them."""
+    progressed: Required[bool]
+    """Whether the attempt committed progress."""
+    now: Required[datetime]
+    jitter: Required[float]
+    extra_deadline: datetime | None
+    """The host plug-in's pending deadline: it joins the alarm."""
+    selected: str | None
+    """The head the pass selected: its binding-retry entry is read as the attempt left it."""
+    other_lanes_at: datetime | None
+    """When the other lanes eligible before the attempt are (`Selection.other_lanes_at`)."""
+
+
 class PassFinish:
     """The host-row transactions that end a pass: finish and rearm."""
 
@@ -142,20 +161,7 @@ class PassFinish:
             await conn.execute(_SET_ALARM, host_id, epoch, alarm_at, "caught-up", None, None)
         return _report(row, "caught-up", alarm_at, now, _shown_heads(row)[0] if heads else None)
 
-    async def finish(
-        self,
-        host_id: str,
-        epoch: int,
-        *,
-        generation: int,
-        stalls: int,
-        progressed: bool,
-        now: datetime,
-        jitter: float,
-        extra_deadline: datetime | None = None,
-        selected: str | None = None,
-        other_lanes_at: datetime | None = None,
-    ) -> PassReport:
+    async def finish(self, host_id: str, epoch: int, **asked: Unpack[FinishRequest]) -> PassReport:
         """Acknowledge only the observed generation; keep the alarm while work remains.
 
         The binding delay is taken over the lanes eligible before the attempt: ``selected``
@@ -166,17 +172,7 @@ class PassFinish:
         ``updated_at``, which every mutation of the host moves), in two autocommit statements;
         when something wrote in between, decide again, and after `FINISH_TRIES` lock the row.
         """
-        decide = functools.partial(
-            self._plan_finish,
-            generation=generation,
-            stalls=stalls,
-            progressed=progressed,
-            now_ms=to_ms(now),
-            jitter=jitter,
-            extra_deadline=extra_deadline,
-            selected=selected,
-            other_lanes_at=other_lanes_at,
-        )
+        decide = functools.partial(self._plan_finish, asked=asked)
         for _ in range(FINISH_TRIES):
             async with self._pool.acquire() as conn:
                 row = await read_fenced(conn, host_id, epoch, _READ_WITH_REMAINING)
@@ -193,19 +189,11 @@ class PassFinish:
         return report
 
     def _plan_finish(
-        self,
-        row: asyncpg.Record,
-        *,
-        generation: int,
-        stalls: int,
-        progressed: bool,
-        now_ms: int,
-        jitter: float,
-        extra_deadline: datetime | None,
-        selected: str | None,
-        other_lanes_at: datetime | None,
+        self, row: asyncpg.Record, asked: FinishRequest
     ) -> tuple[PassReport, list[Any]]:
         """The finish's decision on the host row as read: its report and `_SET_FINISH`'s values."""
+        now_ms = to_ms(asked["now"])
+        other_lanes_at, selected = asked.get("other_lanes_at"), asked.get("selected")
         remaining: list[dict[str, Any]] = row["remaining"] or []
         shown, retries = _shown_heads(row)
         stored = binding_retries_from_json(row["binding_retries"])
@@ -214,16 +202,16 @@ class PassFinish:
             entry = next((r for r in stored if r.submission_id == selected), None)
             next_eligible.append(now_ms if entry is None else entry.not_before)
         plan = d.plan_native_finish(
-            generation=generation,
-            stalls=stalls,
+            generation=asked["generation"],
+            stalls=asked["stalls"],
             dirty=int(row["dirty"]),
             processed=int(row["processed"]),
             autonomous=is_autonomous(remaining),
-            progressed=progressed,
+            progressed=asked["progressed"],
             binding_delay=d.binding_delay(next_eligible, now_ms),
-            deadline=auxiliary_due_of(row).earliest(extra_deadline),
+            deadline=auxiliary_due_of(row).earliest(asked.get("extra_deadline")),
             now=now_ms,
-            jitter=jitter,
+            jitter=asked["jitter"],
             timing=self._timing,
         )
         alarm_at = _alarm_at(plan.alarm, row["alarm_at"])
@@ -233,7 +221,7 @@ class PassFinish:
             processed=plan.processed,
             nonterminal=len(remaining),
             alarm_at=alarm_at,
-            progressed=progressed,
+            progressed=asked["progressed"],
             heads=shown,
             reported_at=from_ms(now_ms),
         )
