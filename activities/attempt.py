@@ -39,9 +39,10 @@ from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Yielded
 from threadwarden.errors import AbortRequested, BindingDigestMismatch, BindingUnavailable
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.checkpoints import Checkpoints
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection

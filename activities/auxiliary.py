@@ -30,9 +30,9 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance, HostWaveStillRunning
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.messages import DELIVERY_BATCH, PERMANENT, DeliveryClaim, Messages
-from threadwarden.ledger.models import Receipt
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
+from threadwarden.views import Receipt
 from threadwarden.workflows import contracts as c
 
 logger = logging.getLogger(__name__)

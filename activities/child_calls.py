@@ -14,9 +14,9 @@ from threadwarden.activities.journal import Journal
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import ChildOutcome
 from threadwarden.ledger.admission import payload_digest
-from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.children import Children
-from threadwarden.ledger.models import ChildOutcome as Joined
+from threadwarden.ledger.claims import Claim
+from threadwarden.ledger.models import CallJoined
 from threadwarden.ledger.records import HistoryRecord
 
 CLOSE_GATHER_S = 5.0
@@ -40,7 +40,7 @@ class Call:
         return payload_digest(self.agent_id, None, self.input)
 
 
-def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[Joined]]:
+def _joining(children: Children, claim: Claim, step: int) -> Callable[[], Awaitable[CallJoined]]:
     return lambda: children.join(claim, step)
 
 

@@ -19,7 +19,7 @@ from threadwarden.errors import (
     ThreadwardenError,
 )
 from threadwarden.failpoints import FailpointError
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
 from threadwarden.validation import validate_input
 
 

@@ -17,7 +17,8 @@ from threadwarden.activities.endings import AttemptFaulted, NonDeterministic, Yi
 from threadwarden.bindings import ThreadRecord
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.records import HistoryRecord
 
 T = TypeVar("T")

@@ -8,7 +8,8 @@ from typing import Any
 from temporalio import activity
 
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
 
 
 @dataclass(eq=False, repr=False)

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import Deltas
 
 logger = logging.getLogger(__name__)

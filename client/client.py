@@ -23,14 +23,7 @@ from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.inbox import InboxPage, InboxReader
 from threadwarden.ledger.messages import Message, Messages
-from threadwarden.ledger.models import (
-    HostStatus,
-    Outcome,
-    Receipt,
-    SubmissionDetail,
-    ThreadStatus,
-)
-from threadwarden.ledger.operator import Operator, OperatorResult, Resolution
+from threadwarden.ledger.operator import Operator, Resolution
 from threadwarden.ledger.pool import create_pool
 from threadwarden.ledger.projection import Projection, ThreadSummary
 from threadwarden.ledger.publication import NotifySink, Publications
@@ -38,6 +31,14 @@ from threadwarden.ledger.status import StatusReader
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
+from threadwarden.views import (
+    FinalOutcome,
+    HostStatus,
+    OperatorResult,
+    Receipt,
+    SubmissionDetail,
+    ThreadStatus,
+)
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import head_task_queue
@@ -80,7 +81,7 @@ class SubmissionResult(BaseModel):
 
     submission_id: str
     thread_id: str
-    outcome: Outcome
+    outcome: FinalOutcome
     result: Any = None
     """What the binding returned (``completed``; ``resolve(..., "ran", result)`` included)."""
     reason: str | None = None

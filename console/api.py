@@ -44,9 +44,8 @@ from threadwarden.errors import (
     ThreadwardenError,
 )
 from threadwarden.ledger.deltas import Delta
-from threadwarden.ledger.models import SubmissionDetail
-from threadwarden.ledger.operator import OperatorResult
 from threadwarden.validation import MAX_JSON_DEPTH, check_json_tree, validate_id
+from threadwarden.views import OperatorResult, SubmissionDetail
 
 logger = logging.getLogger(__name__)
 

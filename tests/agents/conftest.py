@@ -16,7 +16,7 @@ from tests.helpers.polling import eventually
 from threadwarden.bindings import Binding
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.models import SubmissionView
+from threadwarden.views import SubmissionView
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

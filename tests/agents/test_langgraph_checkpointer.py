@@ -21,8 +21,8 @@ from threadwarden.activities.context import JournaledContext
 from threadwarden.activities.journal import Journal
 from threadwarden.agents.langgraph import LedgerSaver
 from threadwarden.errors import InvalidInput, StaleAttempt, StalePass
-from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.checkpoints import Checkpoints
+from threadwarden.ledger.claims import Claim
 
 LATER = datetime.now(UTC) + timedelta(days=1)
 

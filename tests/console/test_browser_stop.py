@@ -7,7 +7,7 @@ from playwright.async_api import Browser, Locator, Page, expect
 
 from tests.console.helpers import wait_for_state
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.models import SubmissionView
+from threadwarden.views import SubmissionView
 
 STEPS = 400
 SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range(STEPS)]

@@ -10,12 +10,14 @@ import asyncpg
 
 from tests.helpers.ledger import BINDINGS, Ledger
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.children import Children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.ledger.models import ChildReceipt, ChildSettled, Outcome
+from threadwarden.ledger.models import ChildReceipt, ChildSettled
 from threadwarden.ledger.operator import Operator
 from threadwarden.protocol.decisions import Timing
+from threadwarden.views import FinalOutcome
 
 MIN_DELAY_MS = 50
 
@@ -56,7 +58,7 @@ class Family:
         return await self.children.establish_child(claim, step=step, **request)
 
     async def settle_child(
-        self, child: ChildReceipt, outcome: Outcome = "completed", result: Any = None
+        self, child: ChildReceipt, outcome: FinalOutcome = "completed", result: Any = None
     ) -> ChildSettled:
         """The child's host runs a pass whose attempt settles the child; the settlement
         records the child-settled marker on the parent's host (returned)."""

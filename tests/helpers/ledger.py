@@ -9,7 +9,8 @@ from typing import Any
 import asyncpg
 
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.maintenance import BeginResult, Maintenance
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.publication import Publications

@@ -21,10 +21,7 @@ from threadwarden.errors import (
     StaleAttempt,
     StalePass,
 )
-from threadwarden.ledger.children import (
-    child_key_for,
-    child_thread_id_for,
-)
+from threadwarden.ledger.child_establishment import child_key_for, child_thread_id_for
 from threadwarden.ledger.pool import Connection, _init_connection
 
 NEW_CHILD_STATEMENTS = 9

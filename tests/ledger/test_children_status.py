@@ -16,11 +16,12 @@ import pytest
 from tests.helpers.children import Family
 from tests.helpers.cli import closed_port, run_cli
 from tests.helpers.ledger import now
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.inbox import WAITING, InboxReader
-from threadwarden.ledger.models import ChildReceipt, SubmissionView
+from threadwarden.ledger.models import ChildReceipt
 from threadwarden.ledger.status import THREAD_SUBMISSIONS, StatusReader
 from threadwarden.protocol.passes import PassReport as Report
+from threadwarden.views import SubmissionView
 from threadwarden.workflows.host import _head_line
 
 

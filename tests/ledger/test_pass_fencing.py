@@ -11,7 +11,8 @@ import pytest
 
 from threadwarden.errors import StaleAttempt, StalePass
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.models import from_ms, retry_to_json, to_ms
 from threadwarden.protocol.decisions import Retry

@@ -13,8 +13,9 @@ import asyncpg
 import pytest
 
 from threadwarden.ledger.checkpoints import CARRIED, OF_SUBMISSION
-from threadwarden.ledger.maintenance import BEGIN, LOCK_HOST_WITH_DEADLINES, LOCK_WITH_HEADS
+from threadwarden.ledger.maintenance import BEGIN, LOCK_WITH_HEADS
 from threadwarden.ledger.messages import CLAIM
+from threadwarden.ledger.pass_finish import LOCK_HOST_WITH_DEADLINES
 from threadwarden.ledger.projection import REFRESH
 from threadwarden.ledger.sweep import OVERDUE
 

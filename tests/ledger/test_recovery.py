@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now, publish
 from threadwarden.errors import StaleAttempt
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.recovery import Recovery
 
 
