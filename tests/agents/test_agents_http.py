@@ -14,6 +14,7 @@ import pytest
 from tests.agents.conftest import AgentsWorker, each_framework, head_in, tool_runs
 from tests.helpers.chat_server import ChatServer
 from tests.helpers.model_agents import CLIENT_RETRIES, OPENAI_AGENTS, PYDANTIC_AI, Framework
+from threadwarden import Receipt
 from threadwarden.client.client import ThreadwardenClient
 
 REFUND = 'call refund {"cents": 500}'
@@ -29,34 +30,30 @@ async def support(
         yield framework
 
 
-async def test_agents_http_approval_runs_the_refund_once(
-    support: Framework,
-    client: ThreadwardenClient,
-    server: ChatServer,
-    tools: Path,
-    ids: str,
-) -> None:
+@pytest.fixture
+async def refund(support: Framework, client: ThreadwardenClient, ids: str) -> Receipt:
+    """The support agent asked to refund 500 cents: the turn waits for approval of the call."""
     receipt = await client.submit(ids, agent_id=support.agent_id, input=REFUND)
     head = await head_in(client, ids, "suspended")
     assert head.waiting_for == "approval"
-    await client.approve(receipt.submission_id)
-    result = await client.result(receipt.submission_id, timeout=30)
+    return receipt
+
+
+async def test_agents_http_approval_runs_the_refund_once(
+    refund: Receipt, client: ThreadwardenClient, server: ChatServer, tools: Path
+) -> None:
+    await client.approve(refund.submission_id)
+    result = await client.result(refund.submission_id, timeout=30)
     assert (result.outcome, result.result) == ("completed", "final: refunded 500")
     assert tool_runs(tools, "refund") == 1
     assert len(server.requests) == 2  # the first step was replayed after the approval
 
 
 async def test_agents_http_denial_reaches_the_model_and_completes(
-    support: Framework,
-    client: ThreadwardenClient,
-    server: ChatServer,
-    tools: Path,
-    ids: str,
+    refund: Receipt, client: ThreadwardenClient, server: ChatServer, tools: Path
 ) -> None:
-    receipt = await client.submit(ids, agent_id=support.agent_id, input=REFUND)
-    await head_in(client, ids, "suspended")
-    await client.deny(receipt.submission_id, "refunds need a manager")
-    result = await client.result(receipt.submission_id, timeout=30)
+    await client.deny(refund.submission_id, "refunds need a manager")
+    result = await client.result(refund.submission_id, timeout=30)
     denial = "The operator denied the call to refund: refunds need a manager"
     assert (result.outcome, result.result) == ("completed", f"final: {denial}")
     assert tool_runs(tools, "refund") == 0

@@ -287,41 +287,37 @@ def test_plan_failure_retry_keeps_not_before_monotonic_and_stalls_capped(
         assert retry.stalls == min(MAX_STALLS, count)
 
 
+def _after_failure(retry: Retry, *, dirty: int = 3, deadline: int | None = None) -> AlarmPlan:
+    """plan_failure_alarm at NOW with the default timing (``dirty`` 3: nothing raced the pass
+    whose retry is at generation 3)."""
+    return plan_failure_alarm(retry, dirty=dirty, deadline=deadline, now=NOW, timing=DEFAULT)
+
+
 def test_plan_failure_alarm_waits_for_not_before_when_nothing_raced() -> None:
     retry = Retry(generation=3, not_before=NOW + 800, native_only=True, stalls=4)
-    assert plan_failure_alarm(retry, dirty=3, deadline=None, now=NOW, timing=DEFAULT) == AlarmPlan(
-        "set", NOW + 800
-    )
+    assert _after_failure(retry) == AlarmPlan("set", NOW + 800)
 
 
 def test_plan_failure_alarm_wakes_a_racing_producer_at_the_minimum_delay() -> None:
     retry = Retry(generation=3, not_before=NOW + 5_000, native_only=True, stalls=4)
-    assert plan_failure_alarm(retry, dirty=4, deadline=None, now=NOW, timing=DEFAULT) == AlarmPlan(
-        "set", NOW + 50
-    )
+    assert _after_failure(retry, dirty=4) == AlarmPlan("set", NOW + 50)
 
 
 def test_plan_failure_alarm_never_sets_sooner_than_the_minimum_delay() -> None:
     retry = Retry(generation=3, not_before=NOW + 10, native_only=True, stalls=0)
-    assert plan_failure_alarm(retry, dirty=3, deadline=None, now=NOW, timing=DEFAULT) == AlarmPlan(
-        "set", NOW + 50
-    )
+    assert _after_failure(retry) == AlarmPlan("set", NOW + 50)
 
 
 def test_plan_failure_alarm_after_a_native_failure_honours_even_a_due_deadline() -> None:
     retry = Retry(generation=3, not_before=NOW + 5_000, native_only=True, stalls=4)
-    due = plan_failure_alarm(retry, dirty=3, deadline=NOW - 1_000, now=NOW, timing=DEFAULT)
-    assert due == AlarmPlan("set", NOW + 50)
-    future = plan_failure_alarm(retry, dirty=3, deadline=NOW + 700, now=NOW, timing=DEFAULT)
-    assert future == AlarmPlan("set", NOW + 700)
+    assert _after_failure(retry, deadline=NOW - 1_000) == AlarmPlan("set", NOW + 50)
+    assert _after_failure(retry, deadline=NOW + 700) == AlarmPlan("set", NOW + 700)
 
 
 def test_plan_failure_alarm_after_an_auxiliary_failure_ignores_a_due_deadline() -> None:
     retry = Retry(generation=3, not_before=NOW + 5_000, native_only=False, stalls=4)
-    due = plan_failure_alarm(retry, dirty=3, deadline=NOW, now=NOW, timing=DEFAULT)
-    assert due == AlarmPlan("set", NOW + 5_000)
-    future = plan_failure_alarm(retry, dirty=3, deadline=NOW + 700, now=NOW, timing=DEFAULT)
-    assert future == AlarmPlan("set", NOW + 700)
+    assert _after_failure(retry, deadline=NOW) == AlarmPlan("set", NOW + 5_000)
+    assert _after_failure(retry, deadline=NOW + 700) == AlarmPlan("set", NOW + 700)
 
 
 # --- caught-up finish (§3.5d) ---------------------------------------------------------------
