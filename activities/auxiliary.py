@@ -1,9 +1,10 @@
 """The auxiliary work of a pass: publication, message delivery, host waves, projection backfill.
 
-The workflow runs these beside the native work (SPEC §2 "auxiliary scope"). Each bounds
-itself: a delivery batch by each claim's own deadline, a host wave by the plug-in's allowance, a
-backfill batch by ``projection_timeout_ms``. Timeouts are persisted or silent, never failures;
-errors surface to the workflow, which fails the pass only after the native opportunity.
+The workflow runs these beside the native work (docs/architecture.md, "The auxiliary scope").
+Each bounds itself: a delivery batch by each claim's own deadline, a host wave by the plug-in's
+allowance, a backfill batch by ``projection_timeout_ms``. Timeouts are persisted or silent,
+never failures; errors surface to the workflow, which fails the pass only after the native
+opportunity.
 
 A cancelled host wave is waited for until it has really ended (so that the workflow, which waits
 for the cancellation to complete, never starts the host's next wave beside it); the activity
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -28,9 +30,9 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance, HostWaveStillRunning
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.messages import DELIVERY_BATCH, PERMANENT, DeliveryClaim, Messages
-from threadwarden.ledger.models import Receipt
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
+from threadwarden.views import Receipt
 from threadwarden.workflows import contracts as c
 
 logger = logging.getLogger(__name__)
@@ -42,45 +44,31 @@ CANCEL_GRACE_S = 5.0
 """How long a cancelled delivery may take to stop before the activity gives up on it."""
 
 
+@dataclass(eq=False, kw_only=True)
 class AuxiliaryActivities:
     """One instance per worker, holding the outboxes and the application's host plug-in."""
 
-    def __init__(
-        self,
-        *,
-        publications: Publications,
-        messages: Messages,
-        projection: Projection,
-        host: HostMaintenance | None,
-        host_work: HostWork,
-        client: Client,
-        task_queue: str,
-        failpoints: Failpoints,
-        claim_timeout_ms: int,
-        projection_timeout_ms: int,
-        delivery_batch: int = DELIVERY_BATCH,
-    ) -> None:
-        self._publications = publications
-        self._messages = messages
-        self._projection = projection
-        self._host = host
-        self._host_work = host_work
-        self._waves: dict[str, asyncio.Task[bool]] = {}
-        """The running wave of each host on this worker (also one its activity gave up on)."""
-        self._delivery_batch = delivery_batch
-        self._client = client
-        self._task_queue = task_queue
-        self._failpoints = failpoints
-        self._claim_timeout_ms = claim_timeout_ms
-        self._projection_timeout_s = projection_timeout_ms / 1000
+    publications: Publications
+    messages: Messages
+    projection: Projection
+    host: HostMaintenance | None
+    host_work: HostWork
+    client: Client
+    task_queue: str
+    failpoints: Failpoints
+    claim_timeout_ms: int
+    projection_timeout_ms: int
+    delivery_batch: int = DELIVERY_BATCH
+    _waves: dict[str, asyncio.Task[bool]] = field(default_factory=dict, init=False)
+    """The running wave of each host on this worker (also one its activity gave up on)."""
 
     @activity.defn(name=c.DRAIN_PUBLICATIONS)
     @domain_errors
     async def drain_publications(self, step: c.PassStepInput) -> c.PublicationResult:
         """One bounded drain; a sink failure is persisted (backoff), never raised."""
-        published = await self._publications.drain(step.host_id)
+        published = await self.publications.drain(step.host_id)
         return c.PublicationResult(
-            published=published, pending=await self._publications.gate(step.host_id)
+            published=published, pending=await self.publications.gate(step.host_id)
         )
 
     @activity.defn(name=c.DELIVER_MESSAGES)
@@ -92,11 +80,11 @@ class AuxiliaryActivities:
         workflow starts the next batch only before that); ``more`` says the batch was full.
         """
         result = c.DeliverResult()
-        for _ in range(self._delivery_batch):
+        for _ in range(self.delivery_batch):
             if datetime.now(UTC) >= step.dispatch_until:
                 break
-            claim = await self._messages.claim_due(
-                step.host_id, claim_timeout_ms=self._claim_timeout_ms
+            claim = await self.messages.claim_due(
+                step.host_id, claim_timeout_ms=self.claim_timeout_ms
             )
             if claim is None:
                 break
@@ -125,15 +113,15 @@ class AuxiliaryActivities:
         try:
             receipt = await asyncio.wait_for(self._accept(claim), bound)
         except TimeoutError:
-            await self._messages.retry_later(claim, "delivery timed out at its claim deadline")
+            await self.messages.retry_later(claim, "delivery timed out at its claim deadline")
             logger.warning("message %s: delivery timed out; retry persisted", message_id)
             return "retried"
         except PERMANENT as error:
-            await self._messages.reject(claim, str(error))
+            await self.messages.reject(claim, str(error))
             logger.error("message %s rejected by its destination: %s", message_id, error)
             return "rejected"
         except Exception as error:  # persisted and retried with backoff, never lost
-            await self._messages.retry_later(claim, f"{type(error).__name__}: {error}")
+            await self.messages.retry_later(claim, f"{type(error).__name__}: {error}")
             logger.warning("message %s: delivery failed (%r); retry persisted", message_id, error)
             return "retried"
         if receipt is None:
@@ -142,13 +130,13 @@ class AuxiliaryActivities:
         return "delivered"
 
     async def _accept(self, claim: DeliveryClaim) -> Receipt | None:
-        await self._failpoints.hit("delivery:accept")  # inside the claim's bound
-        return await self._messages.accept(claim)
+        await self.failpoints.hit("delivery:accept")  # inside the claim's bound
+        return await self.messages.accept(claim)
 
     async def _wake(self, receipt: Receipt) -> None:
         try:
             await wake_host(
-                self._client, receipt.host_id, task_queue=self._task_queue, reason="message"
+                self.client, receipt.host_id, task_queue=self.task_queue, reason="message"
             )
         except Exception as error:  # a hint: the destination's durable alarm converges anyway
             logger.warning("wake of host %s failed: %r", receipt.host_id, error)
@@ -164,14 +152,14 @@ class AuxiliaryActivities:
                 f"host {step.host_id}: an earlier wave ignored its cancellation and still runs"
                 " on this worker; no wave starts beside it"
             )
-        taken = await self._host_work.take_due(step.host_id) if step.take_host_work else None
-        if self._host is None:
+        taken = await self.host_work.take_due(step.host_id) if step.take_host_work else None
+        if self.host is None:
             return c.HostWaveResult(more=False)  # a mark without a plug-in: nothing to run
         trace.get_current_span().set_attributes(
             {"threadwarden.host_id": step.host_id, "threadwarden.allowance_ms": step.allowance_ms}
         )
         wave = asyncio.ensure_future(
-            self._host.wave(step.host_id, dispatch_until=step.dispatch_until)
+            self.host.wave(step.host_id, dispatch_until=step.dispatch_until)
         )
         self._waves[step.host_id] = wave
         wave.add_done_callback(lambda done: self._forget(step.host_id, done))
@@ -188,7 +176,7 @@ class AuxiliaryActivities:
 
     async def _put_back(self, host_id: str, taken: datetime) -> None:
         try:
-            await self._host_work.put_back(host_id, taken)
+            await self.host_work.put_back(host_id, taken)
         except Exception as error:  # the plug-in's own pending deadline still joins the alarm
             logger.warning("host %s: putting back its work mark failed: %r", host_id, error)
 
@@ -201,15 +189,17 @@ class AuxiliaryActivities:
     async def bounded_backfill(self, host_id: str) -> c.BackfillResult:
         """One projection batch under ``projection_timeout_ms``; a timeout is silent."""
         try:
-            refreshed = await asyncio.wait_for(self._backfill(host_id), self._projection_timeout_s)
+            refreshed = await asyncio.wait_for(
+                self._backfill(host_id), self.projection_timeout_ms / 1000
+            )
         except TimeoutError:
             logger.debug("projection backfill of %s timed out", host_id)
             return c.BackfillResult(timed_out=True)
         return c.BackfillResult(refreshed=refreshed)
 
     async def _backfill(self, host_id: str) -> int:
-        await self._failpoints.hit("projection")  # inside the bound: a pause here times out
-        return await self._projection.backfill(host_id)
+        await self.failpoints.hit("projection")  # inside the bound: a pause here times out
+        return await self.projection.backfill(host_id)
 
 
 async def host_deadline(host: HostMaintenance | None, host_id: str) -> datetime | None:
@@ -223,15 +213,21 @@ async def host_deadline(host: HostMaintenance | None, host_id: str) -> datetime 
         return None
 
 
+async def _beating(task: asyncio.Future[T]) -> T:
+    """Await ``task``, heartbeating every `HEARTBEAT_EVERY_S` (cancellation arrives with the
+    heartbeats' answers)."""
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
+        if done:
+            return task.result()
+        activity.heartbeat()
+
+
 async def _heartbeating(work: Awaitable[T]) -> T:
     """Await ``work`` while heartbeating; cancelling the activity cancels the work."""
     task = asyncio.ensure_future(work)
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=HEARTBEAT_EVERY_S)
-            if done:
-                return task.result()
-            activity.heartbeat()
+        return await _beating(task)
     finally:
         if not task.done():
             task.cancel()
@@ -253,11 +249,7 @@ async def _outlasting(wave: asyncio.Task[bool]) -> bool:
     once and keep waiting (heartbeating) until it has ended; give up only at the activity's
     start-to-close deadline or when the worker shuts down."""
     try:
-        while True:
-            done, _ = await asyncio.wait({wave}, timeout=HEARTBEAT_EVERY_S)
-            if done:
-                return wave.result()
-            activity.heartbeat()
+        return await _beating(wave)
     except asyncio.CancelledError:
         await _until_ended(wave)
         raise

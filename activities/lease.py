@@ -2,32 +2,27 @@
 once the attempt's ownership is gone."""
 
 import asyncio
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from temporalio import activity
 
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
 
 
+@dataclass(eq=False, repr=False)
 class LeaseKeeper:
     """Keeps one attempt's lease; `lost` says why ownership is gone (None while it holds)."""
 
-    def __init__(
-        self,
-        attempts: Attempts,
-        claim: Claim,
-        *,
-        failpoints: Failpoints,
-        lease_s: float,
-        renew_s: float,
-    ) -> None:
-        self._attempts = attempts
-        self._claim = claim
-        self._failpoints = failpoints
-        self._lease_s = lease_s
-        self._renew_s = renew_s
-        self.lost: str | None = None
+    attempts: Attempts
+    claim: Claim
+    _: KW_ONLY
+    failpoints: Failpoints
+    lease_s: float
+    renew_s: float
+    lost: str | None = field(default=None, init=False)
 
     async def keep(self, handler: asyncio.Future[Any]) -> None:
         """Heartbeat and renew every ``renew_s``; cancel ``handler`` once ownership is gone.
@@ -37,24 +32,24 @@ class LeaseKeeper:
         lease since the last one that succeeded: the lease has lapsed and recovery may already
         have taken the head. Never raises.
         """
-        claim = self._claim
+        claim = self.claim
         loop = asyncio.get_running_loop()
         renewed = loop.time()  # the claim, just before, leased the head for lease_s
         while True:
-            await asyncio.sleep(self._renew_s)
+            await asyncio.sleep(self.renew_s)
             beat()
             try:
-                async with asyncio.timeout(self._renew_s):  # a hung renewal is a failed one
-                    await self._failpoints.hit("attempt:renew")
-                    owned = await self._attempts.renew_lease(claim)
+                async with asyncio.timeout(self.renew_s):  # a hung renewal is a failed one
+                    await self.failpoints.hit("attempt:renew")
+                    owned = await self.attempts.renew_lease(claim)
             except Exception as error:
-                if loop.time() - renewed < self._lease_s:
+                if loop.time() - renewed < self.lease_s:
                     activity.logger.warning(
                         "lease renewal of attempt %s failed, retrying: %r", claim.attempt_id, error
                     )
                     continue
                 self.lost = (
-                    f"attempt {claim.attempt_id}: lease renewals failed for {self._lease_s:g} s,"
+                    f"attempt {claim.attempt_id}: lease renewals failed for {self.lease_s:g} s,"
                     f" so the lease has lapsed (last: {type(error).__name__}: {error})"
                 )
             else:

@@ -1,4 +1,4 @@
-"""An attempt's live text (`AttemptContext.text_delta`): fragments of the step in progress,
+"""An attempt's live text (`JournaledContext.text_delta`): fragments of the step in progress,
 coalesced and written off the journal (`threadwarden.ledger.deltas`).
 
 The first fragment of a step is written at once (the reader's first words come quickly); the
@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import Deltas
 
 logger = logging.getLogger(__name__)

@@ -1,12 +1,12 @@
 """The short, host-row steps of a maintenance pass (run as local activities)."""
 
 import asyncio
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 
 from temporalio import activity
 
 from threadwarden.activities.attempt import HeadRunner
-from threadwarden.activities.auxiliary import host_deadline
 from threadwarden.activities.errors import domain_errors
 from threadwarden.activities.pass_steps import SHORT_STEP_MS, PassSteps, clock, describe
 from threadwarden.errors import StalePass
@@ -23,26 +23,19 @@ from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.workflows import contracts as c
 
 
+@dataclass(eq=False)
 class MaintenanceActivities:
     """Begin (with recovery, selection and the head's route), the finishes and the rearm."""
 
-    def __init__(
-        self,
-        maintenance: Maintenance,
-        *,
-        steps: PassSteps,
-        runner: HeadRunner,
-        failpoints: Failpoints,
-        gating: bool = False,
-        host: HostMaintenance | None = None,
-    ) -> None:
-        self._runner = runner
-        self._host = host
-        self._maintenance = maintenance
-        self._steps = steps
-        self._limits = steps.limits
-        self._failpoints = failpoints
-        self._gating = gating
+    maintenance: Maintenance
+    _: KW_ONLY
+    steps: PassSteps
+    runner: HeadRunner
+    failpoints: Failpoints
+    gating: bool = False
+    """The worker has a required publication sink: the host's unpublished records hold its
+    native work back until they are drained (docs/architecture.md, "Words")."""
+    host: HostMaintenance | None = None
 
     @activity.defn(name=c.BEGIN_PASS)
     @domain_errors
@@ -59,7 +52,7 @@ class MaintenanceActivities:
             begun, route, plan = await self._begin(step, now)
         if isinstance(route, c.RunHere) and plan.quiet:
             try:
-                result = await self._runner.run(route.head)
+                result = await self.runner.run(route.head)
             except StalePass:
                 raise  # a newer pass took over: nothing to rearm
             except Exception as failure:  # fails the pass (native), as run_head reports it
@@ -71,9 +64,9 @@ class MaintenanceActivities:
             generation=begun.generation,
             stalls=begun.stalls,
             nonterminal=begun.nonterminal,
-            pass_deadline_ms=self._limits.pass_deadline_ms,
-            head_heartbeat_ms=self._limits.head_heartbeat_ms,
-            head_start_ms=self._limits.head_start_ms,
+            pass_deadline_ms=self.steps.limits.pass_deadline_ms,
+            head_heartbeat_ms=self.steps.limits.head_heartbeat_ms,
+            head_start_ms=self.steps.limits.head_start_ms,
             auxiliary=plan,
             route=route,
         )
@@ -81,11 +74,11 @@ class MaintenanceActivities:
     async def _begin(
         self, step: c.BeginPassInput, now: datetime
     ) -> tuple[Begun, c.Route, c.AuxiliaryPlan]:
-        await self._failpoints.hit("maintenance:begin:before")
-        begun = await self._maintenance.begin(step.host_id, now)
+        await self.failpoints.hit("maintenance:begin:before")
+        begun = await self.maintenance.begin(step.host_id, now)
         plan = self._auxiliary_plan(begun.due)
         try:
-            await self._failpoints.hit("maintenance:begin:after")
+            await self.failpoints.hit("maintenance:begin:after")
         except Exception as failure:  # begin committed: the generation is observed (§3.6)
             activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
             return begun, c.BeginFailed(error=describe(failure), native=False), plan
@@ -93,10 +86,10 @@ class MaintenanceActivities:
             return begun, c.CaughtUp(), plan
         # A required sink with unpublished records may hold native work back: then the
         # workflow drains first and prepares the native work only if nothing is pending.
-        if self._gating and begun.due.publication_due is not None:
+        if self.gating and begun.due.publication_due is not None:
             return begun, c.Held(), plan
         try:
-            route = await self._steps.route(
+            route = await self.steps.route(
                 c.PassStepInput(host_id=step.host_id, epoch=begun.epoch),
                 now,
                 begun_at=now,
@@ -119,13 +112,13 @@ class MaintenanceActivities:
             publication_drain_due=due.is_due(due.publication_due),
             messages_due=due.is_due(due.message_due),
             projection_due=due.is_due(due.projection_due),
-            projection_timeout_ms=self._limits.projection_timeout_ms,
-            host_waves=self._host is not None,
+            projection_timeout_ms=self.steps.limits.projection_timeout_ms,
+            host_waves=self.host is not None,
             host_work_due=due.is_due(due.host_work_due),
         )
-        if self._host is not None:
+        if self.host is not None:
             try:
-                plan.host_allowance_ms = validate_allowance(self._host.dispatch_timeout_ms)
+                plan.host_allowance_ms = validate_allowance(self.host.dispatch_timeout_ms)
             except HostAllowanceInvalid as error:  # reported by the host task, after native work
                 plan.host_allowance_error = str(error)
             except Exception as error:  # a plug-in whose declaration cannot even be read
@@ -136,7 +129,7 @@ class MaintenanceActivities:
     @domain_errors
     async def prepare_native(self, step: c.PrepareNativeInput) -> c.Prepared:
         """Recovery, selection and the head's route, when the publication gate held them."""
-        route = await self._steps.route(
+        route = await self.steps.route(
             c.PassStepInput(host_id=step.host_id, epoch=step.epoch),
             clock(step.now),
             begun_at=step.begun_at,
@@ -163,41 +156,19 @@ class MaintenanceActivities:
             f" (submission {head.submission_id} stays pending)"
         )
         result = c.RunHeadResult(submission_id=head.submission_id, binding_error=error)
-        return await self._steps.after_head(head, result)
+        return await self.steps.after_head(head, result)
 
     @activity.defn(name=c.FINISH_CAUGHT_UP)
     @domain_errors
     async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
-        await self._failpoints.hit("maintenance:finish:before")
-        report = await self._maintenance.finish_caught_up(
-            step.host_id,
-            step.epoch,
-            clock(step.now),
-            generation=step.generation,
-            extra_deadline=await host_deadline(self._host, step.host_id),
-            heads=step.heads,
-        )
-        await self._failpoints.hit("maintenance:finish:after")
-        return report
+        return await self.steps.finish_caught_up(step)
 
     @activity.defn(name=c.FINISH_PASS)
     @domain_errors
     async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
-        return await self._steps.finish(step)
+        return await self.steps.finish(step)
 
     @activity.defn(name=c.REARM_FAILURE)
     @domain_errors
     async def rearm_failure(self, step: c.RearmFailureInput) -> c.PassReport:
-        await self._failpoints.hit("maintenance:retry:before")
-        report = await self._maintenance.rearm_failure(
-            step.host_id,
-            step.epoch,
-            generation=step.generation,
-            native_only=step.native_only,
-            now=clock(step.now),
-            jitter=step.jitter,
-            error=step.error,
-            extra_deadline=await host_deadline(self._host, step.host_id),
-        )
-        await self._failpoints.hit("maintenance:retry:after")
-        return report
+        return await self.steps.rearm_failure(step)

@@ -1,12 +1,13 @@
 """The pass steps shared by the begin step and the head activity: recovery with selection and
-the head's route (decided here, once), the binding-retry record and the native finish. Each is
-fenced by the pass epoch; the head activity runs the last two itself when nothing else of its
-pass is running (one activity per unit)."""
+the head's route (decided here, once), the binding-retry record and the native finish; and the
+pass's other endings (the caught-up finish, the failure's rearm). Each is fenced by the pass
+epoch; the head activity runs the binding-retry record and the finish itself when nothing else
+of its pass is running (one activity per unit)."""
 
 import logging
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
@@ -31,17 +32,28 @@ INLINE_GRACE_MS = 1_000
 """An inline attempt past its budget yields at its next committed step; one still in a step
 this much later is cut off (it gives the head back) and the head moves to its agent's queue."""
 
+_SELECTED = {
+    "thread_id",
+    "submission_id",
+    "agent_id",
+    "agent_digest",
+    "binding_retry_pending",
+    "other_lanes_at",
+}
+"""What a head attempt's input takes from the selection as it is."""
+
 
 @dataclass(frozen=True)
 class PassLimits:
-    """The time bounds of one pass, handed to the workflow by begin."""
+    """The time bounds of one pass, handed to the workflow by begin; the worker's settings
+    give each its value (docs/configuration.md)."""
 
-    yield_after_ms: int = 600_000
-    pass_deadline_ms: int = 840_000
-    head_heartbeat_ms: int = 30_000
-    head_start_ms: int = 60_000
-    projection_timeout_ms: int = 30_000
-    inline_budget_ms: int = 2_000
+    yield_after_ms: int
+    pass_deadline_ms: int
+    head_heartbeat_ms: int
+    head_start_ms: int
+    projection_timeout_ms: int
+    inline_budget_ms: int
     """How long an inline attempt runs on the pass's worker before it hands its head over to
     the agent's queue (docs/architecture.md, "The route of a head")."""
 
@@ -52,28 +64,19 @@ class PassLimits:
         return self.inline_budget_ms + INLINE_GRACE_MS + SHORT_STEP_MS
 
 
+@dataclass(eq=False)
 class PassSteps:
     """One instance per worker: the ledger's pass transactions with their failpoints."""
 
-    def __init__(
-        self,
-        maintenance: Maintenance,
-        *,
-        failpoints: Failpoints,
-        host: HostMaintenance | None,
-        limits: PassLimits,
-        waker: Waker | None = None,
-        pollers: HeadPollers | None = None,
-        inline: Mapping[str, str] | None = None,
-    ) -> None:
-        self._inline = dict(inline or {})
-        """The inline bindings this worker has: agent id → digest."""
-        self._waker = waker
-        self._pollers = pollers
-        self.limits = limits
-        self._maintenance = maintenance
-        self._failpoints = failpoints
-        self._host = host
+    maintenance: Maintenance
+    _: KW_ONLY
+    failpoints: Failpoints
+    host: HostMaintenance | None
+    limits: PassLimits
+    waker: Waker | None = None
+    pollers: HeadPollers | None = None
+    inline: Mapping[str, str] = field(default_factory=dict)
+    """The inline bindings this worker has: agent id → digest."""
 
     async def route(
         self,
@@ -96,16 +99,16 @@ class PassSteps:
             return c.Stopping()  # plan nothing here: the next pass runs on another worker
         repaired = 0
         if view is None or view.stalled:
-            recovery = await self._maintenance.recover(step.host_id, step.epoch)
+            recovery = await self.maintenance.recover(step.host_id, step.epoch)
             repaired, view = recovery.repaired, None
             for parent_host in dict.fromkeys(recovery.parent_hosts):
-                if self._waker is not None:  # a child recovery settled: its parent may go on
-                    await self._waker.wake(parent_host, reason="child-settled")
-        await self._failpoints.hit("maintenance:select:before")
-        selection = await self._maintenance.select_lane(
+                if self.waker is not None:  # a child recovery settled: its parent may go on
+                    await self.waker.wake(parent_host, reason="child-settled")
+        await self.failpoints.hit("maintenance:select:before")
+        selection = await self.maintenance.select_lane(
             step.host_id, step.epoch, now, view, head_wait_ms=self.limits.head_start_ms
         )
-        await self._failpoints.hit("maintenance:select:after")
+        await self.failpoints.hit("maintenance:select:after")
         if selection.thread_id is None:
             return c.Idle(repaired=repaired, other_lanes_at=selection.other_lanes_at)
         assert selection.submission_id is not None and selection.agent_id is not None
@@ -114,20 +117,15 @@ class PassSteps:
             finish = c.FinishPlan(generation=generation, stalls=stalls, jitter=random.random())
         head = c.RunHeadInput(
             **step.model_dump(),
-            thread_id=selection.thread_id,
-            submission_id=selection.submission_id,
-            agent_id=selection.agent_id,
-            agent_digest=selection.agent_digest,
-            binding_retry_pending=selection.binding_retry_pending,
+            **selection.model_dump(include=_SELECTED),
             repaired=repaired,
-            other_lanes_at=selection.other_lanes_at,
             yield_after=begun_at + timedelta(milliseconds=self.limits.yield_after_ms),
             pass_deadline=begun_at + timedelta(milliseconds=self.limits.pass_deadline_ms),
             finish=finish,
         )
         if self._runs_inline(selection):
             return c.RunHere(head=head, bound_ms=self.limits.inline_bound_ms)
-        if self._pollers is not None and await self._pollers.unpolled(
+        if self.pollers is not None and await self.pollers.unpolled(
             selection.agent_id, selection.agent_digest
         ):
             return c.NoPoller(head=head)
@@ -136,7 +134,7 @@ class PassSteps:
     def _runs_inline(self, selection: Selection) -> bool:
         """An inline binding this worker has at the head's pinned digest, a head no inline
         attempt handed over yet, and a worker that allows inline heads (a budget)."""
-        digest = self._inline.get(selection.agent_id or "")
+        digest = self.inline.get(selection.agent_id or "")
         return (
             digest is not None
             and self.limits.inline_budget_ms > 0
@@ -148,8 +146,8 @@ class PassSteps:
         self, step: c.RunHeadInput, submission_id: str, error: str | None
     ) -> None:
         """Back the head off while its binding is missing; a success removes its entry."""
-        await self._failpoints.hit("maintenance:binding-retry:before")
-        entry, report = await self._maintenance.record_binding_result(
+        await self.failpoints.hit("maintenance:binding-retry:before")
+        entry, report = await self.maintenance.record_binding_result(
             step.host_id,
             step.epoch,
             thread_id=step.thread_id,
@@ -157,7 +155,7 @@ class PassSteps:
             failed=error is not None,
             now=datetime.now(UTC),
         )
-        await self._failpoints.hit("maintenance:binding-retry:after")
+        await self.failpoints.hit("maintenance:binding-retry:after")
         if entry is not None:
             # An expected wait (a binding not deployed yet, or no worker with it up): one
             # warning per entry and 15 minutes, debug in between.
@@ -174,27 +172,75 @@ class PassSteps:
     async def finish(self, step: c.FinishPassInput) -> PassReport:
         """Acknowledge the observed generation and set the alarm (docs/protocol.md, "The pass,
         step by step", (e)7–9)."""
-        await self._failpoints.hit("maintenance:finish:before")
-        report = await self._maintenance.finish(
-            step.host_id,
-            step.epoch,
-            generation=step.generation,
-            stalls=step.stalls,
-            progressed=step.progressed,
-            now=clock(step.now),
-            jitter=step.jitter,
-            extra_deadline=await host_deadline(self._host, step.host_id),
-            selected=step.selected_submission_id,
-            other_lanes_at=step.other_lanes_at,
+        return await self._ending(
+            "maintenance:finish",
+            step,
+            lambda now, deadline: self.maintenance.finish(
+                step.host_id,
+                step.epoch,
+                generation=step.generation,
+                stalls=step.stalls,
+                progressed=step.progressed,
+                now=now,
+                jitter=step.jitter,
+                extra_deadline=deadline,
+                selected=step.selected_submission_id,
+                other_lanes_at=step.other_lanes_at,
+            ),
         )
-        await self._failpoints.hit("maintenance:finish:after")
+
+    async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> PassReport:
+        """A caught-up pass's finish: nothing new to run, the alarm set."""
+        return await self._ending(
+            "maintenance:finish",
+            step,
+            lambda now, deadline: self.maintenance.finish_caught_up(
+                step.host_id,
+                step.epoch,
+                now,
+                generation=step.generation,
+                extra_deadline=deadline,
+                heads=step.heads,
+            ),
+        )
+
+    async def rearm_failure(self, step: c.RearmFailureInput) -> PassReport:
+        """A failed pass's durable retry, with backoff."""
+        return await self._ending(
+            "maintenance:retry",
+            step,
+            lambda now, deadline: self.maintenance.rearm_failure(
+                step.host_id,
+                step.epoch,
+                generation=step.generation,
+                native_only=step.native_only,
+                now=now,
+                jitter=step.jitter,
+                error=step.error,
+                extra_deadline=deadline,
+            ),
+        )
+
+    async def _ending(
+        self,
+        failpoint: str,
+        step: c.FinishPassInput | c.FinishCaughtUpInput | c.RearmFailureInput,
+        write: Callable[[datetime, datetime | None], Awaitable[PassReport]],
+    ) -> PassReport:
+        """One of the pass's ending transactions, between the failpoints ``{failpoint}:before``
+        and ``{failpoint}:after``, given the time (`clock`) and the host plug-in's pending
+        deadline (it joins the alarm)."""
+        await self.failpoints.hit(f"{failpoint}:before")
+        now = clock(step.now)
+        report = await write(now, await host_deadline(self.host, step.host_id))
+        await self.failpoints.hit(f"{failpoint}:after")
         return report
 
     async def after_head(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
-        """Brief §3.5 (e) after the head attempt (or after no worker started it): the
-        binding-retry record, then (folded) the native finish. A failure here fails the pass
-        after the attempt (reported, never raised: the attempt's outcome is already
-        committed)."""
+        """After the head attempt, or after no worker started it (docs/protocol.md, "The pass,
+        step by step", (e)): the binding-retry record, then (folded) the native finish. A
+        failure here fails the pass after the attempt (reported, never raised: the attempt's
+        outcome is already committed)."""
         if head.binding_error is not None or step.binding_retry_pending:
             try:
                 await self.record_binding_result(

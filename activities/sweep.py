@@ -1,6 +1,7 @@
 """The sweeper's activity: wake hosts whose durable alarm is overdue, say when to sweep next."""
 
 import time
+from dataclasses import KW_ONLY, dataclass
 
 from temporalio import activity
 from temporalio.client import Client
@@ -32,6 +33,7 @@ def next_sweep_ms(
     return min(max(next_due_ms, interval_ms), idle_interval_ms)
 
 
+@dataclass(eq=False)
 class SweepActivities:
     """Finds overdue alarms in Postgres and signal-with-starts their hosts.
 
@@ -39,28 +41,18 @@ class SweepActivities:
     next sweep from the earliest alarm (see `next_sweep_ms`).
     """
 
-    def __init__(
-        self,
-        ledger: Sweeps,
-        client: Client,
-        *,
-        task_queue: str,
-        interval_ms: int,
-        grace_ms: int,
-        failpoints: Failpoints,
-        idle_interval_ms: int,
-    ) -> None:
-        self._failpoints = failpoints
-        self._ledger = ledger
-        self._client = client
-        self._task_queue = task_queue
-        self._interval_ms = interval_ms
-        self._idle_interval_ms = idle_interval_ms
-        self._grace_ms = grace_ms
+    ledger: Sweeps
+    client: Client
+    _: KW_ONLY
+    task_queue: str
+    interval_ms: int
+    grace_ms: int
+    failpoints: Failpoints
+    idle_interval_ms: int
 
     @activity.defn(name=c.SWEEP)
     async def sweep(self, request: c.SweepInput) -> c.SweepResult:
-        scan = await self._ledger.scan(grace_ms=self._grace_ms, limit=request.limit)
+        scan = await self.ledger.scan(grace_ms=self.grace_ms, limit=request.limit)
         next_due_ms, woken = scan.next_due_ms, 0
         stop_at = time.monotonic() + WAKE_BUDGET_S
         for host_id in scan.overdue:
@@ -70,16 +62,16 @@ class SweepActivities:
                 )
                 break
             # The durable re-arm of a host whose wake was lost (the original's ensureAlarm).
-            await self._failpoints.hit("maintenance:ensure:before")
-            await wake_host(self._client, host_id, task_queue=self._task_queue, reason="sweeper")
-            await self._failpoints.hit("maintenance:ensure:after")
+            await self.failpoints.hit("maintenance:ensure:before")
+            await wake_host(self.client, host_id, task_queue=self.task_queue, reason="sweeper")
+            await self.failpoints.hit("maintenance:ensure:after")
             woken += 1
         if woken:
             activity.logger.info("sweeper woke %d overdue host(s)", woken)
         interval = next_sweep_ms(
             woken=woken,
             next_due_ms=next_due_ms,
-            interval_ms=self._interval_ms,
-            idle_interval_ms=self._idle_interval_ms,
+            interval_ms=self.interval_ms,
+            idle_interval_ms=self.idle_interval_ms,
         )
         return c.SweepResult(woken=woken, interval_ms=interval)

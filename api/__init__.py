@@ -3,7 +3,8 @@ its result models and the Temporal plugin.
 
 Applications import from here; the Temporal, Postgres and worker rooms stay private. Importing
 ``threadwarden`` stays light (a bindings module loads neither Temporal nor asyncpg): the client,
-the plugin, the settings and the ledger's result models load on first access.
+the plugin, the settings and the result and status views (`threadwarden.views`, pydantic
+models) load on first access.
 """
 
 import importlib
@@ -52,34 +53,34 @@ if TYPE_CHECKING:
     from threadwarden.client.feed import FeedRecord, RecordFeed, ThreadStream
     from threadwarden.client.live_text import TextDelta
     from threadwarden.client.reads import SubmissionResult
-    from threadwarden.ledger.models import (
+    from threadwarden.views import (
         HostStatus,
+        OperatorResult,
         Receipt,
         SubmissionDetail,
         SubmissionView,
         ThreadStatus,
     )
-    from threadwarden.ledger.operator import OperatorResult
     from threadwarden.worker.plugin import ThreadwardenPlugin
     from threadwarden.worker.settings import Settings
 
 _LAZY = {
     "FeedRecord": "threadwarden.client.feed",
-    "HostStatus": "threadwarden.ledger.models",
-    "OperatorResult": "threadwarden.ledger.operator",
-    "Receipt": "threadwarden.ledger.models",
+    "HostStatus": "threadwarden.views",
+    "OperatorResult": "threadwarden.views",
+    "Receipt": "threadwarden.views",
     "RecordFeed": "threadwarden.client.feed",
     "Settings": "threadwarden.worker.settings",
-    "SubmissionDetail": "threadwarden.ledger.models",
+    "SubmissionDetail": "threadwarden.views",
     "SubmissionResult": "threadwarden.client.reads",
-    "SubmissionView": "threadwarden.ledger.models",
+    "SubmissionView": "threadwarden.views",
     "TextDelta": "threadwarden.client.live_text",
-    "ThreadStatus": "threadwarden.ledger.models",
+    "ThreadStatus": "threadwarden.views",
     "ThreadStream": "threadwarden.client.feed",
     "ThreadwardenClient": "threadwarden.client.client",
     "ThreadwardenPlugin": "threadwarden.worker.plugin",
 }
-"""Names that need Temporal or asyncpg, imported when first used (PEP 562)."""
+"""Names that need Temporal, asyncpg or pydantic, imported when first used (PEP 562)."""
 
 
 def __getattr__(name: str) -> Any:

@@ -29,8 +29,7 @@ from threadwarden.client.reads import SubmissionResult
 from threadwarden.errors import ResultTimeout, ThreadwardenError
 from threadwarden.ledger.migrations import current_version
 from threadwarden.ledger.migrations import migrate as apply_migrations
-from threadwarden.ledger.models import Receipt
-from threadwarden.ledger.operator import OperatorResult
+from threadwarden.views import OperatorResult, Receipt
 from threadwarden.worker.embedded import free_port, read_endpoints, write_endpoints
 from threadwarden.worker.health import scrape_url
 from threadwarden.worker.loading import Plugins, load_plugins, load_registry, served_agents

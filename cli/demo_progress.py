@@ -14,7 +14,7 @@ from threadwarden.cli.output import format_table, print_line
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotFound
 from threadwarden.ledger.messages import Message
-from threadwarden.ledger.models import SubmissionView, ThreadStatus
+from threadwarden.views import SubmissionView, ThreadStatus
 
 SETTLE_TIMEOUT_S = 180
 """How long the demo follows its work before it gives up on what has not settled (exit 1)."""

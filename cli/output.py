@@ -9,7 +9,7 @@ from typing import Any
 from threadwarden.client.shapes import HOST_STATUS_FIELDS, thread_json
 from threadwarden.ledger.inbox import InboxPage
 from threadwarden.ledger.messages import Message
-from threadwarden.ledger.models import HostStatus, SubmissionView, ThreadStatus
+from threadwarden.views import HostStatus, SubmissionView, ThreadStatus
 
 
 def print_json(value: Any) -> None:

@@ -22,8 +22,7 @@ from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.messages import Messages
-from threadwarden.ledger.models import Receipt
-from threadwarden.ledger.operator import Operator, OperatorResult, Resolution
+from threadwarden.ledger.operator import Operator, Resolution
 from threadwarden.ledger.pool import create_pool
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import NotifySink, Publications
@@ -31,6 +30,7 @@ from threadwarden.ledger.status import StatusReader
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
+from threadwarden.views import OperatorResult, Receipt
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import head_task_queue

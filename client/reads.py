@@ -16,10 +16,10 @@ from threadwarden.client.feed import RecordFeed, ThreadStream, await_settlement
 from threadwarden.errors import InvalidInput
 from threadwarden.ledger.inbox import InboxPage, InboxReader
 from threadwarden.ledger.messages import Message, Messages
-from threadwarden.ledger.models import HostStatus, Outcome, SubmissionDetail, ThreadStatus
 from threadwarden.ledger.projection import Projection, ThreadSummary
 from threadwarden.ledger.status import StatusReader
 from threadwarden.validation import validate_id
+from threadwarden.views import FinalOutcome, HostStatus, SubmissionDetail, ThreadStatus
 
 INBOX_MAX_LIMIT = 1_000
 """The most entries one `ThreadwardenClient.inbox` call returns."""
@@ -30,7 +30,7 @@ class SubmissionResult(BaseModel):
 
     submission_id: str
     thread_id: str
-    outcome: Outcome
+    outcome: FinalOutcome
     result: Any = None
     """What the binding returned (``completed``; ``resolve(..., "ran", result)`` included)."""
     reason: str | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from threadwarden.ledger.messages import Message
-from threadwarden.ledger.models import ThreadStatus
+from threadwarden.views import ThreadStatus
 
 THREAD_STATUS_FIELDS = {
     "submission_id",

@@ -33,8 +33,9 @@ from threadwarden.console.web import (
     wants_json,
 )
 from threadwarden.errors import InvalidInput, ThreadwardenError
-from threadwarden.ledger.operator import OperatorResult, Resolution
+from threadwarden.ledger.operator import Resolution
 from threadwarden.validation import validate_id
+from threadwarden.views import OperatorResult
 
 logger = logging.getLogger(__name__)
 

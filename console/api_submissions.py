@@ -15,7 +15,7 @@ from threadwarden.console import openapi
 from threadwarden.console.api_requests import ApiError, handled, path_id, read_body, reply
 from threadwarden.console.security import is_number
 from threadwarden.console.web import Console, Decision, caller_of, console_of, decision_of
-from threadwarden.ledger.models import SubmissionDetail
+from threadwarden.views import SubmissionDetail
 
 logger = logging.getLogger(__name__)
 

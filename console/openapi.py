@@ -14,9 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from threadwarden.ledger.inbox import InboxPage
-from threadwarden.ledger.models import Receipt, SubmissionDetail, SubmissionView
-from threadwarden.ledger.operator import OperatorResult
 from threadwarden.validation import IfBusy
+from threadwarden.views import OperatorResult, Receipt, SubmissionDetail, SubmissionView
 
 
 class _Body(BaseModel):

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.errors import HostMismatch, IdempotencyConflict, ThreadBusy
-from threadwarden.ledger.models import Receipt
-from threadwarden.ledger.operator import Operator, OperatorResult
+from threadwarden.ledger.aborts import interrupt
 from threadwarden.ledger.pool import Connection
 from threadwarden.validation import IfBusy, canonical_json
+from threadwarden.views import OperatorResult, Receipt
 
 
 def payload_digest(
@@ -94,6 +94,20 @@ class MessageSource(BaseModel):
     message_id: str
 
 
+class AdmissionRequest(TypedDict, total=False):
+    """What an admission asks: the thread, the agent and its input; optionally the host (the
+    thread's, or the thread id for a new thread), the agent's pinned digest, the message it was
+    accepted from, and what it does on a busy thread (``if_busy``, default ``enqueue``)."""
+
+    thread_id: Required[str]
+    agent_id: Required[str]
+    input: Required[Any]
+    host_id: str | None
+    agent_digest: str | None
+    source: MessageSource | None
+    if_busy: IfBusy
+
+
 class Admissions:
     """Admits submissions onto threads, idempotently per (thread, key)."""
 
@@ -102,16 +116,7 @@ class Admissions:
         self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
 
     async def admit(
-        self,
-        *,
-        thread_id: str,
-        agent_id: str,
-        input: Any,
-        host_id: str | None = None,
-        idempotency_key: str | None = None,
-        agent_digest: str | None = None,
-        source: MessageSource | None = None,
-        if_busy: IfBusy = "enqueue",
+        self, *, idempotency_key: str | None = None, **request: Unpack[AdmissionRequest]
     ) -> Receipt:
         """Admit one submission; the same key and payload return the same receipt.
 
@@ -122,23 +127,17 @@ class Admissions:
         `HostMismatch` when the thread belongs to another host and `ThreadBusy` for a ``reject``
         on a busy thread. Either way nothing is written.
         """
-        digest = payload_digest(agent_id, agent_digest, input, if_busy)
+        digest = payload_digest(
+            request["agent_id"],
+            request.get("agent_digest"),
+            request["input"],
+            request.get("if_busy", "enqueue"),
+        )
         key = idempotency_key or f"auto:{uuid.uuid4().hex}"
         for last_try in (False, True):
             try:
                 async with self._pool.acquire() as conn, conn.transaction():
-                    return await self.admit_in(
-                        conn,
-                        thread_id=thread_id,
-                        agent_id=agent_id,
-                        input=input,
-                        host_id=host_id,
-                        key=key,
-                        digest=digest,
-                        agent_digest=agent_digest,
-                        source=source,
-                        if_busy=if_busy,
-                    )
+                    return await self.admit_in(conn, key=key, digest=digest, **request)
             except asyncpg.UniqueViolationError:
                 # A concurrent admission took the same key first: read its receipt instead.
                 if last_try:
@@ -146,29 +145,19 @@ class Admissions:
         raise AssertionError("unreachable")
 
     async def admit_in(
-        self,
-        conn: Connection,
-        *,
-        thread_id: str,
-        agent_id: str,
-        input: Any,
-        host_id: str | None,
-        key: str,
-        digest: str,
-        agent_digest: str | None,
-        source: MessageSource | None,
-        if_busy: IfBusy = "enqueue",
+        self, conn: Connection, *, key: str, digest: str, **request: Unpack[AdmissionRequest]
     ) -> Receipt:
         """`admit` inside the caller's transaction: one read, then one write (``reject`` and
         ``interrupt`` first take the thread's admission lock; ``interrupt`` asks the earlier
         submissions to abort before the write)."""
+        thread_id, if_busy = request["thread_id"], request.get("if_busy", "enqueue")
         if if_busy != "enqueue":
             await conn.execute(_LOCK_THREAD, thread_id)
         checks = if_busy != "enqueue"
         found = await conn.fetchrow(_READ, thread_id, key, checks)
         assert found is not None
         owner = found["owner"]
-        host = host_id or owner or thread_id
+        host = request.get("host_id") or owner or thread_id
         if if_busy != "enqueue" and owner is not None:
             await conn.execute(_LOCK_HOST, owner)
             found = await conn.fetchrow(_READ, thread_id, key, checks)  # as of the lock
@@ -197,8 +186,10 @@ class Admissions:
         submission_id = f"sub_{uuid.uuid4().hex}"
         interrupted: list[OperatorResult] = []
         if if_busy == "interrupt" and found["busy"]:
-            operator = Operator(self._pool, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms)
-            interrupted = await operator.interrupt(conn, thread_id, submission_id)
+            interrupted = await interrupt(
+                conn, thread_id, submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
+            )
+        source = request.get("source")
         written = await conn.fetchrow(
             _WRITE,
             host,
@@ -206,9 +197,9 @@ class Admissions:
             submission_id,
             key,
             digest,
-            agent_id,
-            agent_digest,
-            input,
+            request["agent_id"],
+            request.get("agent_digest"),
+            request["input"],
             source.thread_id if source else None,
             source.message_id if source else None,
             self._minimum_alarm_delay_ms,

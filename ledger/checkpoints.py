@@ -15,8 +15,9 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
-from threadwarden.ledger.attempts import Claim, fence
-from threadwarden.ledger.records import HistoryRecord, insert_record
+from threadwarden.ledger.attempts import append_in, fence
+from threadwarden.ledger.claims import Claim
+from threadwarden.ledger.records import HistoryRecord
 
 
 class CheckpointRow(BaseModel):
@@ -81,17 +82,7 @@ class Checkpoints:
                 meta,
                 data,
             )
-            return [
-                await insert_record(
-                    conn,
-                    thread_id=claim.thread_id,
-                    submission_id=claim.submission_id,
-                    kind=kind,
-                    body=body,
-                    epoch=claim.epoch,
-                )
-                for kind, body in records
-            ]
+            return [await append_in(conn, claim, kind, body) for kind, body in records]
 
     async def load(self, claim: Claim) -> list[CheckpointRow]:
         """The newest carried checkpoint of the thread's earlier completed submissions for the

@@ -1,19 +1,18 @@
 """Subagent children: establishment, the parent's wait, the child-settled marker, the join.
 
 A child is an ordinary submission on its own thread, linked to the parent's tool call (its
-journal step). Establishment admits it through the one admission path (`Admissions.admit_in`)
-and, in the same transaction, writes its linkage, its lineage record and the parent's
-``call-started`` record, so no intermediate state is ever visible. The parent then suspends on
-its children without holding a claim; each child's settlement writes a marker on the parent's
-host through the mutation gate and wakes the parent once every child it waits for has settled;
-the parent's re-run joins each child's canonical settlement once. docs/protocol.md, "Subagent
+journal step), established in one transaction (`threadwarden.ledger.child_establishment`).
+The parent then suspends on its children without holding a claim; each child's settlement
+writes a marker on the parent's host through the mutation gate and wakes the parent once every
+child it waits for has settled; the parent's re-run joins each child's canonical settlement
+once. docs/protocol.md, "Subagent
 children", maps the protocol's mutations and crash points onto these transactions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import asyncpg
 
@@ -23,63 +22,22 @@ from threadwarden.errors import (
     InvalidInput,
     NotFound,
 )
-from threadwarden.ledger.admission import Admissions, payload_digest
-from threadwarden.ledger.attempts import Claim, fence
-from threadwarden.ledger.child_settled import (
-    lock_hosts,
-    record_child_settled_in,
-    unjoined_children,
-)
+from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.attempts import append_in, fence
+from threadwarden.ledger.child_establishment import ChildRequest, establish_child_in
+from threadwarden.ledger.child_settled import record_child_settled_in, unjoined_children
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import (
     BudgetAccount,
-    ChildOutcome,
+    CallJoined,
     ChildReceipt,
     ChildSettled,
     ChildWait,
     UnjoinedChild,
 )
 from threadwarden.ledger.pool import Connection
-from threadwarden.ledger.records import insert_record, record_statement
+from threadwarden.ledger.records import record_statement
 
-
-def child_thread_id_for(parent_submission_id: str, step: int) -> str:
-    """The default thread of the child a parent's journal step delegates to."""
-    return f"child_{parent_submission_id.removeprefix('sub_')}_{step}"
-
-
-def child_key_for(parent_submission_id: str, step: int) -> str:
-    """The idempotency key of the child a parent's journal step delegates to."""
-    return f"child:{parent_submission_id}:{step}"
-
-
-_OWNER = "SELECT host_id FROM threadwarden.threads WHERE thread_id = $1"
-_RESOLVE = """
-SELECT (SELECT json_build_object('submission_id', c.submission_id, 'thread_id', c.thread_id,
-               'host_id', ct.host_id, 'sequence', c.sequence,
-               'payload_digest', c.payload_digest, 'idempotency_key', c.idempotency_key)
-          FROM threadwarden.submissions c JOIN threadwarden.threads ct USING (thread_id)
-         WHERE c.parent_submission_id = $1 AND c.parent_call_step = $2) AS existing,
-       (SELECT (body ->> 'depth')::integer FROM threadwarden.records
-         WHERE submission_id = $1 AND kind = 'lineage') AS parent_depth
-"""
-"""The call's child, if admitted (the linkage index), and the parent's own depth."""
-_ANCESTOR_THREAD = """
-WITH RECURSIVE up (submission_id, thread_id, parent) AS (
-  SELECT submission_id, thread_id, parent_submission_id FROM threadwarden.submissions
-   WHERE submission_id = $1
-  UNION ALL
-  SELECT s.submission_id, s.thread_id, s.parent_submission_id
-    FROM threadwarden.submissions s JOIN up ON s.submission_id = up.parent
-)
-SELECT EXISTS (SELECT 1 FROM up WHERE thread_id = $2)
-"""
-"""Whether the thread is the caller's or one of its ancestors' (a child's own children only)."""
-_LINK = """
-UPDATE threadwarden.submissions s SET parent_submission_id = $2, parent_call_step = $3
-  FROM threadwarden.threads t
- WHERE s.submission_id = $1 AND t.thread_id = s.thread_id
-RETURNING t.producer_epoch
-"""
 _CHILDREN = """
 SELECT q.id AS submission_id, c.submission_id IS NOT NULL AS mine, m.outcome
   FROM unnest($2::text[]) WITH ORDINALITY AS q (id, n)
@@ -131,16 +89,7 @@ class Children:
         self._minimum_alarm_delay_ms = minimum_alarm_delay_ms
 
     async def establish_child(
-        self,
-        claim: Claim,
-        *,
-        step: int,
-        agent_id: str,
-        input: Any,
-        thread_id: str | None = None,
-        host_id: str | None = None,
-        agent_digest: str | None = None,
-        budget: int | None = None,
+        self, claim: Claim, *, step: int, **request: Unpack[ChildRequest]
     ) -> ChildReceipt:
         """Admit the child of the parent's call at journal ``step``, in one transaction.
 
@@ -152,113 +101,14 @@ class Children:
         the parent's attempt no longer owns it; `HostMismatch` when the thread has another host.
         """
         async with self._pool.acquire() as conn, conn.transaction():
-            return await self.establish_child_in(
-                conn,
-                claim,
-                step=step,
-                agent_id=agent_id,
-                input=input,
-                thread_id=thread_id,
-                host_id=host_id,
-                agent_digest=agent_digest,
-                budget=budget,
-            )
+            return await self.establish_child_in(conn, claim, step=step, **request)
 
     async def establish_child_in(
-        self,
-        conn: Connection,
-        claim: Claim,
-        *,
-        step: int,
-        agent_id: str,
-        input: Any,
-        thread_id: str | None = None,
-        host_id: str | None = None,
-        agent_digest: str | None = None,
-        budget: int | None = None,
+        self, conn: Connection, claim: Claim, *, step: int, **request: Unpack[ChildRequest]
     ) -> ChildReceipt:
-        """`establish_child` inside the caller's transaction: nine statements for a new child,
-        four for a repeat (which writes nothing)."""
-        thread = thread_id or child_thread_id_for(claim.submission_id, step)
-        if thread == claim.thread_id:
-            raise InvalidInput("thread_id", "a thread other than the parent's own", thread)
-        key = child_key_for(claim.submission_id, step)
-        digest = payload_digest(agent_id, agent_digest, input)
-        owner = await conn.fetchval(_OWNER, thread)
-        host = host_id or owner or thread
-        await lock_hosts(conn, (claim.host_id, host))
-        await fence(conn, claim, honour_abort=True)
-        resolved = await conn.fetchrow(_RESOLVE, claim.submission_id, step)
-        assert resolved is not None
-        existing = resolved["existing"]
-        if existing is not None:
-            return _repeated(existing, claim, step, key, thread, host_id, digest)
-        if resolved["parent_depth"] is not None and await conn.fetchval(
-            _ANCESTOR_THREAD, claim.submission_id, thread
-        ):
-            # Queued behind an ancestor that waits for this very call: it would never run.
-            raise InvalidInput("thread_id", "a thread none of the caller's ancestors is on", thread)
-        receipt = await self._admissions.admit_in(
-            conn,
-            thread_id=thread,
-            agent_id=agent_id,
-            input=input,
-            host_id=host,
-            key=key,
-            digest=digest,
-            agent_digest=agent_digest,
-            source=None,
-        )
-        if not receipt.created:  # the key names a submission that is not this call's child
-            raise ChildConflict(
-                f"idempotency_key: {key!r} on thread {thread} names submission"
-                f" {receipt.submission_id}, which is not the child of {claim.submission_id}"
-                f" step {step}"
-            )
-        child_epoch = await conn.fetchval(_LINK, receipt.submission_id, claim.submission_id, step)
-        depth = int(resolved["parent_depth"] or 0) + 1
-        await insert_record(
-            conn,
-            thread_id=thread,
-            submission_id=receipt.submission_id,
-            kind="lineage",
-            body={
-                "parent_thread_id": claim.thread_id,
-                "parent_submission_id": claim.submission_id,
-                "parent_host_id": claim.host_id,
-                "parent_call_step": step,
-                "agent_id": agent_id,
-                "payload_digest": digest,
-                "depth": depth,
-                "budget": budget,
-            },
-            epoch=int(child_epoch),
-            step=0,  # in the child's journal: its attempts read their given budget from it
-        )
-        await insert_record(
-            conn,
-            thread_id=claim.thread_id,
-            submission_id=claim.submission_id,
-            kind="call-started",
-            body={
-                "child_thread_id": thread,
-                "child_submission_id": receipt.submission_id,
-                "child_host_id": receipt.host_id,
-                "agent_id": agent_id,
-                "idempotency_key": key,
-                "payload_digest": digest,
-                "budget": budget,
-            },
-            epoch=claim.epoch,
-            step=step,
-        )
-        return ChildReceipt(
-            **receipt.model_dump(),
-            wake=receipt.wake,
-            parent_submission_id=claim.submission_id,
-            parent_call_step=step,
-            idempotency_key=key,
-        )
+        """`establish_child` inside the caller's transaction
+        (`threadwarden.ledger.child_establishment`)."""
+        return await establish_child_in(conn, self._admissions, claim, step=step, **request)
 
     async def suspend_for_children(self, claim: Claim, children: Sequence[str]) -> ChildWait:
         """The parent waits for ``children`` (its established children), ending its ownership.
@@ -322,7 +172,7 @@ class Children:
         rows = await self._pool.fetch(_UNJOINED, parent_submission_id)
         return [UnjoinedChild(**dict(r)) for r in rows]
 
-    async def join(self, claim: Claim, step: int) -> ChildOutcome:
+    async def join(self, claim: Claim, step: int) -> CallJoined:
         """Record the parent's result of its call at ``step`` from the child's canonical
         settlement: once (``call-joined``); a repeat returns the recorded outcome.
 
@@ -335,7 +185,7 @@ class Children:
             if call is None:
                 raise NotFound(f"submission {claim.submission_id}: no child at step {step}")
             if call["joined"] is not None:
-                return ChildOutcome(**call["joined"])
+                return CallJoined(**call["joined"])
             settlement, lineage = call["settlement"], call["lineage"] or {}
             if settlement is None:
                 raise ChildNotSettled(
@@ -353,7 +203,7 @@ class Children:
             body = settlement["body"]
             reserved = lineage.get("budget")
             consumed = int(call["consumed"])
-            outcome = ChildOutcome(
+            outcome = CallJoined(
                 submission_id=call["submission_id"],
                 thread_id=call["thread_id"],
                 outcome=body["outcome"],
@@ -366,51 +216,5 @@ class Children:
                     reserved=reserved, consumed=consumed, released=max(reserved - consumed, 0)
                 ),
             )
-            await insert_record(
-                conn,
-                thread_id=claim.thread_id,
-                submission_id=claim.submission_id,
-                kind="call-joined",
-                body=outcome.model_dump(),
-                epoch=claim.epoch,
-                step=step,
-            )
+            await append_in(conn, claim, "call-joined", outcome.model_dump(), step=step)
         return outcome
-
-
-def _repeated(
-    existing: dict[str, Any],
-    claim: Claim,
-    step: int,
-    key: str,
-    thread: str,
-    host_id: str | None,
-    digest: str,
-) -> ChildReceipt:
-    """The receipt of the call's admitted child, if the request is the one it was made from."""
-    diverges = [
-        name
-        for name, have, want in (
-            ("thread_id", existing["thread_id"], thread),
-            ("host_id", existing["host_id"], host_id or existing["host_id"]),
-            ("payload", existing["payload_digest"], digest),
-            ("idempotency_key", existing["idempotency_key"], key),
-        )
-        if have != want
-    ]
-    if diverges:
-        raise ChildConflict(
-            f"submission {claim.submission_id} step {step}: its child"
-            f" {existing['submission_id']} was admitted with another {', '.join(diverges)}"
-        )
-    return ChildReceipt(
-        submission_id=existing["submission_id"],
-        thread_id=existing["thread_id"],
-        host_id=existing["host_id"],
-        sequence=int(existing["sequence"]),
-        created=False,
-        wake=False,
-        parent_submission_id=claim.submission_id,
-        parent_call_step=step,
-        idempotency_key=key,
-    )

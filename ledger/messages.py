@@ -19,12 +19,12 @@ from pydantic import BaseModel
 
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
 from threadwarden.ledger.admission import Admissions, MessageSource, payload_digest
-from threadwarden.ledger.models import Receipt
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.publication import (  # the outboxes back off alike
     RETRY_BASE_MS,
     RETRY_CAP_MS,
 )
+from threadwarden.views import Receipt
 
 DELIVERY_BATCH = 10
 """Messages one delivery activity claims at most, one after another. The batch is where delivery

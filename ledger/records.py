@@ -8,9 +8,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from threadwarden.ledger.child_settled import record_child_settled_in
-from threadwarden.ledger.models import ChildSettled, Outcome
+from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.protocol.decisions import Timing
+from threadwarden.views import FinalOutcome
 
 MINIMUM_ALARM_DELAY_MS = Timing().minimum_alarm_delay
 """The alarm floor a settle path uses on a parent's host when its caller names none."""
@@ -119,7 +120,7 @@ async def settle_now(
     *,
     thread_id: str,
     submission_id: str,
-    outcome: Outcome,
+    outcome: FinalOutcome,
     result: Any = None,
     reason: str | None = None,
     epoch: int,

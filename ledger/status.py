@@ -8,7 +8,9 @@ import asyncpg
 
 from threadwarden.errors import NotFound
 from threadwarden.ledger.deadlines import DEADLINES
-from threadwarden.ledger.models import (
+from threadwarden.ledger.models import from_ms, retry_from_json
+from threadwarden.ledger.pool import Connection
+from threadwarden.views import (
     AuxiliaryDueView,
     BindingRetryView,
     HostStatus,
@@ -17,10 +19,7 @@ from threadwarden.ledger.models import (
     SubmissionView,
     ThreadStatus,
     WaitingFor,
-    from_ms,
-    retry_from_json,
 )
-from threadwarden.ledger.pool import Connection
 
 _RECORDS_AFTER = (
     "SELECT sequence, record_id, submission_id, kind, body, epoch"

@@ -181,7 +181,8 @@ def plan_caught_up_alarm(
     """The caught-up (or publication-blocked) finish: set to the earliest need, else clear.
 
     ``generation`` is what begin observed: a mutation that committed since (``dirty`` moved) is
-    never postponed, its alarm stays at the minimum delay (SPEC §2).
+    never postponed, its alarm stays at the minimum delay (docs/protocol.md, "Decisions where the
+    sources were ambiguous").
     """
     floor = now + timing.minimum_alarm_delay
     native: int | None = None

@@ -134,28 +134,28 @@ def temporal(stack: StackEndpoints) -> str:
     return stack.temporal_address
 
 
-@pytest.fixture
-async def database_url(postgres: StackEndpoints) -> AsyncIterator[str]:
-    """A fresh, migrated database for one test."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
+async def _new_database(postgres: StackEndpoints, prefix: str, template: str | None) -> str:
+    """Create a database of a fresh name (a copy of ``template``, or empty); its DSN."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    copied = f' TEMPLATE "{template}"' if template else ""
     admin = await asyncpg.connect(postgres.dsn("postgres"))
     try:
-        await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+        await admin.execute(f'CREATE DATABASE "{name}"{copied}')
     finally:
         await admin.close()
-    yield postgres.dsn(name)
+    return postgres.dsn(name)
+
+
+@pytest.fixture
+async def database_url(postgres: StackEndpoints) -> str:
+    """A fresh, migrated database for one test."""
+    return await _new_database(postgres, "t", TEMPLATE)
 
 
 @pytest.fixture
 async def empty_database_url(postgres: StackEndpoints) -> str:
     """A fresh database with no schema at all (for migration tests)."""
-    name = f"e_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(postgres.dsn("postgres"))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return postgres.dsn(name)
+    return await _new_database(postgres, "e", None)
 
 
 @pytest.fixture

@@ -79,13 +79,22 @@ def installed(install: tuple[Path, str]) -> Path:
     return install[0]
 
 
-def _neutral(tmp_path: Path) -> Path:
+@pytest.fixture
+def neutral(tmp_path: Path) -> Path:
+    """An empty folder to run the installed distribution in, the sources out of reach."""
     folder = tmp_path / "neutral"
     folder.mkdir()
     return folder
 
 
-def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_path: Path) -> None:
+def _printed(python: Path, code: str, cwd: Path) -> str:
+    """What ``code`` prints when ``python`` runs it in ``cwd`` (it must exit 0)."""
+    done = _run([str(python), "-c", code], cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_packaging_installed_imports_threadwarden_rooms(installed: Path, neutral: Path) -> None:
     code = (
         "import threadwarden, threadwarden.workflows.host, threadwarden.cli.main, "
         "threadwarden.ledger.pool, threadwarden.activities.attempt, "
@@ -98,9 +107,7 @@ def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_pat
         "print(all(resources.files('threadwarden.console').joinpath(f).is_file()"
         " for f in ('templates/base.html', 'static/htmx.min.js', 'static/console.js')))"
     )
-    done = _run([str(installed), "-c", code], _neutral(tmp_path))
-    assert done.returncode == 0, done.stderr
-    where, first_migration, typed, console_files = done.stdout.split()
+    where, first_migration, typed, console_files = _printed(installed, code, neutral).split()
     assert Path(where).is_relative_to(installed.parent.parent), "imported from the fresh venv"
     assert first_migration == "0001_initial.sql"
     assert typed == "True"
@@ -108,7 +115,7 @@ def test_packaging_installed_imports_threadwarden_rooms(installed: Path, tmp_pat
 
 
 def test_packaging_build_prints_no_package_data_warnings_and_installs_every_file(
-    install: tuple[Path, str], tmp_path: Path
+    install: tuple[Path, str], neutral: Path
 ) -> None:
     """The wheel build (the same build_py as `make`'s editable install) takes the data folders
     (console/static, console/templates, ledger/migrations) as data, not as undeclared packages:
@@ -127,15 +134,14 @@ def test_packaging_build_prints_no_package_data_warnings_and_installs_every_file
         "from importlib.metadata import distribution;"
         "print('\\n'.join(str(f) for f in distribution('threadwarden').files or []))"
     )
-    done = _run([str(python), "-c", code], _neutral(tmp_path))
-    assert done.returncode == 0, done.stderr
-    recorded = {f for f in done.stdout.split() if f.startswith("threadwarden/")}
+    printed = _printed(python, code, neutral).split()
+    recorded = {f for f in printed if f.startswith("threadwarden/")}
     recorded = {f for f in recorded if "__pycache__" not in f}
     assert recorded == expected
 
 
 def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
-    installed: Path, tmp_path: Path
+    installed: Path, neutral: Path
 ) -> None:
     code = (
         "import sys, threadwarden;"
@@ -145,9 +151,7 @@ def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
         "print(ThreadwardenClient.__module__, ThreadwardenPlugin.__module__);"
         "print(all(hasattr(threadwarden, n) for n in threadwarden.__all__))"
     )
-    done = _run([str(installed), "-c", code], _neutral(tmp_path))
-    assert done.returncode == 0, done.stderr
-    loaded, modules, complete = done.stdout.strip().splitlines()
+    loaded, modules, complete = _printed(installed, code, neutral).strip().splitlines()
     assert loaded == "[]"  # a bindings module imports threadwarden without Temporal or asyncpg
     assert modules == "threadwarden.client.client threadwarden.worker.plugin"
     assert complete == "True"
@@ -155,14 +159,14 @@ def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
 
 @pytest.mark.parametrize("name", ["workflows", "activities", "ledger", "worker", "api", "protocol"])
 def test_packaging_installed_has_no_other_top_level(
-    installed: Path, tmp_path: Path, name: str
+    installed: Path, neutral: Path, name: str
 ) -> None:
-    done = _run([str(installed), "-c", f"import {name}"], _neutral(tmp_path))
+    done = _run([str(installed), "-c", f"import {name}"], neutral)
     assert done.returncode != 0
     assert f"No module named '{name}'" in done.stderr
 
 
-def test_packaging_distribution_top_level_is_threadwarden(installed: Path, tmp_path: Path) -> None:
+def test_packaging_distribution_top_level_is_threadwarden(installed: Path, neutral: Path) -> None:
     code = (
         "from importlib.metadata import distribution;"
         "d = distribution('threadwarden');"
@@ -170,15 +174,13 @@ def test_packaging_distribution_top_level_is_threadwarden(installed: Path, tmp_p
         "print(repr(sorted({str(f).split('/')[0] for f in d.files or []"
         " if not str(f).startswith(('..', 'threadwarden-'))})))"
     )
-    done = _run([str(installed), "-c", code], _neutral(tmp_path))
-    assert done.returncode == 0, done.stderr
-    top_level, recorded = done.stdout.splitlines()
+    top_level, recorded = _printed(installed, code, neutral).splitlines()
     assert top_level == "['threadwarden']"
     assert recorded == "['threadwarden']", "RECORD lists files of one top-level package"
 
 
-def test_packaging_console_script_runs(installed: Path, tmp_path: Path) -> None:
-    done = _run([str(installed.parent / "threadwarden"), "--version"], _neutral(tmp_path))
+def test_packaging_console_script_runs(installed: Path, neutral: Path) -> None:
+    done = _run([str(installed.parent / "threadwarden"), "--version"], neutral)
     assert done.returncode == 0, done.stderr
     assert "0.1.0" in done.stdout + done.stderr
 

@@ -72,7 +72,7 @@ class WakeInput(BaseModel):
 
 class WorkflowStatus(BaseModel):
     """What the host workflow's status query answers: its run's view (the ledger's view of the
-    host is `threadwarden.ledger.models.HostStatus`)."""
+    host is `threadwarden.views.HostStatus`)."""
 
     host_id: str
     phase: str

@@ -13,7 +13,9 @@ from typing import Any
 import asyncpg
 
 from tests.helpers.ledger import Ledger
-from threadwarden.activities.context import AttemptContext
+from threadwarden.activities.child_calls import ChildCalls
+from threadwarden.activities.context import JournaledContext
+from threadwarden.activities.journal import Journal
 from threadwarden.activities.wake import Waker
 from threadwarden.ledger.children import Children
 
@@ -44,7 +46,8 @@ async def test_a_cut_off_attempt_does_not_suspend_on_part_of_its_calls(
     claim = await ledger.claim(ids)
     waker = SlowWaker()
     children = Children(pool, ledger.admissions, minimum_alarm_delay_ms=50)
-    context = AttemptContext(claim, ledger.attempts, LATER, children=children, waker=waker)
+    journal = Journal(claim, ledger.attempts, LATER)
+    context = JournaledContext(journal, calls=ChildCalls(journal, children, waker))
 
     async def handler() -> Any:
         return await asyncio.gather(

@@ -11,7 +11,7 @@ import asyncpg
 
 from tests.helpers.ledger import Ledger
 from threadwarden.activities.live_text import LiveText
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import Deltas
 
 

@@ -4,6 +4,7 @@ as the end-to-end tests do (tests/e2e/conftest.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,16 +13,22 @@ import pytest
 
 from tests.helpers.chat_server import ChatServer, chat_server
 from tests.helpers.checks import assert_ledger_invariants
+from tests.helpers.cli import Cli
+from tests.helpers.model_agents import Framework
 from tests.helpers.polling import eventually
+from tests.helpers.processes import worker_process
 from threadwarden.bindings import Binding
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.models import SubmissionView
+from threadwarden.views import SubmissionView
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 AgentsWorker = Callable[..., contextlib.AbstractAsyncContextManager[None]]
+WorkerProcess = Callable[
+    [str, str], contextlib.AbstractAsyncContextManager[asyncio.subprocess.Process]
+]
 
 
 @pytest.fixture
@@ -43,6 +50,27 @@ def agents_worker(
                 failpoints.release_all()
 
     return start
+
+
+@pytest.fixture
+def worker_processes(settings: Settings, connections: Connections, tmp_path: Path) -> WorkerProcess:
+    """Use as ``async with worker_processes(name, spec) as process``: `threadwarden worker
+    --bindings spec` as a process on the test's task queue (its output under ``tmp_path/name``),
+    killed on the way out."""
+
+    def start(
+        name: str, bindings: str
+    ) -> contextlib.AbstractAsyncContextManager[asyncio.subprocess.Process]:
+        return worker_process(settings, connections, tmp_path / name, bindings=bindings)
+
+    return start
+
+
+@pytest.fixture
+def cli(cli_env: None, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The CLI on the test's database, Temporal server and task queue; its JSON output read
+    back."""
+    return Cli(capsys)
 
 
 @pytest.fixture
@@ -70,14 +98,21 @@ async def server() -> AsyncIterator[ChatServer]:
 
 
 @pytest.fixture
-def tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ChatServer) -> Path:
-    """Where the test agents' tools count their real runs; the environment that worker
-    processes loading tests.helpers.model_agents read (server URL, that folder)."""
-    folder = tmp_path / "tools"
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the test agents' nodes and tools count their real runs (``TW_TEST_TOOL_DIR``, read
+    by the test's worker and by worker processes alike: `tool_runs`)."""
+    folder = tmp_path / "runs"
     folder.mkdir()
     monkeypatch.setenv("TW_TEST_TOOL_DIR", str(folder))
-    monkeypatch.setenv("TW_TEST_MODEL_URL", server.url)
     return folder
+
+
+@pytest.fixture
+def tools(runs: Path, monkeypatch: pytest.MonkeyPatch, server: ChatServer) -> Path:
+    """`runs`, for agents of tests.helpers.model_agents: worker processes loading it also read
+    the chat server's URL from the environment."""
+    monkeypatch.setenv("TW_TEST_MODEL_URL", server.url)
+    return runs
 
 
 def tool_runs(folder: Path, tool: str) -> int:
@@ -94,3 +129,8 @@ async def head_in(client: ThreadwardenClient, thread: str, state: str) -> Submis
         what=f"{thread}'s head {state}",
     )
     return status.submissions[-1]
+
+
+def each_framework(*frameworks: Framework) -> pytest.MarkDecorator:
+    """Run a test once with each of ``frameworks`` as its ``framework`` argument."""
+    return pytest.mark.parametrize("framework", frameworks, ids=[f.name for f in frameworks])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,46 +20,23 @@ import httpx
 import pytest
 
 from tests.agents.chat_graph import GRAPH_AGENT, langgraph_bindings
-from tests.agents.conftest import AgentsWorker
+from tests.agents.conftest import AgentsWorker, WorkerProcess, each_framework
 from tests.helpers.chat_server import ChatServer, words
 from tests.helpers.model_agents import (
-    OPENAI_AGENT,
+    OPENAI_AGENTS,
     PYDANTIC_AGENT,
+    PYDANTIC_AI,
+    Framework,
     all_bindings,
-    openai_agents_bindings,
-    pydantic_ai_bindings,
 )
-from tests.helpers.processes import worker_process
 from threadwarden.agents._common import MODEL_TOOL
-from threadwarden.bindings import Binding
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.server import serving
-from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 
 ANSWER = words(40)
 SAY = "say 40"
 """The user turn the scripted server answers with ANSWER: 40 words, one every 100 ms."""
-
-
-@dataclass(frozen=True)
-class Framework:
-    agent_id: str
-    bindings: Callable[[str], list[Binding]]
-
-
-@pytest.fixture(
-    params=[
-        Framework(PYDANTIC_AGENT, pydantic_ai_bindings),
-        Framework(OPENAI_AGENT, openai_agents_bindings),
-        Framework(GRAPH_AGENT, langgraph_bindings),
-    ],
-    ids=["pydantic-ai", "openai-agents", "langgraph"],
-)
-def framework(request: pytest.FixtureRequest) -> Framework:
-    """The support agent written with each framework."""
-    chosen: Framework = request.param
-    return chosen
 
 
 @pytest.fixture
@@ -126,6 +103,7 @@ def model_results(records: list[dict[str, Any]]) -> list[Any]:
     ]
 
 
+@each_framework(PYDANTIC_AI, OPENAI_AGENTS, Framework("langgraph", GRAPH_AGENT, langgraph_bindings))
 async def test_agents_stream_live_text_to_readers_and_journal_the_response_once(
     framework: Framework,
     agents_worker: AgentsWorker,
@@ -202,9 +180,7 @@ async def test_agents_worker_killed_mid_stream_restarts_the_text_and_journals_on
     agents_worker: AgentsWorker,
     http: httpx.AsyncClient,
     tools: Path,
-    settings: Settings,
-    connections: Connections,
-    tmp_path: Path,
+    worker_processes: WorkerProcess,
     ids: str,
 ) -> None:
     server.stream_delay_s = 0.1
@@ -212,7 +188,7 @@ async def test_agents_worker_killed_mid_stream_restarts_the_text_and_journals_on
     async with http.stream("GET", f"/v1/threads/{ids}/events") as response:
         stream = events(response)
         seen: list[Event] = []
-        async with worker_process(settings, connections, tmp_path / "w1", bindings=spec) as first:
+        async with worker_processes("w1", spec) as first:
             receipt = await client.submit(ids, agent_id=PYDANTIC_AGENT, input=SAY)
 
             async def some_words() -> None:

@@ -9,67 +9,17 @@ twice."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.agents.conftest import tool_runs
+from tests.agents.conftest import WorkerProcess, tool_runs
 from tests.helpers.chat_server import ChatServer
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import Cli
 from tests.helpers.model_agents import CLIENT_RETRIES, OPENAI_AGENT, PYDANTIC_AGENT
-from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 SPEC = "tests.helpers.model_agents:bindings"
 REFUND = 'call refund {"cents": 500}'
-
-
-class Cli:
-    """The CLI's commands, their JSON output read back."""
-
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self._capsys = capsys
-
-    async def __call__(self, *argv: str) -> str:
-        self._capsys.readouterr()
-        code = await run_cli(*argv)
-        out = self._capsys.readouterr().out
-        assert code == 0, (argv, out)
-        return out
-
-    async def submit(self, thread: str, agent: str, text: str) -> str:
-        out = await self("submit", thread, "--agent", agent, "--input", json.dumps(text), "--json")
-        return str(json.loads(out)["submission_id"])
-
-    async def head(self, thread: str) -> dict[str, Any]:
-        status = json.loads(await self("status", "--thread", thread, "--json"))
-        head: dict[str, Any] = status["submissions"][-1]
-        return head
-
-    async def waiting(self, thread: str, what: str) -> dict[str, Any]:
-        return await eventually(
-            lambda: self.head(thread),
-            lambda head: head["waiting_for"] == what,
-            what=f"{thread} waiting for {what}",
-        )
-
-    async def settlement(self, thread: str, submission_id: str) -> dict[str, Any]:
-        async def settled() -> list[dict[str, Any]]:
-            out = await self("watch", thread, "--no-follow", "--json")
-            records = [json.loads(line) for line in out.splitlines() if line.strip()]
-            return [
-                r
-                for r in records
-                if r["kind"] == "settlement" and r["submission_id"] == submission_id
-            ]
-
-        [record] = await eventually(settled, bool, timeout_s=60, what=f"{submission_id} settled")
-        body: dict[str, Any] = record["body"]
-        return body
 
 
 @pytest.mark.parametrize("agent", [PYDANTIC_AGENT, OPENAI_AGENT])
@@ -77,15 +27,11 @@ async def test_agents_cli_walk_approval_denial_memory_503_and_400(
     agent: str,
     server: ChatServer,
     tools: Path,
-    settings: Settings,
-    connections: Connections,
-    cli_env: None,
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
+    worker_processes: WorkerProcess,
+    cli: Cli,
     ids: str,
 ) -> None:
-    cli = Cli(capsys)
-    async with worker_process(settings, connections, tmp_path / "worker", bindings=SPEC):
+    async with worker_processes("worker", SPEC):
         # An approval: the refund waits in the inbox, runs once when approved.
         refund = await cli.submit(ids, agent, REFUND)
         head = await cli.waiting(ids, "approval")

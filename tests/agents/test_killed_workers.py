@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.agents.conftest import AgentsWorker, head_in, tool_runs
+from tests.agents.conftest import AgentsWorker, WorkerProcess, head_in, tool_runs
 from tests.helpers.chat_server import ChatServer
 from tests.helpers.cli import run_cli
 from tests.helpers.model_agents import OPENAI_AGENT, PYDANTIC_AGENT, all_bindings
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 SPEC = "tests.helpers.model_agents:bindings"
 
@@ -52,15 +49,13 @@ async def test_agents_worker_killed_inside_tools_replays_idempotent_and_waits_on
     client: ThreadwardenClient,
     server: ChatServer,
     tools: Path,
-    settings: Settings,
-    connections: Connections,
+    worker_processes: WorkerProcess,
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
     cli_env: None,
     ids: str,
 ) -> None:
     monkeypatch.setenv("TW_TEST_HOLD", "lookup,charge")
-    async with worker_process(settings, connections, tmp_path / "w1", bindings=SPEC) as first:
+    async with worker_processes("w1", SPEC) as first:
         receipts = {
             (short, tool): await client.submit(
                 f"{ids}-{short}-{tool}", agent_id=agent, input=_prompt(tool, short)

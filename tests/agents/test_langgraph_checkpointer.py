@@ -17,11 +17,12 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from tests.helpers.graph_agents import shop
 from tests.helpers.ledger import Ledger
-from threadwarden.activities.context import AttemptContext
+from threadwarden.activities.context import JournaledContext
+from threadwarden.activities.journal import Journal
 from threadwarden.agents.langgraph import LedgerSaver
 from threadwarden.errors import InvalidInput, StaleAttempt, StalePass
-from threadwarden.ledger.attempts import Claim
 from threadwarden.ledger.checkpoints import Checkpoints
+from threadwarden.ledger.claims import Claim
 
 LATER = datetime.now(UTC) + timedelta(days=1)
 
@@ -32,8 +33,9 @@ def ledger(pool: asyncpg.Pool[Any]) -> Ledger:
     return Ledger.defaults(pool)
 
 
-def context(ledger: Ledger, claim: Claim) -> AttemptContext:
-    return AttemptContext(claim, ledger.attempts, LATER, checkpoints=Checkpoints(ledger.pool))
+def context(ledger: Ledger, claim: Claim) -> JournaledContext:
+    journal = Journal(claim, ledger.attempts, LATER)
+    return JournaledContext(journal, checkpoints=Checkpoints(ledger.pool))
 
 
 async def rows(pool: asyncpg.Pool[Any], thread: str) -> int:

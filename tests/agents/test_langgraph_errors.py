@@ -6,6 +6,7 @@ graph's: they fail the pass, and the retry resumes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -83,20 +84,15 @@ def graph() -> StateGraph[Any, Any, Any, Any]:
 
 
 async def test_langgraph_errors_a_transient_error_retries_from_the_checkpoint_a_node_error_fails(
-    agents_worker: AgentsWorker,
-    client: ThreadwardenClient,
-    tmp_path: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    ids: str,
+    agents_worker: AgentsWorker, client: ThreadwardenClient, runs: Path, ids: str
 ) -> None:
-    monkeypatch.setenv("TW_TEST_TOOL_DIR", str(tmp_path))
     async with agents_worker(graph_binding(graph(), agent_id="flaky")):
         retried = await client.submit(ids, agent_id="flaky", input={"item": f"{ids}-hat"})
         broken = await client.submit(f"{ids}-b", agent_id="flaky", input={"item": "broken"})
         done = await client.result(retried.submission_id, timeout=60)
         failed = await client.result(broken.submission_id, timeout=60)
     assert (done.outcome, done.result["done"]) == ("completed", f"{ids}-hat after 2 tries")
-    assert (tmp_path / "check").read_text().count("ran") == 2  # once per turn: resumed after
+    assert (runs / "check").read_text().count("ran") == 2  # once per turn: resumed after
     assert (failed.outcome, failed.reason) == (
         "failed",
         "graph raised ValueError: no broken in stock",
@@ -107,11 +103,9 @@ async def test_langgraph_errors_a_fault_saving_a_checkpoint_fails_the_pass_not_t
     agents_worker: AgentsWorker,
     client: ThreadwardenClient,
     failpoints: Failpoints,
-    tmp_path: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    runs: Path,
     ids: str,
 ) -> None:
-    monkeypatch.setenv("TW_TEST_TOOL_DIR", str(tmp_path))
     async with agents_worker(graph_binding(shop(), agent_id="shop")):
         order = await client.submit(ids, agent_id="shop", input={"item": "hat"})
         await eventually(
@@ -126,4 +120,4 @@ async def test_langgraph_errors_a_fault_saving_a_checkpoint_fails_the_pass_not_t
     assert (done.outcome, done.result["shipped"]) == ("completed", "hat in S")
     assert failpoints.hits["attempt:checkpoint"] == 1
     assert view.attempts == 3  # asked, answered and faulted, retried from the checkpoint
-    assert (tmp_path / "reserve").read_text().count("ran") == 1
+    assert (runs / "reserve").read_text().count("ran") == 1

@@ -16,26 +16,13 @@ from typing import Any
 
 import pytest
 
-from tests.agents.conftest import tool_runs
-from tests.agents.test_cli_walk import Cli
-from tests.helpers.cli import json_error, run_cli
+from tests.agents.conftest import WorkerProcess, tool_runs
+from tests.helpers.cli import Cli, json_error, run_cli
 from tests.helpers.graph_agents import SHOP, TILL
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 SPEC = "tests.helpers.graph_agents:bindings"
 QUESTION = {"question": "Which size of shirt?", "choices": ["S", "M", "L"]}
-
-
-@pytest.fixture
-def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where the graphs' nodes and tools count their real runs (TW_TEST_TOOL_DIR)."""
-    folder = tmp_path / "runs"
-    folder.mkdir()
-    monkeypatch.setenv("TW_TEST_TOOL_DIR", str(folder))
-    return folder
 
 
 async def answer(capsys: pytest.CaptureFixture[str], submission: str, value: str) -> Any:
@@ -44,11 +31,6 @@ async def answer(capsys: pytest.CaptureFixture[str], submission: str, value: str
     code = await run_cli("answer", submission, "--value", value, "--json")
     out, err = capsys.readouterr()
     return code, (json.loads(out) if code == 0 else json_error(err))
-
-
-async def submit(cli: Cli, thread: str, agent: str, value: Any) -> str:
-    out = await cli("submit", thread, "--agent", agent, "--input", json.dumps(value), "--json")
-    return str(json.loads(out)["submission_id"])
 
 
 async def inbox_question(cli: Cli, submission: str) -> Any:
@@ -60,16 +42,13 @@ async def inbox_question(cli: Cli, submission: str) -> Any:
 
 async def test_langgraph_cli_walk_interrupt_answer_idempotence_conflict_and_carried_state(
     runs: Path,
-    settings: Settings,
-    connections: Connections,
-    cli_env: None,
+    worker_processes: WorkerProcess,
+    cli: Cli,
     capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
     ids: str,
 ) -> None:
-    cli = Cli(capsys)
-    async with worker_process(settings, connections, tmp_path / "worker", bindings=SPEC):
-        order = await submit(cli, ids, SHOP, {"item": "shirt"})
+    async with worker_processes("worker", SPEC):
+        order = await cli.submit(ids, SHOP, {"item": "shirt"})
         head = await cli.waiting(ids, "input")
         assert (head["submission_id"], head["state"]) == (order, "suspended")
         assert await inbox_question(cli, order) == QUESTION
@@ -91,13 +70,13 @@ async def test_langgraph_cli_walk_interrupt_answer_idempotence_conflict_and_carr
         assert (code, again["changed"]) == (0, False)
         code, conflict = await answer(capsys, order, '"M"')
         assert (code, conflict["code"]) == (2, "decision_conflict")
-        done = await submit(cli, f"{ids}-ask-nothing", "scripted", [{"say": "hi"}])
+        done = await cli.submit(f"{ids}-ask-nothing", "scripted", [{"say": "hi"}])
         await cli.settlement(f"{ids}-ask-nothing", done)
         code, not_waiting = await answer(capsys, done, '"L"')
         assert (code, not_waiting["code"]) == (2, "not_waiting")
 
         # The thread's next submission starts from the state the first one left.
-        second = await submit(cli, ids, SHOP, {"item": "socks"})
+        second = await cli.submit(ids, SHOP, {"item": "socks"})
         await cli.waiting(ids, "input")
         await answer(capsys, second, '"S"')
         result = (await cli.settlement(ids, second))["result"]
@@ -116,20 +95,17 @@ async def test_langgraph_cli_walk_interrupt_answer_idempotence_conflict_and_carr
 
 async def test_langgraph_worker_killed_in_a_node_resumes_from_the_checkpoint_and_tool_effects(
     runs: Path,
-    settings: Settings,
-    connections: Connections,
-    cli_env: None,
+    worker_processes: WorkerProcess,
+    cli: Cli,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
     ids: str,
 ) -> None:
-    cli = Cli(capsys)
     held = ["ship-coat", "lookup-7", "charge-500", "model-node-call-lookup-9"]
     monkeypatch.setenv("TW_TEST_HOLD", ",".join(held))
     shop, paid, charged, asked = ids, f"{ids}-lookup", f"{ids}-charge", f"{ids}-model"
-    async with worker_process(settings, connections, tmp_path / "w1", bindings=SPEC) as first:
-        order = await submit(cli, shop, SHOP, {"item": "coat"})
+    async with worker_processes("w1", SPEC) as first:
+        order = await cli.submit(shop, SHOP, {"item": "coat"})
         await cli.waiting(shop, "input")
         await answer(capsys, order, '"M"')
         looked = await cli.submit(paid, TILL, "call lookup 7")
@@ -142,7 +118,7 @@ async def test_langgraph_worker_killed_in_a_node_resumes_from_the_checkpoint_and
         )
         first.kill()  # SIGKILL: no cleanup, the claims lapse
         await first.wait()
-    async with worker_process(settings, connections, tmp_path / "w2", bindings=SPEC):
+    async with worker_processes("w2", SPEC):
         settled = await cli.settlement(shop, order)
         assert settled["result"]["shipped"] == "coat in M"
         assert settled["result"]["reserved"] == 1

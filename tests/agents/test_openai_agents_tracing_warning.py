@@ -41,8 +41,12 @@ REAL_LOOKING = "sk-proj-" + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1eF3hJ5kL7nP9rS1uV3x"
 
 
 @pytest.fixture(autouse=True)
-def fresh_tracing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No OpenAI settings in the environment, a fresh provider, the warning not given yet."""
+def fresh_tracing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> Iterator[None]:
+    """No OpenAI settings in the environment, a fresh provider, the warning not given yet (and
+    captured when it is: `warnings`)."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_AGENTS_DISABLE_TRACING"):
         monkeypatch.delenv(name, raising=False)
     exporter = default_exporter()
@@ -63,6 +67,14 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
 
 
+@pytest.fixture
+def dummy_key_on_a_local_server(monkeypatch: pytest.MonkeyPatch, server: ChatServer) -> ChatServer:
+    """The models served by the test's chat server (OPENAI_BASE_URL), with a dummy key."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    return server
+
+
 def local_agent() -> Agent[Any]:
     """An agent whose client reads OPENAI_BASE_URL and OPENAI_API_KEY, as docs/agents.md's."""
     client = AsyncOpenAI(max_retries=0, timeout=10)
@@ -73,13 +85,10 @@ async def test_a_dummy_key_and_a_local_server_warn_once_at_the_first_turn(
     agents_worker: AgentsWorker,
     client: ThreadwardenClient,
     ids: str,
-    server: ChatServer,
-    monkeypatch: pytest.MonkeyPatch,
+    dummy_key_on_a_local_server: ChatServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
+    server = dummy_key_on_a_local_server
     binding = agent_binding(local_agent())
     assert warnings(caplog) == []  # building it says nothing: the application may still decide
     async with agents_worker(binding):
@@ -99,13 +108,9 @@ async def test_tracing_disabled_by_the_application_runs_the_turn_without_a_warni
     agents_worker: AgentsWorker,
     client: ThreadwardenClient,
     ids: str,
-    server: ChatServer,
-    monkeypatch: pytest.MonkeyPatch,
+    dummy_key_on_a_local_server: ChatServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     set_tracing_disabled(True)  # as docs/agents.md shows for a local model
     async with agents_worker(agent_binding(local_agent())):
         receipt = await client.submit(ids, agent_id="local", input="hi")
@@ -130,7 +135,6 @@ def test_the_warning_names_why_and_comes_once(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
     if key is not None:
         monkeypatch.setenv("OPENAI_API_KEY", key)
     if base_url is not None:
@@ -145,7 +149,6 @@ def test_the_warning_names_why_and_comes_once(
 def test_a_real_looking_key_with_openai_itself_does_not_warn(
     base_url: str | None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
     monkeypatch.setenv("OPENAI_API_KEY", REAL_LOOKING)
     if base_url is not None:
         monkeypatch.setenv("OPENAI_BASE_URL", base_url)
@@ -156,7 +159,6 @@ def test_a_real_looking_key_with_openai_itself_does_not_warn(
 def test_tracing_disabled_by_the_environment_does_not_warn(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
     monkeypatch.setenv("OPENAI_API_KEY", "dummy")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
     monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")
@@ -167,7 +169,6 @@ def test_tracing_disabled_by_the_environment_does_not_warn(
 def test_a_real_key_given_to_the_exporter_in_code_counts(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
     monkeypatch.setenv("OPENAI_API_KEY", "ollama")  # the model's key: a local server's
     set_tracing_export_api_key(REAL_LOOKING)  # the key the export uses, set in code
     _tracing.warn_if_traces_go_to_openai()
@@ -185,7 +186,6 @@ async def test_the_docs_first_example_on_a_local_server_answers_without_the_warn
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger=LOGGER)
     example = DOCS.read_text().split("```python\n", 1)[1].split("```", 1)[0]
     assert example.startswith("# support.py")
     (tmp_path / "support.py").write_text(example)

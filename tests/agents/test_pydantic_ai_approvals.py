@@ -15,7 +15,7 @@ from tests.helpers.agent_records import bodies
 from tests.helpers.polling import eventually
 from threadwarden.agents.pydantic_ai import agent_binding
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.models import SubmissionView
+from threadwarden.views import SubmissionView
 
 
 class Refunds:

@@ -5,6 +5,10 @@ token usage is spent from a delegation's budget."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -25,33 +29,39 @@ class Weather(BaseModel):
     celsius: int
 
 
-async def _one_turn(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str, agent: Agent[None, object]
-) -> SubmissionResult:
-    async with agents_worker(agent_binding(agent)):
-        receipt = await client.submit(ids, agent_id="agent", input="go")
-        return await client.result(receipt.submission_id, timeout=30)
+OneTurn = Callable[..., Awaitable[SubmissionResult]]
 
 
-async def test_pydantic_ai_structured_output_completes_as_its_json(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
-) -> None:
+@pytest.fixture
+def one_turn(agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str) -> OneTurn:
+    """``await one_turn(agent, **options)``: the agent bound (with `agent_binding`'s options) on
+    a worker, one turn of it on the test's thread, and its result."""
+
+    async def run(agent: Agent[None, object], **options: Any) -> SubmissionResult:
+        async with agents_worker(agent_binding(agent, **options)):
+            receipt = await client.submit(ids, agent_id="agent", input="go")
+            return await client.result(receipt.submission_id, timeout=30)
+
+    return run
+
+
+async def test_pydantic_ai_structured_output_completes_as_its_json(one_turn: OneTurn) -> None:
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         (output,) = info.output_tools
         return ModelResponse(parts=[ToolCallPart(output.name, {"city": "Oslo", "celsius": 3})])
 
     agent: Agent[None, object] = Agent(FunctionModel(reply), name="agent", output_type=Weather)
-    result = await _one_turn(agents_worker, client, ids, agent)
+    result = await one_turn(agent)
     assert (result.outcome, result.result) == ("completed", {"city": "Oslo", "celsius": 3})
 
 
 async def test_pydantic_ai_rejected_request_settles_failed_with_the_reason(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
+    one_turn: OneTurn,
 ) -> None:
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         raise ModelHTTPError(400, "fn", body={"error": "max_tokens too large"})
 
-    result = await _one_turn(agents_worker, client, ids, Agent(FunctionModel(reply), name="agent"))
+    result = await one_turn(Agent(FunctionModel(reply), name="agent"))
     assert result.outcome == "failed"
     assert result.reason == (
         "model fn rejected the request: HTTP 400: {'error': 'max_tokens too large'}"
@@ -59,7 +69,7 @@ async def test_pydantic_ai_rejected_request_settles_failed_with_the_reason(
 
 
 async def test_pydantic_ai_overloaded_endpoint_retries_the_pass_and_then_completes(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
+    one_turn: OneTurn, client: ThreadwardenClient, ids: str
 ) -> None:
     asked: list[int] = []
 
@@ -69,16 +79,14 @@ async def test_pydantic_ai_overloaded_endpoint_retries_the_pass_and_then_complet
             raise ModelHTTPError(503, "fn", body="overloaded")
         return ModelResponse(parts=[TextPart("back")])
 
-    result = await _one_turn(agents_worker, client, ids, Agent(FunctionModel(reply), name="agent"))
+    result = await one_turn(Agent(FunctionModel(reply), name="agent"))
     assert (result.outcome, result.result) == ("completed", "back")
     assert len(asked) == 3  # two attempts failed the pass (nothing settled), the third answered
     status = await client.thread_status(ids)
     assert status.submissions[0].attempts == 3
 
 
-async def test_pydantic_ai_usage_limit_settles_failed_with_the_reason(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
-) -> None:
+async def test_pydantic_ai_usage_limit_settles_failed_with_the_reason(one_turn: OneTurn) -> None:
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart("again", {})])
 
@@ -88,26 +96,22 @@ async def test_pydantic_ai_usage_limit_settles_failed_with_the_reason(
     def again() -> str:
         return "more"
 
-    binding = agent_binding(
-        agent, idempotent_tools={"again"}, usage_limits=UsageLimits(request_limit=2)
-    )
-    async with agents_worker(binding):
-        receipt = await client.submit(ids, agent_id="agent", input="loop")
-        result = await client.result(receipt.submission_id, timeout=30)
+    limits = UsageLimits(request_limit=2)
+    result = await one_turn(agent, idempotent_tools={"again"}, usage_limits=limits)
     assert result.outcome == "failed"
     assert result.reason is not None and result.reason.startswith("usage limit: ")
     assert "request_limit of 2" in result.reason
 
 
 async def test_pydantic_ai_output_failing_validation_settles_failed_with_the_reason(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
+    one_turn: OneTurn,
 ) -> None:
     def reply(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         (output,) = info.output_tools
         return ModelResponse(parts=[ToolCallPart(output.name, {"city": "Oslo"})])
 
     agent: Agent[None, object] = Agent(FunctionModel(reply), name="agent", output_type=Weather)
-    result = await _one_turn(agents_worker, client, ids, agent)
+    result = await one_turn(agent)
     assert result.outcome == "failed"
     assert result.reason is not None and result.reason.startswith("model output: ")
     assert "retries" in result.reason
@@ -140,7 +144,7 @@ async def test_pydantic_ai_tokens_are_spent_from_a_delegation_budget(
 
 
 async def test_pydantic_ai_every_fallback_overloaded_is_retryable_not_failed(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, ids: str
+    one_turn: OneTurn,
 ) -> None:
     asked: list[str] = []
 
@@ -154,6 +158,6 @@ async def test_pydantic_ai_every_fallback_overloaded_is_retryable_not_failed(
         return FunctionModel(reply, model_name=name)
 
     model = FallbackModel(overloaded("first"), overloaded("second"))
-    result = await _one_turn(agents_worker, client, ids, Agent(model, name="agent"))
+    result = await one_turn(Agent(model, name="agent"))
     assert (result.outcome, result.result) == ("completed", "first is back")
     assert asked == ["first", "second", "first"]

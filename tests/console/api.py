@@ -4,7 +4,7 @@ snapshot of everything the ledger holds (to show that a refusal wrote nothing)."
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
@@ -41,15 +41,21 @@ async def ledger_snapshot(pool: asyncpg.Pool[Any]) -> list[Any]:
     return found
 
 
-async def events(lines: AsyncIterator[str], count: int) -> list[dict[str, str]]:
-    """The next ``count`` events of a stream's lines, each as its fields (comments skipped)."""
+async def events(
+    lines: AsyncIterator[str],
+    count: int | None = None,
+    *,
+    until: Callable[[dict[str, str]], bool] | None = None,
+) -> list[dict[str, str]]:
+    """The next events of a stream's lines, each as its fields (data lines joined, comments
+    skipped): ``count`` of them, or up to the first one ``until`` holds for."""
     found: list[dict[str, str]] = []
     event: dict[str, str] = {}
     async for line in lines:
         if line == "":
             if "event" in event:
                 found.append(event)
-                if len(found) == count:
+                if len(found) == count or (until is not None and until(event)):
                     return found
             event = {}
         elif not line.startswith(":"):

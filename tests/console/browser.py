@@ -1,7 +1,8 @@
 """The browser the console's tests drive: Playwright's own chromium when it was installed
 (``python -m playwright install chromium``), else a chromium or chrome on ``PATH`` (Debian's
 ``apt-get install chromium``). Without either, each browser test is skipped naming the fix; under
-``CI=true`` it fails instead, since CI must run them."""
+``CI=true`` it fails instead, since CI must run them. `LiveConsole` opens a console's pages in
+it."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = [
@@ -64,3 +66,30 @@ async def chromium() -> AsyncIterator[Browser]:
             yield browser
         finally:
             await browser.close()
+
+
+@dataclass
+class LiveConsole:
+    """A console served beside a running worker, and the browser that opens its pages."""
+
+    url: str
+    browser: Browser
+
+    async def open(self, path: str) -> Page:
+        """The page at ``path`` (1280×800), marked so that `not_reloaded` can tell whether it
+        ever reloaded."""
+        page = await self.browser.new_page(viewport={"width": 1280, "height": 800})
+        await page.goto(f"{self.url}{path}")
+        await page.evaluate("window.__notReloaded = true")  # gone if the page ever reloads
+        return page
+
+    async def live(self, path: str) -> Page:
+        """The page at ``path`` once its live updates (the thread's event stream) are open."""
+        page = await self.open(path)
+        await expect(page.locator("body")).to_have_attribute("data-live", "open")
+        return page
+
+
+async def not_reloaded(page: Page) -> None:
+    """The page a `LiveConsole` opened has updated in place: it never reloaded."""
+    assert await page.evaluate("window.__notReloaded === true")

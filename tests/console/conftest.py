@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.async_api import Browser
 
-from tests.console.browser import chromium
+from tests.console.browser import LiveConsole, chromium
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.server import serving
 from threadwarden.worker.settings import Settings
@@ -57,3 +57,9 @@ async def browser() -> AsyncIterator[Browser]:
     """A headless chromium (without one: skipped naming the fix, or failed under CI=true)."""
     async with chromium() as launched:
         yield launched
+
+
+@pytest.fixture
+def console(worker: None, console_url: str, browser: Browser) -> LiveConsole:
+    """A running worker and a tokenless console, with a headless browser to open its pages."""
+    return LiveConsole(console_url, browser)

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from tests.console.helpers import csrf_of, settled_state, wait_for_state
+from tests.console.helpers import csrf_of, settled_state, submit_until, wait_for_state
 from tests.helpers.cli import unknown_side_effect
 from threadwarden.client.client import ThreadwardenClient
 
@@ -16,8 +16,7 @@ from threadwarden.client.client import ThreadwardenClient
 async def test_console_approve_settles_the_submission_and_a_repeat_changes_nothing(
     worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:
-    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "refund"}])
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    asks = await submit_until(client, ids, [{"approval": "refund"}], "suspended")
     token = await csrf_of(http)
 
     form = await http.post(f"/submissions/{asks.submission_id}/approve", data={"csrf_token": token})
@@ -47,8 +46,7 @@ async def test_console_approve_settles_the_submission_and_a_repeat_changes_nothi
 async def test_console_deny_with_a_reason_fails_the_submission(
     worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:
-    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "refund"}])
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    asks = await submit_until(client, ids, [{"approval": "refund"}], "suspended")
     token = await csrf_of(http)
     denied = await http.post(
         f"/submissions/{asks.submission_id}/deny",
@@ -64,10 +62,9 @@ async def test_console_answer_form_lists_the_question_validates_and_resumes(
     worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:
     sizes = {"type": "string", "enum": ["S", "M", "L"]}
-    asks = await client.submit(
-        ids, agent_id="scripted", input=[{"ask": {"question": "size?"}, "schema": sizes}]
+    asks = await submit_until(
+        client, ids, [{"ask": {"question": "size?"}, "schema": sizes}], "suspended"
     )
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
     inbox = await http.get("/inbox")
     assert "Question: {&#34;question&#34;:&#34;size?&#34;}" in inbox.text
     assert f"/submissions/{asks.submission_id}/answer" in inbox.text

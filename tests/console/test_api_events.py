@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import httpx
@@ -14,9 +14,12 @@ import pytest
 
 from tests.console.api import events, settled
 from tests.console.conftest import ServeConsole
-from tests.console.test_command import CLI, _console_url, _interrupt
+from tests.console.helpers import serving_console
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console import feed as feed_module
+
+CONSOLE = ("console", "--address", "127.0.0.1:0")
+"""``threadwarden console`` on the test's ledger (``cli_env``), on any free port."""
 
 
 async def test_events_start_before_the_thread_exists_and_carry_records_as_watch_json(
@@ -37,35 +40,26 @@ async def test_events_start_before_the_thread_exists_and_carry_records_as_watch_
     )
 
 
-@contextlib.asynccontextmanager
-async def console_process() -> AsyncIterator[str]:
-    """``threadwarden console`` as a process of its own (the test's ledger, any free port);
-    yields its URL, then stops it with Ctrl-C as an operator would."""
-    process = await asyncio.create_subprocess_exec(
-        *CLI, "console", "--address", "127.0.0.1:0",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        yield await _console_url(process)
-    finally:
-        code, err = await _interrupt(process)
-        assert code == 0, err[-2000:]
-
-
 async def test_events_resume_after_last_event_id_across_a_console_restart(
     worker: None, cli_env: None, client: ThreadwardenClient, ids: str
 ) -> None:
     three = [{"say": f"a{n}"} for n in range(3)]
     first = await client.submit(ids, agent_id="scripted", input=three)
     seen: list[int] = []
-    async with console_process() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with (
+        serving_console(*CONSOLE) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
         async with http.stream("GET", f"/v1/threads/{ids}/events") as stream:
             got = await asyncio.wait_for(events(stream.aiter_lines(), 2), timeout=30)
             seen += [int(e["id"]) for e in got]
         await settled(http, first.submission_id)
     # That console process is gone; more records commit while no one reads.
     second = await client.submit(ids, agent_id="scripted", input=[{"say": "b"}])
-    async with console_process() as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with (
+        serving_console(*CONSOLE) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
         await settled(http, second.submission_id)
         total = len(await client.records(ids))
         headers = {"last-event-id": str(seen[-1])}
@@ -84,7 +78,7 @@ async def test_many_streams_share_one_listening_connection(
     worker: None,
     client: ThreadwardenClient,
     http: httpx.AsyncClient,
-    database_url: str,
+    pool: asyncpg.Pool[Any],
     ids: str,
 ) -> None:
     threads = [f"{ids}-{n}" for n in range(20)]
@@ -99,42 +93,28 @@ async def test_many_streams_share_one_listening_connection(
         for thread_id, stream in zip(threads, streams, strict=True):
             [event] = await asyncio.wait_for(events(stream.aiter_lines(), 1), timeout=30)
             assert json.loads(event["data"])["body"]["text"] == thread_id
-        listening = await _listeners(database_url)
-    assert listening == 1  # 20 streams, one LISTEN connection (the worker's sink only NOTIFYs)
-
-
-async def _listeners(database_url: str) -> int:
-    """Connections of the test's database whose latest statement was a LISTEN."""
-    conn = await asyncpg.connect(database_url)
-    try:
-        value = await conn.fetchval(
+        listening = await pool.fetchval(
             "SELECT count(*) FROM pg_stat_activity"
             " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
         )
-        return int(value)
-    finally:
-        await conn.close()
+    assert listening == 1  # 20 streams, one LISTEN connection (the worker's sink only NOTIFYs)
 
 
 async def test_a_stream_goes_on_when_the_listening_connection_is_killed(
     worker: None,
     client: ThreadwardenClient,
     http: httpx.AsyncClient,
-    database_url: str,
+    pool: asyncpg.Pool[Any],
     ids: str,
 ) -> None:
     async with http.stream("GET", f"/v1/threads/{ids}/events") as stream:
         lines = stream.aiter_lines()
         await client.submit(ids, agent_id="scripted", input=[{"say": "before"}])
         [before] = await asyncio.wait_for(events(lines, 1), timeout=30)
-        conn = await asyncpg.connect(database_url)
-        try:
-            killed = await conn.fetchval(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
-            )
-        finally:
-            await conn.close()
+        killed = await pool.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
+        )
         assert killed == 1
         await client.submit(ids, agent_id="scripted", input=[{"say": "after"}])
         later = await asyncio.wait_for(events(lines, 2), timeout=30)

@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Browser, expect
 
+from tests.console.browser import LiveConsole, not_reloaded
 from tests.console.conftest import ServeConsole
-from tests.console.helpers import wait_for_state
+from tests.console.helpers import submit_until
 from tests.helpers.cli import run_cli, unknown_side_effect
 from threadwarden.client.client import ThreadwardenClient
 
@@ -20,56 +21,34 @@ SHOTS = "CONSOLE_SCREENSHOTS"
 unset: the test's own temporary folder."""
 
 
-async def _open(browser: Browser, url: str) -> Page:
-    page = await browser.new_page(viewport={"width": 1280, "height": 800})
-    await page.goto(url)
-    await page.evaluate("window.__notReloaded = true")  # gone if the page ever reloads
-    return page
-
-
-async def _not_reloaded(page: Page) -> None:
-    assert await page.evaluate("window.__notReloaded === true")
-
-
 async def test_console_approve_in_the_inbox_settles_the_thread_page_without_reload(
-    worker: None,
-    client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
-    ids: str,
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
-    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "refund €5"}])
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
-    thread = await _open(browser, f"{console_url}/threads/{ids}")
+    asks = await submit_until(client, ids, [{"approval": "refund €5"}], "suspended")
+    thread = await console.open(f"/threads/{ids}")
     row = thread.locator(f"#sub-{asks.submission_id}")
     await expect(row).to_have_attribute("data-state", "suspended")
     await expect(thread.locator("body")).to_have_attribute("data-live", "open")
 
-    inbox = await _open(browser, f"{console_url}/inbox")
+    inbox = await console.open("/inbox")
     entry = inbox.locator(f"#wait-{asks.submission_id}")
     await expect(entry).to_contain_text("refund €5")
     await entry.get_by_role("button", name="Approve").click()
     await expect(entry).to_have_count(0, timeout=30_000)  # the inbox swapped in place
-    await _not_reloaded(inbox)
+    await not_reloaded(inbox)
 
     await expect(row).to_have_attribute("data-outcome", "completed", timeout=30_000)
     await expect(thread.locator("#timeline")).to_contain_text("approval-decision")
-    await _not_reloaded(thread)
+    await not_reloaded(thread)
 
 
 async def test_console_answer_form_in_the_inbox_refuses_in_place_then_resumes(
-    worker: None,
-    client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
-    ids: str,
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
     sizes = {"type": "string", "enum": ["S", "M", "L"]}
-    asks = await client.submit(
-        ids, agent_id="scripted", input=[{"ask": {"question": "Which size?"}, "schema": sizes}]
-    )
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
-    inbox = await _open(browser, f"{console_url}/inbox")
+    ask = {"ask": {"question": "Which size?"}, "schema": sizes}
+    asks = await submit_until(client, ids, [ask], "suspended")
+    inbox = await console.open("/inbox")
     entry = inbox.locator(f"#wait-{asks.submission_id}")
     await expect(entry).to_contain_text("Question")
     await expect(entry).to_contain_text("Which size?")
@@ -82,23 +61,16 @@ async def test_console_answer_form_in_the_inbox_refuses_in_place_then_resumes(
     await entry.locator("textarea[name=value]").fill('"L"')
     await entry.get_by_role("button", name="Answer").click()
     await expect(entry).to_have_count(0, timeout=30_000)
-    await _not_reloaded(inbox)
+    await not_reloaded(inbox)
     outcome = await client.result(asks.submission_id, timeout=30)
     assert outcome.result == {"said": [], "answers": ["L"]}
 
 
 async def test_console_thread_page_shows_a_cli_submission_live(
-    worker: None,
-    cli_env: None,
-    client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
-    ids: str,
+    console: LiveConsole, cli_env: None, client: ThreadwardenClient, ids: str
 ) -> None:
-    first = await client.submit(ids, agent_id="scripted", input=[{"say": "already here"}])
-    await wait_for_state(client, ids, first.submission_id, "completed")
-    page = await _open(browser, f"{console_url}/threads/{ids}")
-    await expect(page.locator("body")).to_have_attribute("data-live", "open")
+    await submit_until(client, ids, [{"say": "already here"}], "completed")
+    page = await console.live(f"/threads/{ids}")
     shown = await page.locator("#timeline > li").count()
 
     code = await run_cli(
@@ -108,43 +80,34 @@ async def test_console_thread_page_shows_a_cli_submission_live(
     await expect(page.locator("#timeline")).to_contain_text("typed in a shell", timeout=30_000)
     assert await page.locator("#timeline > li").count() > shown
     await expect(page.locator("#submissions tbody tr")).to_have_count(2)
-    await _not_reloaded(page)
+    await not_reloaded(page)
 
 
 async def test_console_screenshots_of_the_four_pages(
-    worker: None,
+    console: LiveConsole,
     pool: asyncpg.Pool[Any],
     client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
     ids: str,
     tmp_path: Path,
 ) -> None:
     folder = Path(os.environ.get(SHOTS) or tmp_path)
     folder.mkdir(parents=True, exist_ok=True)
     name = f"support-{ids[1:5]}"
-    done = await client.submit(
-        name,
-        agent_id="scripted",
-        input=[{"say": "Your order ships tomorrow."}, {"tool": "lookup"}],
-    )
-    await wait_for_state(client, name, done.submission_id, "completed")
-    asks = await client.submit(
-        name, agent_id="scripted", input=[{"say": "Refund?"}, {"approval": "refund order 1042"}]
-    )
-    await wait_for_state(client, name, asks.submission_id, "suspended")
+    done = [{"say": "Your order ships tomorrow."}, {"tool": "lookup"}]
+    await submit_until(client, name, done, "completed")
+    asks = [{"say": "Refund?"}, {"approval": "refund order 1042"}]
+    await submit_until(client, name, asks, "suspended")
     await unknown_side_effect(pool, f"billing-{ids[1:5]}")
     await client.submit(f"triage-{ids[1:5]}", agent_id="scripted", input=[{"say": "triaged"}])
 
     pages = {
-        "threads": f"{console_url}/",
-        "thread": f"{console_url}/threads/{name}",
-        "inbox": f"{console_url}/inbox",
-        "host": f"{console_url}/hosts/{name}",
+        "threads": "/",
+        "thread": f"/threads/{name}",
+        "inbox": "/inbox",
+        "host": f"/hosts/{name}",
     }
-    for shot, url in pages.items():
-        page = await browser.new_page(viewport={"width": 1280, "height": 800})
-        await page.goto(url)
+    for shot, path in pages.items():
+        page = await console.open(path)
         await expect(page.locator("h1")).to_be_visible()
         target = folder / f"console-{shot}.png"
         await page.screenshot(path=str(target), full_page=False)
@@ -153,15 +116,10 @@ async def test_console_screenshots_of_the_four_pages(
 
 
 async def test_console_forms_in_the_browser_admit_and_show_refusals_in_place(
-    worker: None,
-    client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
-    ids: str,
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
-    first = await client.submit(ids, agent_id="scripted", input=[{"say": "start"}])
-    await wait_for_state(client, ids, first.submission_id, "completed")
-    page = await _open(browser, f"{console_url}/threads/{ids}")
+    await submit_until(client, ids, [{"say": "start"}], "completed")
+    page = await console.open(f"/threads/{ids}")
     form = page.locator("form.submit")
     await form.locator("textarea[name=input]").fill('[{"nope": 1}]')
     await form.get_by_role("button", name="Submit").click()
@@ -172,7 +130,7 @@ async def test_console_forms_in_the_browser_admit_and_show_refusals_in_place(
     await page.locator("form.submit").get_by_role("button", name="Submit").click()
     await expect(page.locator("#submissions tbody tr")).to_have_count(2, timeout=30_000)
     await expect(page.locator("#timeline")).to_contain_text("from the form", timeout=30_000)
-    await _not_reloaded(page)
+    await not_reloaded(page)
 
 
 async def test_console_login_form_lets_the_token_holder_in(

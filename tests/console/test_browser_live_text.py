@@ -10,9 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.async_api import Browser, Page, expect
+from playwright.async_api import Page, expect
 
-from tests.console.helpers import wait_for_state
+from tests.console.api import events
+from tests.console.browser import LiveConsole, not_reloaded
+from tests.console.helpers import submit_until
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
@@ -58,16 +60,12 @@ def settings(settings: Settings, inline_budget_ms: int) -> Settings:
     return settings.model_copy(update={"inline_budget_ms": inline_budget_ms})
 
 
-async def _thread_page(
-    browser: Browser, client: ThreadwardenClient, console_url: str, thread_id: str
-) -> Page:
-    """The thread's page, live, once the thread exists (a first quick submission)."""
-    first = await client.submit(thread_id, agent_id="scripted", input=[{"say": "hello"}])
-    await wait_for_state(client, thread_id, first.submission_id, "completed")
-    page = await browser.new_page(viewport={"width": 1280, "height": 800})
-    await page.goto(f"{console_url}/threads/{thread_id}")
-    await expect(page.locator("body")).to_have_attribute("data-live", "open")
-    await page.evaluate("window.__notReloaded = true")
+async def _thread_page(console: LiveConsole, client: ThreadwardenClient, thread_id: str) -> Page:
+    """The thread's page, live and watching its live text, once the thread exists (a first
+    quick submission)."""
+    await submit_until(client, thread_id, [{"say": "hello"}], "completed")
+    page = await console.live(f"/threads/{thread_id}")
+    await page.evaluate(WATCH_LIVE_TEXT)
     return page
 
 
@@ -85,14 +83,9 @@ async def _live_text_at_least(page: Page, chars: int) -> str:
 
 
 async def test_console_thread_page_shows_the_reply_growing_then_its_journaled_record(
-    worker: None,
-    client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
-    ids: str,
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
-    page = await _thread_page(browser, client, console_url, ids)
-    await page.evaluate(WATCH_LIVE_TEXT)
+    page = await _thread_page(console, client, ids)
     streamed = await client.submit(ids, agent_id="scripted", input=STREAM)
     live = page.locator("#timeline > li.live")
 
@@ -122,19 +115,14 @@ async def test_console_thread_page_shows_the_reply_growing_then_its_journaled_re
     assert texts[-1] == ANSWER  # the last words before the record
     assert all(s["last"] and s["html"] == 0 for s in seen)  # at the end, text only
     assert {s["step"] for s in seen} == {await result.get_attribute("data-step")}
-    assert await page.evaluate("window.__notReloaded === true")
+    await not_reloaded(page)
 
 
 @pytest.mark.parametrize("inline_budget_ms", [2_000])  # cuts the first attempt at about 2 s
 async def test_console_thread_page_starts_a_cut_off_reply_over(
-    worker: None,
-    client: ThreadwardenClient,
-    console_url: str,
-    browser: Browser,
-    ids: str,
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
-    page = await _thread_page(browser, client, console_url, ids)
-    await page.evaluate(WATCH_LIVE_TEXT)
+    page = await _thread_page(console, client, ids)
     streamed = await client.submit(ids, agent_id="scripted", input=STREAM)
     await expect(page.locator("#timeline > li.kind-settlement").last).to_have_attribute(
         "data-submission", streamed.submission_id, timeout=60_000
@@ -153,24 +141,8 @@ async def test_console_thread_page_starts_a_cut_off_reply_over(
     assert again[-1] == ANSWER
 
 
-async def _events(response: httpx.Response) -> list[dict[str, str]]:
-    """The stream's events up to the first settlement record."""
-    found: list[dict[str, str]] = []
-    event: dict[str, str] = {}
-    async for line in response.aiter_lines():
-        if line == "":
-            if "event" in event:
-                found.append(event)
-                if event["event"] == "record" and "kind-settlement" in event["data"]:
-                    return found
-            event = {}
-            continue
-        name, _, value = line.partition(": ")
-        if name == "data" and "data" in event:
-            event["data"] += "\n" + value
-        elif name in ("event", "id", "data"):
-            event[name] = value
-    raise AssertionError(f"the stream ended after {found}")
+def _settlement(event: dict[str, str]) -> bool:
+    return event["event"] == "record" and "kind-settlement" in event["data"]
 
 
 async def test_console_events_interleave_deltas_as_json_and_mark_the_step_of_its_record(
@@ -181,12 +153,12 @@ async def test_console_events_interleave_deltas_as_json_and_mark_the_step_of_its
         streamed = await client.submit(
             ids, agent_id="scripted", input=[{"stream": text, "chunk_ms": 50}]
         )
-        events = await asyncio.wait_for(_events(stream), timeout=60)
-    deltas = [json.loads(e["data"]) for e in events if e["event"] == "delta"]
+        got = await asyncio.wait_for(events(stream.aiter_lines(), until=_settlement), timeout=60)
+    deltas = [json.loads(e["data"]) for e in got if e["event"] == "delta"]
     assert deltas and "".join(d["text"] for d in deltas) == text
-    assert all("id" not in e for e in events if e["event"] == "delta")
+    assert all("id" not in e for e in got if e["event"] == "delta")
     assert {(d["submission_id"], d["restart"]) for d in deltas} == {(streamed.submission_id, False)}
-    [result] = [e["data"] for e in events if "kind-tool-result" in e["data"]]
+    [result] = [e["data"] for e in got if "kind-tool-result" in e["data"]]
     assert f'data-submission="{streamed.submission_id}"' in result
     assert f'data-step="{deltas[0]["step"]}"' in result
     assert "<script>" not in result  # the record's HTML is escaped as before

@@ -3,11 +3,12 @@ next committed step, a waiting one at once; the page and the ledger both say ``a
 
 from __future__ import annotations
 
-from playwright.async_api import Browser, Locator, Page, expect
+from playwright.async_api import Locator, Page, expect
 
-from tests.console.helpers import wait_for_state
+from tests.console.browser import LiveConsole
+from tests.console.helpers import submit_until
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.models import SubmissionView
+from threadwarden.views import SubmissionView
 
 STEPS = 400
 SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range(STEPS)]
@@ -15,13 +16,6 @@ SLOW = [{"say": f"part {n}"} if n % 2 == 0 else {"sleep_ms": 300} for n in range
 that a loaded machine cannot finish it before the page shows it running (the test takes only
 until its next step after Stop)."""
 SETTLES_MS = 30_000
-
-
-async def _thread_page(browser: Browser, url: str) -> Page:
-    page = await browser.new_page(viewport={"width": 1280, "height": 800})
-    await page.goto(url)
-    await expect(page.locator("body")).to_have_attribute("data-live", "open")
-    return page
 
 
 async def _view(client: ThreadwardenClient, thread_id: str, submission_id: str) -> SubmissionView:
@@ -37,11 +31,10 @@ async def _stop(page: Page, row: Locator) -> None:
 
 
 async def test_console_stop_button_aborts_a_running_submission_at_its_next_step(
-    worker: None, client: ThreadwardenClient, console_url: str, browser: Browser, ids: str
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
-    running = await client.submit(ids, agent_id="scripted", input=SLOW)
-    await wait_for_state(client, ids, running.submission_id, "running")
-    page = await _thread_page(browser, f"{console_url}/threads/{ids}")
+    running = await submit_until(client, ids, SLOW, "running")
+    page = await console.live(f"/threads/{ids}")
     row = page.locator(f"#sub-{running.submission_id}")
     await expect(row).to_have_attribute("data-state", "running", timeout=SETTLES_MS)
     await expect(row).to_have_attribute("data-outcome", "")
@@ -58,11 +51,10 @@ async def test_console_stop_button_aborts_a_running_submission_at_its_next_step(
 
 
 async def test_console_stop_button_aborts_a_submission_waiting_for_approval_at_once(
-    worker: None, client: ThreadwardenClient, console_url: str, browser: Browser, ids: str
+    console: LiveConsole, client: ThreadwardenClient, ids: str
 ) -> None:
-    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "x"}])
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
-    page = await _thread_page(browser, f"{console_url}/threads/{ids}")
+    asks = await submit_until(client, ids, [{"approval": "x"}], "suspended")
+    page = await console.live(f"/threads/{ids}")
     row = page.locator(f"#sub-{asks.submission_id}")
     await expect(row).to_have_attribute("data-state", "suspended")
 

@@ -17,13 +17,10 @@ async def test_console_shows_a_child_wait_as_child_not_as_waiting_for_a_person(
     pool: asyncpg.Pool[Any], http: httpx.AsyncClient, ids: str
 ) -> None:
     family = Family.on(pool, ids)
-    parent = await family.parent()
-    child = await family.establish(parent, 1)
-    await family.children.suspend_for_children(parent, [child.submission_id])
+    parent, (child,), _ = await family.waiting_parent(1)
     asking = Family.on(pool, f"{ids}-ask")
     approval = await asking.parent()
-    await asking.ledger.attempts.append(approval, "approval-requested", {"reason": "ok?"}, step=1)
-    await asking.ledger.attempts.stop(approval, "suspended")
+    await asking.ask_approval(approval, "ok?", step=1)
 
     # The child's row links to the parent submission on the parent's thread.
     page = await http.get(f"/threads/{child.thread_id}", params={"format": "json"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from tests.console.conftest import ServeConsole
-from tests.console.helpers import wait_for_state
+from tests.console.helpers import submit_until, wait_for_state
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.shapes import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
 from threadwarden.worker.settings import Settings
@@ -40,8 +40,7 @@ async def test_console_threads_page_lists_filters_and_badges_waiting_threads(
 async def test_console_thread_page_shows_submissions_records_and_the_cli_shape(
     worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:
-    receipt = await client.submit(ids, agent_id="scripted", input=[{"say": "hello there"}])
-    await wait_for_state(client, ids, receipt.submission_id, "completed")
+    receipt = await submit_until(client, ids, [{"say": "hello there"}], "completed")
 
     page = await http.get(f"/threads/{ids}", params={"format": "json"})
     assert page.status_code == 200
@@ -70,8 +69,7 @@ async def test_console_thread_page_shows_submissions_records_and_the_cli_shape(
 async def test_console_inbox_and_host_pages_answer_in_html_and_json(
     worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:
-    asks = await client.submit(ids, agent_id="scripted", input=[{"approval": "send €5"}])
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    asks = await submit_until(client, ids, [{"approval": "send €5"}], "suspended")
 
     inbox = await http.get("/inbox", params={"format": "json"})
     mine = [e for e in inbox.json()["entries"] if e["submission_id"] == asks.submission_id]

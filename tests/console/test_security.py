@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.console.conftest import ServeConsole
-from tests.console.helpers import csrf_of, settled_state, wait_for_state
+from tests.console.helpers import csrf_of, settled_state, submit_until
 from tests.helpers.cli import unknown_side_effect
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
@@ -116,10 +116,7 @@ async def test_console_escapes_agent_output_everywhere(
     worker: None, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
 ) -> None:
     evil = "<script>alert('x')</script>"
-    asks = await client.submit(
-        ids, agent_id="scripted", input=[{"say": evil}, {"approval": f"ok? {evil}"}]
-    )
-    await wait_for_state(client, ids, asks.submission_id, "suspended")
+    await submit_until(client, ids, [{"say": evil}, {"approval": f"ok? {evil}"}], "suspended")
     for path in (f"/threads/{ids}", "/inbox"):
         page = await http.get(path)
         assert page.status_code == 200

@@ -37,7 +37,7 @@ from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotWaiting
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.models import HostStatus, SubmissionView
+from threadwarden.views import HostStatus, SubmissionView
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 

@@ -19,7 +19,7 @@ from tests.helpers.checks import assert_settled_once, converged, say, submission
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome, Retryable
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.models import HostStatus
+from threadwarden.views import HostStatus
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

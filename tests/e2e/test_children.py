@@ -26,10 +26,10 @@ from tests.helpers.processes import worker_process
 from threadwarden.bindings import BindingRegistry
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import FailpointError, Failpoints
-from threadwarden.ledger.children import child_thread_id_for
-from threadwarden.ledger.models import ThreadStatus
-from threadwarden.ledger.operator import Operator, OperatorResult
+from threadwarden.ledger.child_establishment import child_thread_id_for
+from threadwarden.ledger.operator import Operator
 from threadwarden.scripted import scripted_binding
+from threadwarden.views import OperatorResult, ThreadStatus
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id

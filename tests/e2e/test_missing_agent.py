@@ -23,8 +23,8 @@ from tests.helpers.processes import worker_process
 from threadwarden.activities.pollers import HeadPollers
 from threadwarden.bindings import BindingRegistry
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.models import SubmissionView
 from threadwarden.scripted import scripted_binding
+from threadwarden.views import SubmissionView
 from threadwarden.worker.capacity import head_queues
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

@@ -40,7 +40,7 @@ from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotFound
 from threadwarden.failpoints import FailpointError, Failpoints
-from threadwarden.ledger.models import HostStatus, ThreadStatus
+from threadwarden.views import HostStatus, ThreadStatus
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 

@@ -30,7 +30,7 @@ from tests.helpers.processes import worker_process
 from threadwarden import AttemptContext, Binding, BindingRegistry, Completed, Outcome
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.models import HostStatus
+from threadwarden.views import HostStatus
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings

@@ -9,7 +9,7 @@ import asyncpg
 
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.models import ThreadStatus
+from threadwarden.views import ThreadStatus
 
 
 def _all_settled(status: ThreadStatus) -> bool:

@@ -21,7 +21,7 @@ from tests.helpers.processes import worker_process
 from tests.helpers.slow_tool import AGENT_ID as SLOW_TOOL_AGENT
 from tests.helpers.slow_tool import slow_tool_binding
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.ledger.models import ThreadStatus
+from threadwarden.views import ThreadStatus
 from threadwarden.worker.plugin import default_registry
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings

@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import pytest
 
 from tests.helpers.ledger import BINDINGS
+from tests.helpers.polling import eventually
 from threadwarden.cli.main import main
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
@@ -24,6 +25,9 @@ from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.protocol.decisions import Timing
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
+
+if TYPE_CHECKING:
+    import pytest
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("threadwarden")
 CHARGE = {"tool": "charge", "args": {"cents": 5}, "side_effect": True, "idempotency_key": None}
@@ -54,6 +58,52 @@ def user_environment(
 async def run_cli(*argv: str) -> int:
     """Run the CLI in a thread (it owns its own event loop); return its exit code."""
     return await asyncio.to_thread(main, list(argv))
+
+
+class Cli:
+    """The CLI's commands in the test's process (each must exit 0), their JSON output read
+    back."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+
+    async def __call__(self, *argv: str) -> str:
+        self._capsys.readouterr()
+        code = await run_cli(*argv)
+        out = self._capsys.readouterr().out
+        assert code == 0, (argv, out)
+        return out
+
+    async def submit(self, thread: str, agent: str, value: Any) -> str:
+        """Submit ``value`` (any JSON) to ``agent`` on ``thread``; the submission's id."""
+        out = await self("submit", thread, "--agent", agent, "--input", json.dumps(value), "--json")
+        return str(json.loads(out)["submission_id"])
+
+    async def head(self, thread: str) -> dict[str, Any]:
+        status = json.loads(await self("status", "--thread", thread, "--json"))
+        head: dict[str, Any] = status["submissions"][-1]
+        return head
+
+    async def waiting(self, thread: str, what: str) -> dict[str, Any]:
+        return await eventually(
+            lambda: self.head(thread),
+            lambda head: head["waiting_for"] == what,
+            what=f"{thread} waiting for {what}",
+        )
+
+    async def settlement(self, thread: str, submission_id: str) -> dict[str, Any]:
+        async def settled() -> list[dict[str, Any]]:
+            out = await self("watch", thread, "--no-follow", "--json")
+            records = [json.loads(line) for line in out.splitlines() if line.strip()]
+            return [
+                r
+                for r in records
+                if r["kind"] == "settlement" and r["submission_id"] == submission_id
+            ]
+
+        [record] = await eventually(settled, bool, timeout_s=60, what=f"{submission_id} settled")
+        body: dict[str, Any] = record["body"]
+        return body
 
 
 def json_error(err: str) -> dict[str, Any]:

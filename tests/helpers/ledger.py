@@ -9,12 +9,14 @@ from typing import Any
 import asyncpg
 
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts, Claim
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.maintenance import BeginResult, Maintenance
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.publication import Publications
 from threadwarden.ledger.records import insert_record
 from threadwarden.protocol.decisions import Timing
+from threadwarden.protocol.passes import PassReport
 
 BINDINGS = {"echo": "digest-1"}
 """The one binding the ledger tests claim with."""
@@ -64,6 +66,33 @@ class Ledger:
         assert claim is not None, f"head of {thread_id or host_id} not claimable"
         return claim
 
+    async def finish(
+        self,
+        host_id: str,
+        begun: BeginResult,
+        *,
+        progressed: bool = False,
+        jitter: float = 0.0,
+        at: datetime | None = None,
+    ) -> PassReport:
+        """Finish the pass ``begun`` opened, with the generation and stalls it observed."""
+        return await self.maintenance.finish(
+            host_id,
+            begun.epoch,
+            generation=begun.generation,
+            stalls=begun.stalls,
+            progressed=progressed,
+            now=at or now(),
+            jitter=jitter,
+        )
+
+    async def suspend(self, submission_id: str) -> None:
+        """Make the submission a stable wait (an approval wait, set by SQL)."""
+        await self.pool.execute(
+            "UPDATE threadwarden.submissions SET state = 'suspended' WHERE submission_id = $1",
+            submission_id,
+        )
+
     async def lapse(self, submission_id: str) -> None:
         """Let the attempt's lease run out (the worker holding it died)."""
         await self.pool.execute(
@@ -71,6 +100,16 @@ class Ledger:
             "   SET lease_expires_at = clock_timestamp() - interval '1 s'"
             " WHERE submission_id = $1",
             submission_id,
+        )
+
+    async def alarm_in(self, host_id: str, interval: str | None) -> None:
+        """Set the host's alarm ``interval`` (``'-1 minute'``: overdue) from the database's
+        clock, or disarm it (None)."""
+        await self.pool.execute(
+            "UPDATE threadwarden.hosts SET alarm_at = clock_timestamp() + $2::text::interval"
+            " WHERE host_id = $1",
+            host_id,
+            interval,
         )
 
     async def quiet(self, host_id: str) -> None:
@@ -138,6 +177,14 @@ async def append_settlement(ledger: Ledger, thread_id: str, submission_id: str, 
             body={"outcome": "completed", "result": {"answer": 42}, "reason": None},
             epoch=epoch,
         )
+
+
+async def explain(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
+    """The plan of ``query`` with sequential scans disabled: an index it can use shows in it."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        rows = await conn.fetch(f"EXPLAIN {query}", *args)
+    return "\n".join(r[0] for r in rows)
 
 
 async def publish(pool: asyncpg.Pool[Any], host_id: str) -> None:

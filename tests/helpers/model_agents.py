@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,20 @@ def openai_agents_bindings(base_url: str) -> list[Binding]:
 def all_bindings(base_url: str) -> list[Binding]:
     """Both support agents."""
     return [*pydantic_ai_bindings(base_url), *openai_agents_bindings(base_url)]
+
+
+@dataclass(frozen=True)
+class Framework:
+    """The support agent as written with one framework: its agent id and its bindings for a
+    model server's URL (``name``: the test's id when a test runs once per framework)."""
+
+    name: str
+    agent_id: str
+    bindings: Callable[[str], list[Binding]]
+
+
+PYDANTIC_AI = Framework("pydantic-ai", PYDANTIC_AGENT, pydantic_ai_bindings)
+OPENAI_AGENTS = Framework("openai-agents", OPENAI_AGENT, openai_agents_bindings)
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import asyncpg
 import pytest
 
-from tests.helpers.children import CrashingConnection, Family
+from tests.helpers.children import Family, crashing_connection
 from tests.helpers.ledger import BINDINGS, now
 from threadwarden.errors import (
     AbortRequested,
@@ -21,20 +21,11 @@ from threadwarden.errors import (
     StaleAttempt,
     StalePass,
 )
-from threadwarden.ledger.children import (
-    child_key_for,
-    child_thread_id_for,
-)
-from threadwarden.ledger.pool import Connection, _init_connection
+from threadwarden.ledger.child_establishment import child_key_for, child_thread_id_for
+from threadwarden.ledger.pool import Connection
 
 NEW_CHILD_STATEMENTS = 9
 """owner, lock hosts, fence, resolve, admission read + write, linkage, lineage, start link."""
-
-
-@pytest.fixture
-def family(pool: asyncpg.Pool[Any], ids: str) -> Family:
-    """A parent host ``{ids}-p`` with the ledger repositories and `Children`."""
-    return Family.on(pool, ids)
 
 
 async def test_children_scenario_01_clean_run_one_receipt_one_join(family: Family) -> None:
@@ -132,29 +123,19 @@ async def test_children_scenario_02_crash_at_each_establishment_step_leaves_one_
     family: Family, pool: asyncpg.Pool[Any], database_url: str, crash_at: int
 ) -> None:
     parent = await family.parent()
-    raw = await asyncpg.connect(database_url)
-    await _init_connection(raw)
-    crashing = CrashingConnection(raw, pool, crash_at)
-    try:
+    async with crashing_connection(database_url, pool, crash_at) as crashing:
         with pytest.raises(Exception):  # noqa: B017 - the crash, or the dead connection's
-            async with raw.transaction():
+            async with crashing.transaction():
                 await family.children.establish_child_in(
                     cast(Connection, crashing), parent, step=1, agent_id="echo", input={"n": 1}
                 )
-    finally:
-        raw.terminate()
     assert len(crashing.statements) == crash_at  # it died right before that statement
     assert await family.children_of(parent.submission_id) == []  # nothing survived the crash
     assert [r["kind"] for r in await family.ledger.records(parent.submission_id)] == []
 
     # The attempt died with it: its lease lapses, recovery returns it, the re-run establishes.
-    await family.ledger.lapse(parent.submission_id)
-    begun = await family.ledger.begin(family.parent_host)
-    assert (await family.ledger.maintenance.recover(family.parent_host, begun.epoch)).repaired == 1
-    rerun = await family.ledger.attempts.claim_head(
-        family.parent_host, begun.epoch, family.parent_host, bindings={"echo": "digest-1"}
-    )
-    assert rerun is not None
+    recovery, rerun = await family.rerun(parent)
+    assert recovery.repaired == 1
     child = await family.establish(rerun, 1, input={"n": 1})
 
     assert child.created
@@ -168,25 +149,14 @@ async def test_children_scenario_02_crash_after_establishment_commit_rerun_finds
     family: Family, pool: asyncpg.Pool[Any], database_url: str
 ) -> None:
     parent = await family.parent()
-    raw = await asyncpg.connect(database_url)
-    await _init_connection(raw)
-    counted = CrashingConnection(raw, pool, None)
-    try:
-        async with raw.transaction():
-            child = await family.children.establish_child_in(
-                cast(Connection, counted), parent, step=1, agent_id="echo", input={"n": 1}
-            )
-    finally:
-        await raw.close()
+    async with crashing_connection(database_url, pool, None) as counted, counted.transaction():
+        child = await family.children.establish_child_in(
+            cast(Connection, counted), parent, step=1, agent_id="echo", input={"n": 1}
+        )
     assert len(counted.statements) == NEW_CHILD_STATEMENTS
     # The worker dies before the parent suspends; recovery returns it and the re-run goes on.
-    await family.ledger.lapse(parent.submission_id)
-    begun = await family.ledger.begin(family.parent_host)
-    await family.ledger.maintenance.recover(family.parent_host, begun.epoch)
-    rerun = await family.ledger.attempts.claim_head(
-        family.parent_host, begun.epoch, family.parent_host, bindings={"echo": "digest-1"}
-    )
-    assert rerun is not None and rerun.epoch > parent.epoch
+    _, rerun = await family.rerun(parent)
+    assert rerun.epoch > parent.epoch
     assert [(r.kind, r.step) for r in rerun.journal] == [("call-started", 1)]
 
     again = await family.establish(rerun, 1, input={"n": 1})
@@ -250,12 +220,7 @@ async def test_children_a_foreign_submission_holding_the_key_fails_closed(
 async def test_children_scenario_06_two_children_still_waiting_then_woken_then_replay(
     family: Family,
 ) -> None:
-    parent = await family.parent()
-    first = await family.establish(parent, 1)
-    second = await family.establish(parent, 2)
-    wait = await family.children.suspend_for_children(
-        parent, [first.submission_id, second.submission_id]
-    )
+    parent, (first, second), wait = await family.waiting_parent(2)
     assert wait.suspended and wait.waiting == [first.submission_id, second.submission_id]
 
     one = await family.settle_child(first)
@@ -415,26 +380,23 @@ async def test_children_a_repeat_and_a_marker_replay_cost_four_and_one_statement
     parent = await family.parent()
     child = await family.establish(parent, 1)
     await family.settle_child(child)  # it records the marker
-    raw = await asyncpg.connect(database_url)
-    await _init_connection(raw)
-    try:
-        repeat = CrashingConnection(raw, pool, None)
-        async with raw.transaction():
+    async with crashing_connection(database_url, pool, None) as counted:
+        async with counted.transaction():
             again = await family.children.establish_child_in(
-                cast(Connection, repeat), parent, step=1, agent_id="echo", input={"task": 1}
+                cast(Connection, counted), parent, step=1, agent_id="echo", input={"task": 1}
             )
-        replay = CrashingConnection(raw, pool, None)
-        async with raw.transaction():
+        repeat = counted.statements.copy()
+        counted.statements.clear()
+        async with counted.transaction():
             settled = await family.children.record_child_settled_in(
-                cast(Connection, replay), child.submission_id
+                cast(Connection, counted), child.submission_id
             )
-    finally:
-        await raw.close()
+        replay = counted.statements
 
     assert not again.created and again.submission_id == child.submission_id
-    assert len(repeat.statements) == 4, repeat.statements  # owner, lock, fence, resolve
+    assert len(repeat) == 4, repeat  # owner, lock, fence, resolve
     assert (settled.status, settled.recorded) == ("not-waiting", False)
-    assert len(replay.statements) == 1, replay.statements  # the read: no lock, no write
+    assert len(replay) == 1, replay  # the read: no lock, no write
 
 
 async def test_children_an_abort_requested_parent_establishes_nothing(family: Family) -> None:

@@ -15,31 +15,19 @@ import pytest
 
 from tests.helpers.children import Family
 from tests.helpers.cli import closed_port, run_cli
-from tests.helpers.ledger import now
-from threadwarden.ledger.attempts import Claim
+from tests.helpers.ledger import explain
 from threadwarden.ledger.inbox import WAITING, InboxReader
-from threadwarden.ledger.models import ChildReceipt, SubmissionView
+from threadwarden.ledger.models import ChildReceipt
 from threadwarden.ledger.status import THREAD_SUBMISSIONS, StatusReader
 from threadwarden.protocol.passes import PassReport as Report
+from threadwarden.views import SubmissionView
 from threadwarden.workflows.host import _head_line
-
-
-@pytest.fixture
-def family(pool: asyncpg.Pool[Any], ids: str) -> Family:
-    """A parent host ``{ids}-p`` with the ledger repositories and `Children`."""
-    return Family.on(pool, ids)
 
 
 async def view(pool: asyncpg.Pool[Any], thread_id: str) -> SubmissionView:
     """The thread's one submission as ``status`` shows it."""
     (submission,) = (await StatusReader(pool).thread(thread_id)).submissions
     return submission
-
-
-async def ask_approval(family: Family, claim: Claim, reason: str) -> None:
-    """The attempt records an approval request and stops: the submission waits for a person."""
-    await family.ledger.attempts.append(claim, "approval-requested", {"reason": reason}, step=9)
-    await family.ledger.attempts.stop(claim, "suspended")
 
 
 async def settled(family: Family, child: ChildReceipt) -> None:
@@ -59,16 +47,7 @@ def marker(family: Family, child: ChildReceipt) -> dict[str, Any]:
 
 async def finish(family: Family, host_id: str) -> Report:
     """A pass on the host that runs nothing and finishes: its report names the lane heads."""
-    begun = await family.ledger.begin(host_id)
-    return await family.ledger.maintenance.finish(
-        host_id,
-        begun.epoch,
-        generation=begun.generation,
-        stalls=0,
-        progressed=False,
-        now=now(),
-        jitter=0.0,
-    )
+    return await family.ledger.finish(host_id, await family.ledger.begin(host_id))
 
 
 async def test_status_of_a_child_names_its_parent_and_its_thread(
@@ -93,12 +72,7 @@ async def test_status_of_a_child_names_its_parent_and_its_thread(
 async def test_status_of_a_parent_waiting_for_children_says_child_and_lists_the_unsettled(
     family: Family, pool: asyncpg.Pool[Any]
 ) -> None:
-    parent = await family.parent()
-    first = await family.establish(parent, 1)
-    second = await family.establish(parent, 2)
-    wait = await family.children.suspend_for_children(
-        parent, [first.submission_id, second.submission_id]
-    )
+    parent, (first, second), wait = await family.waiting_parent(2)
     assert wait.suspended
 
     shown = await view(pool, parent.thread_id)
@@ -121,15 +95,13 @@ async def test_status_of_a_parent_waiting_for_children_says_child_and_lists_the_
 async def test_a_parent_that_asks_an_approval_after_its_children_waits_for_approval(
     family: Family, pool: asyncpg.Pool[Any]
 ) -> None:
-    parent = await family.parent()
-    child = await family.establish(parent, 1)
-    await family.children.suspend_for_children(parent, [child.submission_id])
+    parent, (child,), _ = await family.waiting_parent(1)
     await settled(family, child)
     resumed = await family.reclaim()
     await family.children.join(resumed, 1)
 
     # Its latest wait record is the approval request, not the earlier children wait.
-    await ask_approval(family, resumed, "spend 5?")
+    await family.ask_approval(resumed, "spend 5?")
     shown = await view(pool, parent.thread_id)
     assert (shown.state, shown.waiting_for, shown.children) == ("suspended", "approval", None)
     (entry,) = (await InboxReader(pool).waiting(10)).entries
@@ -143,12 +115,10 @@ async def test_a_parent_that_asks_an_approval_after_its_children_waits_for_appro
 async def test_the_inbox_lists_the_approval_but_not_the_parent_waiting_for_its_child(
     family: Family, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    waiting = await family.parent()
-    child = await family.establish(waiting, 1)
-    await family.children.suspend_for_children(waiting, [child.submission_id])
+    waiting, _, _ = await family.waiting_parent(1)
     asking = Family.on(pool, f"{ids}-ask")
     approval = await asking.parent()
-    await ask_approval(asking, approval, "ship it?")
+    await asking.ask_approval(approval, "ship it?")
 
     # Both are suspended; only the approval waits for a person.
     states = {
@@ -175,10 +145,7 @@ async def test_the_inbox_lists_the_approval_but_not_the_parent_waiting_for_its_c
 async def test_lane_heads_say_child_and_the_current_details_name_the_children(
     family: Family, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    parent = await family.parent()
-    first = await family.establish(parent, 1)
-    second = await family.establish(parent, 2)
-    await family.children.suspend_for_children(parent, [first.submission_id, second.submission_id])
+    parent, (first, second), _ = await family.waiting_parent(2)
 
     report = await finish(family, family.parent_host)
     (head,) = report.heads or []
@@ -212,7 +179,7 @@ async def test_lane_heads_say_child_and_the_current_details_name_the_children(
     # A head waiting for an approval still says approval.
     asking = Family.on(pool, f"{ids}-ask")
     approval = await asking.parent()
-    await ask_approval(asking, approval, "ship it?")
+    await asking.ask_approval(approval, "ship it?")
     (asked,) = (await finish(asking, asking.parent_host)).heads or []
     assert (asked.submission_id, asked.waiting_for, asked.children) == (
         approval.submission_id,
@@ -230,9 +197,7 @@ async def test_status_cli_json_and_table_show_the_parent_and_the_child_wait(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    parent = await family.parent()
-    child = await family.establish(parent, 1)
-    await family.children.suspend_for_children(parent, [child.submission_id])
+    parent, (child,), _ = await family.waiting_parent(1)
     # status reads Postgres only: Temporal's address is a port nothing listens on.
     monkeypatch.setenv("THREADWARDEN_DATABASE_URL", database_url)
     monkeypatch.setenv("THREADWARDEN_TEMPORAL_ADDRESS", f"127.0.0.1:{closed_port()}")
@@ -268,18 +233,10 @@ async def test_status_cli_json_and_table_show_the_parent_and_the_child_wait(
     assert child.submission_id in lines[3] and parent.submission_id in lines[3]
 
 
-async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
-    """The query's plan with sequential scans disabled: an index that fits is always taken."""
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SET LOCAL enable_seqscan = off")
-        rows = await conn.fetch(f"EXPLAIN {query}", *args)
-    return "\n".join(r[0] for r in rows)
-
-
 async def test_status_reads_the_parent_and_the_wait_through_indexes(
     pool: asyncpg.Pool[Any],
 ) -> None:
-    explained = await plan(pool, THREAD_SUBMISSIONS, "t")
+    explained = await explain(pool, THREAD_SUBMISSIONS, "t")
     for index in (
         "submissions_thread_id_sequence_key",
         "submissions_pkey",
@@ -289,6 +246,6 @@ async def test_status_reads_the_parent_and_the_wait_through_indexes(
         assert index in explained, f"{index} not used\n{explained}"
     assert "Seq Scan" not in explained, explained
 
-    explained = await plan(pool, WAITING, 101)
+    explained = await explain(pool, WAITING, 101)
     assert "submissions_waiting" in explained and "records_by_submission" in explained, explained
     assert "Seq Scan" not in explained, explained

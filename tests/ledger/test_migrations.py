@@ -33,6 +33,14 @@ async def conn(empty_database_url: str) -> AsyncIterator[asyncpg.Connection[Any]
     await connection.close()
 
 
+@pytest.fixture
+async def migrated(conn: asyncpg.Connection[Any]) -> asyncpg.Connection[Any]:
+    """The same connection once the shipped migrations are applied: for tests of `verify`
+    against a schema that was then changed by hand."""
+    await migrate(conn)
+    return conn
+
+
 async def _versions(conn: asyncpg.Connection[Any]) -> list[tuple[int, str, str]]:
     rows = await conn.fetch(
         "SELECT version, name, checksum FROM threadwarden.schema_migrations ORDER BY version"
@@ -130,42 +138,38 @@ async def test_verify_refuses_an_empty_database_naming_both_versions(
     assert "threadwarden migrate" in message
 
 
-async def test_verify_passes_after_migrating(conn: asyncpg.Connection[Any]) -> None:
-    await migrate(conn)
-    assert await verify(conn) == expected_version()
+async def test_verify_passes_after_migrating(migrated: asyncpg.Connection[Any]) -> None:
+    assert await verify(migrated) == expected_version()
 
 
-async def test_verify_refuses_a_newer_schema(conn: asyncpg.Connection[Any]) -> None:
-    await migrate(conn)
+async def test_verify_refuses_a_newer_schema(migrated: asyncpg.Connection[Any]) -> None:
     newer = expected_version() + 1
-    await conn.execute(
+    await migrated.execute(
         "INSERT INTO threadwarden.schema_migrations (version, name) VALUES ($1, 'future')", newer
     )
     with pytest.raises(SchemaVersionMismatch, match=f"found {newer}.*upgrade threadwarden"):
-        await verify(conn)
+        await verify(migrated)
 
 
 async def test_verify_refuses_a_migration_changed_after_it_was_applied(
-    conn: asyncpg.Connection[Any],
+    migrated: asyncpg.Connection[Any],
 ) -> None:
-    await migrate(conn)
-    await conn.execute(
+    await migrated.execute(
         "UPDATE threadwarden.schema_migrations SET name = 'an_older_draft' WHERE version = 2"
     )
     with pytest.raises(SchemaVersionMismatch, match="version 2 was applied as 'an_older_draft'"):
-        await verify(conn)
+        await verify(migrated)
 
 
 async def test_verify_refuses_a_recorded_checksum_that_differs_naming_the_migration(
-    conn: asyncpg.Connection[Any],
+    migrated: asyncpg.Connection[Any],
 ) -> None:
-    await migrate(conn)
-    await conn.execute(
+    await migrated.execute(
         "UPDATE threadwarden.schema_migrations SET checksum = repeat('0', 64) WHERE version = 3"
     )
     label = available_migrations()[2].label
     with pytest.raises(SchemaVersionMismatch) as refused:
-        await verify(conn)
+        await verify(migrated)
     message = str(refused.value)
     assert f"migration {label} was applied with sha256 000000000000" in message
     assert "edited after it was applied" in message
@@ -185,16 +189,15 @@ async def test_verify_refuses_a_migration_file_edited_after_it_was_applied(
 
 
 async def test_migrate_records_the_checksums_of_rows_applied_before_checksums(
-    conn: asyncpg.Connection[Any],
+    migrated: asyncpg.Connection[Any],
 ) -> None:
-    await migrate(conn)
-    await conn.execute("UPDATE threadwarden.schema_migrations SET checksum = NULL")
+    await migrated.execute("UPDATE threadwarden.schema_migrations SET checksum = NULL")
     with pytest.raises(SchemaVersionMismatch, match="none recorded: run `threadwarden migrate`"):
-        await verify(conn)
+        await verify(migrated)
 
-    assert await migrate(conn) == []
+    assert await migrate(migrated) == []
 
-    assert await verify(conn) == expected_version()
-    assert [c for _, _, c in await _versions(conn)] == [
+    assert await verify(migrated) == expected_version()
+    assert [c for _, _, c in await _versions(migrated)] == [
         _sha256_of_shipped_file(m) for m in available_migrations()
     ]

@@ -12,7 +12,8 @@ import asyncpg
 
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
-from threadwarden.ledger.maintenance import FINISH_TRIES, Maintenance
+from threadwarden.ledger.maintenance import Maintenance
+from threadwarden.ledger.pass_finish import FINISH_TRIES
 from threadwarden.protocol.decisions import Timing
 
 BINDINGS = {"echo": "d"}

@@ -12,18 +12,13 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.ledger import explain
 from threadwarden.ledger.checkpoints import CARRIED, OF_SUBMISSION
-from threadwarden.ledger.maintenance import BEGIN, LOCK_HOST_WITH_DEADLINES, LOCK_WITH_HEADS
+from threadwarden.ledger.maintenance import BEGIN, LOCK_WITH_HEADS
 from threadwarden.ledger.messages import CLAIM
+from threadwarden.ledger.pass_finish import LOCK_HOST_WITH_DEADLINES
 from threadwarden.ledger.projection import REFRESH
 from threadwarden.ledger.sweep import OVERDUE
-
-
-async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SET LOCAL enable_seqscan = off")
-        rows = await conn.fetch(f"EXPLAIN {query}", *args)
-    return "\n".join(r[0] for r in rows)
 
 
 @pytest.mark.parametrize(
@@ -54,7 +49,7 @@ async def plan(pool: asyncpg.Pool[Any], query: str, *args: object) -> str:
 async def test_hot_query_uses_its_index(
     pool: asyncpg.Pool[Any], name: str, query: str, args: tuple[object, ...], indexes: list[str]
 ) -> None:
-    explained = await plan(pool, query, *args)
+    explained = await explain(pool, query, *args)
     for index in indexes:
         assert index in explained, f"{name}: {index} not used\n{explained}"
     assert "Seq Scan" not in explained, f"{name}: a sequential scan\n{explained}"

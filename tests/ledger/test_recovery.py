@@ -9,7 +9,8 @@ import pytest
 
 from tests.helpers.ledger import BINDINGS, Ledger, append_settlement, now, publish
 from threadwarden.errors import StaleAttempt
-from threadwarden.ledger.attempts import Claim
+from threadwarden.ledger.claims import Claim
+from threadwarden.ledger.maintenance import BeginResult
 from threadwarden.ledger.recovery import Recovery
 
 
@@ -20,6 +21,14 @@ def _call(*, side_effect: bool, key: str | None = None) -> dict[str, Any]:
         "side_effect": side_effect,
         "idempotency_key": key,
     }
+
+
+async def _charged_and_lapsed(ledger: Ledger, claim: Claim) -> BeginResult:
+    """The attempt journals an unsafe tool call (no key, no result) and dies; a new pass
+    begins over its lapsed lease."""
+    await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
+    await ledger.lapse(claim.submission_id)
+    return await ledger.begin(claim.host_id)
 
 
 async def _late_append_is_refused(ledger: Ledger, claim: Claim) -> None:
@@ -33,10 +42,9 @@ async def _late_append_is_refused(ledger: Ledger, claim: Claim) -> None:
 
 
 async def test_recover_lapsed_head_without_unsafe_effect_is_reclaimed_at_a_higher_epoch(
-    ledger: Ledger, ids: str
+    ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    old = await ledger.claim(ids)
+    old, submission = claim, claim.submission_id
     await ledger.attempts.append(old, "message", {"text": "before"}, step=1)
     await ledger.lapse(submission)
 
@@ -84,11 +92,10 @@ JOURNALS: dict[str, tuple[list[tuple[str, dict[str, Any]]], str]] = {
 
 @pytest.mark.parametrize("journal", JOURNALS)
 async def test_recover_classifies_a_lapsed_head_by_its_journal(
-    journal: str, ledger: Ledger, ids: str
+    journal: str, ledger: Ledger, claim: Claim, ids: str
 ) -> None:
     steps, expected = JOURNALS[journal]
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
+    submission = claim.submission_id
     for kind, body in steps:
         await ledger.attempts.append(claim, kind, body, step=1)
     await ledger.lapse(submission)
@@ -107,24 +114,13 @@ async def test_recover_unknown_head_is_a_stable_wait_never_claimed(
 ) -> None:
     submission = await ledger.admit(ids)
     follower = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
-    await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
-    await ledger.lapse(submission)
-    begun = await ledger.begin(ids)
+    begun = await _charged_and_lapsed(ledger, await ledger.claim(ids))
 
     assert await ledger.maintenance.recover(ids, begun.epoch) == Recovery(unknown=1)
     assert await ledger.attempts.claim_head(ids, begun.epoch, ids, bindings=BINDINGS) is None
     assert (await ledger.maintenance.select_lane(ids, begun.epoch, now())).thread_id is None
     await publish(ledger.pool, ids)  # the finish activity drains the outbox first
-    report = await ledger.maintenance.finish(
-        ids,
-        begun.epoch,
-        generation=begun.generation,
-        stalls=begun.stalls,
-        progressed=False,
-        now=now(),
-        jitter=0.5,
-    )
+    report = await ledger.finish(ids, begun, jitter=0.5)
 
     # Acknowledged and quiet: only a person can move the head, its follower stays dormant.
     host = await ledger.host(ids)
@@ -139,13 +135,12 @@ async def test_recover_unknown_head_is_a_stable_wait_never_claimed(
 
 
 async def test_recover_idempotent_side_effect_is_claimed_again_with_its_call(
-    ledger: Ledger, ids: str
+    ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    old = await ledger.claim(ids)
+    old = claim
     call = _call(side_effect=True, key="charge-1")
     await ledger.attempts.append(old, "tool-call", call, step=1)
-    await ledger.lapse(submission)
+    await ledger.lapse(old.submission_id)
     begun = await ledger.begin(ids)
 
     assert await ledger.maintenance.recover(ids, begun.epoch) == Recovery(repaired=1)
@@ -156,10 +151,9 @@ async def test_recover_idempotent_side_effect_is_claimed_again_with_its_call(
 
 
 async def test_recover_lapsed_head_asked_to_abort_settles_aborted_once(
-    ledger: Ledger, ids: str
+    ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
+    submission = claim.submission_id
     await ledger.attempts.append(claim, "message", {"text": "before"}, step=1)
     await ledger.operator.abort(submission)
     await ledger.lapse(submission)
@@ -178,10 +172,9 @@ async def test_recover_lapsed_head_asked_to_abort_settles_aborted_once(
 
 
 async def test_recover_side_effect_in_flight_stays_unknown_though_asked_to_abort(
-    ledger: Ledger, ids: str
+    ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
+    submission = claim.submission_id
     await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
     await ledger.operator.abort(submission)  # e.g. a second message with if_busy=interrupt
     await ledger.lapse(submission)
@@ -200,13 +193,11 @@ async def test_recover_side_effect_in_flight_stays_unknown_though_asked_to_abort
 
 @pytest.mark.parametrize("abort_requested", [False, True])
 async def test_recover_live_lease_is_deferred_and_changes_nothing(
-    abort_requested: bool, ledger: Ledger, ids: str
+    abort_requested: bool, ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
     await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
     if abort_requested:
-        await ledger.operator.abort(submission)
+        await ledger.operator.abort(claim.submission_id)
     before = await ledger.snapshot(ids)
 
     assert await ledger.maintenance.recover(ids, claim.pass_epoch) == Recovery(deferred=1)
@@ -226,11 +217,10 @@ RESERVATIONS = {
 @pytest.mark.parametrize("lapsed", [True, False], ids=["lapsed", "live"])
 @pytest.mark.parametrize("outcome", RESERVATIONS)
 async def test_recover_finishes_a_reserved_settlement_from_the_reservation(
-    outcome: Any, lapsed: bool, ledger: Ledger, ids: str
+    outcome: Any, lapsed: bool, ledger: Ledger, claim: Claim, ids: str
 ) -> None:
     result, reason = RESERVATIONS[outcome]
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
+    submission = claim.submission_id
     await ledger.attempts.append(claim, "message", {"text": "done"}, step=1)
     await ledger.attempts.reserve(claim, outcome, result=result, reason=reason)
     if lapsed:
@@ -253,10 +243,9 @@ async def test_recover_finishes_a_reserved_settlement_from_the_reservation(
 
 
 async def test_recover_finalizes_an_appended_settlement_without_a_second_record(
-    ledger: Ledger, ids: str
+    ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
+    submission = claim.submission_id
     await ledger.attempts.reserve(claim, "completed", result={"answer": 42})
     # Step 2 committed, step 3 (finalize) lost: the canonical record exists, the row lags.
     await append_settlement(ledger, ids, submission, claim.epoch)
@@ -301,13 +290,10 @@ async def test_recover_reports_each_stalled_row_of_the_host(ledger: Ledger, ids:
 
 
 async def test_interrupt_leaves_an_unknown_side_effect_to_a_person_then_aborts(
-    ledger: Ledger, ids: str
+    ledger: Ledger, claim: Claim, ids: str
 ) -> None:
-    submission = await ledger.admit(ids)
-    claim = await ledger.claim(ids)
-    await ledger.attempts.append(claim, "tool-call", _call(side_effect=True), step=1)
-    await ledger.lapse(submission)
-    begun = await ledger.begin(ids)
+    submission = claim.submission_id
+    begun = await _charged_and_lapsed(ledger, claim)
     assert await ledger.maintenance.recover(ids, begun.epoch) == Recovery(unknown=1)
 
     receipt = await ledger.admissions.admit(

@@ -11,63 +11,30 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from tests.helpers.ledger import publish
-from tests.helpers.scene import assert_leftovers_armed
+from tests.helpers.ledger import Ledger, publish
+from tests.helpers.scene import T0, alarm_of, assert_leftovers_armed, at, rel
 from threadwarden.errors import BindingUnavailable
-from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.gate import mark_dirty
-from threadwarden.ledger.maintenance import BeginResult, Maintenance
+from threadwarden.ledger.maintenance import BeginResult
 from threadwarden.ledger.models import to_ms
 from threadwarden.ledger.pool import create_pool
-from threadwarden.protocol.decisions import BindingRetry, Timing
+from threadwarden.protocol.decisions import BindingRetry
 from threadwarden.protocol.passes import PassReport as Report
 from threadwarden.protocol.passes import Selection
 
 BINDINGS = {"echo": "digest-1"}
 UNBOUND = "ghost"  # no binding registered on this worker
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE, MIN_DELAY = 100, 50
 
 
-def _at(ms: int) -> datetime:
-    """The injected clock: ``ms`` milliseconds after the fixed start instant."""
-    return T0 + timedelta(milliseconds=ms)
-
-
-def _rel(instant: datetime | int) -> int:
-    """Milliseconds since the fixed start instant, of a datetime or of epoch milliseconds."""
-    absolute = instant if isinstance(instant, int) else to_ms(instant)
-    return absolute - to_ms(T0)
-
-
-async def _host(pool: asyncpg.Pool[Any], host_id: str) -> dict[str, Any]:
-    row = await pool.fetchrow("SELECT * FROM threadwarden.hosts WHERE host_id = $1", host_id)
-    assert row is not None, f"host {host_id} missing"
-    return dict(row)
-
-
-def _alarm(host: dict[str, Any]) -> int | None:
-    """The host's alarm on the injected clock, or None when cleared."""
-    return None if host["alarm_at"] is None else _rel(host["alarm_at"])
-
-
-async def _submission(pool: asyncpg.Pool[Any], submission_id: str) -> dict[str, Any]:
-    row = await pool.fetchrow(
-        "SELECT * FROM threadwarden.submissions WHERE submission_id = $1", submission_id
-    )
-    assert row is not None
-    return dict(row)
-
-
-async def _assert_invariants(pool: asyncpg.Pool[Any], host_id: str) -> None:
+async def _assert_invariants(ledger: Ledger, host_id: str) -> None:
     """Brief §5 preamble: one settlement per settled row, FIFO, fenced epochs, armed leftovers."""
-    host = await _host(pool, host_id)
+    host, pool = await ledger.host(host_id), ledger.pool
     subs = await pool.fetch(
         "SELECT s.submission_id, s.thread_id, s.sequence, s.state FROM threadwarden.submissions s"
         " JOIN threadwarden.threads t USING (thread_id) WHERE t.host_id = $1"
@@ -111,15 +78,9 @@ class PassRun:
     report: Report | None = None
 
 
-async def _pass(
-    maintenance: Maintenance,
-    attempts: Attempts,
-    host_id: str,
-    now: datetime,
-    *,
-    jitter: float = 0.0,
-) -> PassRun:
+async def _pass(ledger: Ledger, host_id: str, now: datetime, *, jitter: float = 0.0) -> PassRun:
     """One pass as the host workflow orders it; a claimed head settles ``completed``."""
+    maintenance, attempts = ledger.maintenance, ledger.attempts
     begun = await maintenance.begin(host_id, now)
     run = PassRun(begun)
     if begun.caught_up:
@@ -154,7 +115,7 @@ async def _pass(
                 failed=run.binding_failure is not None,
                 now=now,
             )
-    await publish(maintenance._pool, host_id)  # the finish activity drains first
+    await publish(ledger.pool, host_id)  # the finish activity drains first
     run.report = await maintenance.finish(
         host_id,
         begun.epoch,
@@ -172,48 +133,41 @@ async def _pass(
 def _next(run: PassRun) -> int:
     """When the pass's alarm fires, on the injected clock."""
     assert run.report is not None and run.report.alarm_at is not None
-    return _rel(run.report.alarm_at)
+    return rel(run.report.alarm_at)
 
 
 # --- scenario 22 ----------------------------------------------------------------------------
 
 
 async def test_scenario_22_round_robin_serves_a_b_c_a_and_survives_eviction(
-    database_url: str,
-    maintenance: Maintenance,
-    attempts: Attempts,
-    admissions: Admissions,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    database_url: str, ledger: Ledger, ids: str
 ) -> None:
     a, waiting, b, c = (f"{ids}-A", f"{ids}-AB", f"{ids}-B", f"{ids}-C")
     for thread in (c, b, a, c, b, a):  # admission order must not matter
-        await admissions.admit(thread_id=thread, agent_id="echo", input={}, host_id=ids)
-    suspended = await admissions.admit(thread_id=waiting, agent_id="echo", input={}, host_id=ids)
-    await admissions.admit(thread_id=waiting, agent_id="echo", input={"dormant": True}, host_id=ids)
-    await pool.execute(
-        "UPDATE threadwarden.submissions SET state = 'suspended' WHERE submission_id = $1",
-        suspended.submission_id,
+        await ledger.admit(ids, thread)
+    suspended = await ledger.admit(ids, waiting)
+    await ledger.admissions.admit(
+        thread_id=waiting, agent_id="echo", input={"dormant": True}, host_id=ids
     )
+    await ledger.suspend(suspended)
 
     now, served = 0, []
     for _ in range(4):
-        run = await _pass(maintenance, attempts, ids, _at(now))
+        run = await _pass(ledger, ids, at(now))
         assert run.selection is not None and run.settled is not None
         served.append(run.selection.thread_id)
-        assert (await _host(pool, ids))["last_served_thread_id"] == run.selection.thread_id
+        assert (await ledger.host(ids))["last_served_thread_id"] == run.selection.thread_id
         assert _next(run) == now + BASE  # progress with work left: the base delay
-        await _assert_invariants(pool, ids)
+        await _assert_invariants(ledger, ids)
         now = _next(run)
     assert served == [a, b, c, a]
 
     evicted = await create_pool(database_url, max_size=2)  # a new incarnation: no memory kept
     try:
-        fresh = Maintenance(evicted, Timing())
-        fresh_attempts = Attempts(evicted, lease_ms=30_000)
-        fifth = await _pass(fresh, fresh_attempts, ids, _at(now))
+        fresh = Ledger.defaults(evicted)
+        fifth = await _pass(fresh, ids, at(now))
         assert fifth.selection is not None and fifth.settled is not None
-        sixth = await _pass(fresh, fresh_attempts, ids, _at(_next(fifth)))
+        sixth = await _pass(fresh, ids, at(_next(fifth)))
         assert sixth.selection is not None and sixth.settled is not None
         served += [fifth.selection.thread_id, sixth.selection.thread_id]
     finally:
@@ -221,13 +175,13 @@ async def test_scenario_22_round_robin_serves_a_b_c_a_and_survives_eviction(
 
     assert served == [a, b, c, a, b, c]
     assert waiting not in served
-    host = await _host(pool, ids)
-    assert (await _submission(pool, suspended.submission_id))["state"] == "suspended"
+    host = await ledger.host(ids)
+    assert (await ledger.row(suspended))["state"] == "suspended"
     # Only the stable wait and its dormant follower remain: acknowledged, alarm cleared.
     assert host["processed"] == host["dirty"]
     assert host["alarm_at"] is None
     assert host["nonterminal"] == 2
-    await _assert_invariants(pool, ids)
+    await _assert_invariants(ledger, ids)
 
 
 # --- scenarios 24-26: binding retries -------------------------------------------------------
@@ -243,40 +197,36 @@ async def _heads(pool: asyncpg.Pool[Any], thread_id: str) -> list[str]:
 
 
 async def test_scenario_24_binding_unavailable_releases_the_claim_and_keeps_others_servable(
-    maintenance: Maintenance,
-    attempts: Attempts,
-    admissions: Admissions,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    ledger: Ledger, ids: str
 ) -> None:
     blocked, other = f"{ids}-A", f"{ids}-B"
-    head = await admissions.admit(thread_id=blocked, agent_id=UNBOUND, input={}, host_id=ids)
+    head = await ledger.admissions.admit(thread_id=blocked, agent_id=UNBOUND, input={}, host_id=ids)
     for n in range(2):
-        await admissions.admit(thread_id=other, agent_id="echo", input={"n": n}, host_id=ids)
+        await ledger.admissions.admit(thread_id=other, agent_id="echo", input={"n": n}, host_id=ids)
 
-    first = await _pass(maintenance, attempts, ids, _at(0))
+    first = await _pass(ledger, ids, at(0))
 
     assert first.selection is not None and first.selection.thread_id == blocked
     assert first.binding_failure is not None
     assert first.binding_failure.submission_id == head.submission_id
-    row = await _submission(pool, head.submission_id)
+    row = await ledger.row(head.submission_id)
     assert (row["state"], row["attempts"], row["epoch"]) == ("ready", 0, 0)
     assert (row["ownership_token"], row["lease_expires_at"]) == (None, None)
     epoch = "SELECT producer_epoch FROM threadwarden.threads WHERE thread_id = $1"
-    assert await pool.fetchval(epoch, blocked) == 0  # the claim was never taken
+    assert await ledger.pool.fetchval(epoch, blocked) == 0  # the claim was never taken
     assert first.binding is not None
     entry, report = first.binding
     assert report is True  # the first failure is logged at error level
     assert entry == BindingRetry(
-        blocked, head.submission_id, 1, to_ms(_at(5_000)), to_ms(T0), first.begun.epoch
+        blocked, head.submission_id, 1, to_ms(at(5_000)), to_ms(T0), first.begun.epoch
     )
-    host = await _host(pool, ids)
+    host = await ledger.host(ids)
     assert host["binding_retries"] == [
         {
             "thread_id": blocked,
             "submission_id": head.submission_id,
             "attempts": 1,
-            "not_before": to_ms(_at(5_000)),
+            "not_before": to_ms(at(5_000)),
             "reported_at": to_ms(T0),
             "epoch": first.begun.epoch,
         }
@@ -284,120 +234,108 @@ async def test_scenario_24_binding_unavailable_releases_the_claim_and_keeps_othe
     assert first.report is not None and first.report.outcome == "actionable"  # pass succeeds
     # Another thread is eligible now, so the blocked head does not delay the alarm.
     assert _next(first) == MIN_DELAY  # backoff(0, jitter 0)
-    await _assert_invariants(pool, ids)
+    await _assert_invariants(ledger, ids)
 
     served = []
     now = _next(first)
     for _ in range(2):  # the cursor wraps to the blocked thread, which is skipped
-        run = await _pass(maintenance, attempts, ids, _at(now))
+        run = await _pass(ledger, ids, at(now))
         assert run.selection is not None and run.settled is not None
         served.append(run.selection.thread_id)
-        await _assert_invariants(pool, ids)
+        await _assert_invariants(ledger, ids)
         assert _next(run) == now + BASE  # progress; the served lane was eligible before it
         now = _next(run)
     assert served == [other, other]
     # Only the blocked head remains: the next pass selects nothing and waits for its notBefore.
-    last = await _pass(maintenance, attempts, ids, _at(now))
+    last = await _pass(ledger, ids, at(now))
     assert last.selection is not None and last.selection.thread_id is None
-    assert last.selection.other_lanes_at == _at(5_000)
+    assert last.selection.other_lanes_at == at(5_000)
     assert _next(last) == 5_000
-    assert (await _host(pool, ids))["binding_retries"][0]["attempts"] == 1
+    assert (await ledger.host(ids))["binding_retries"][0]["attempts"] == 1
     assert last.report is not None and last.report.nonterminal == 1
-    await _assert_invariants(pool, ids)
+    await _assert_invariants(ledger, ids)
 
 
 async def test_next_eligible_is_taken_over_the_lanes_eligible_before_the_attempt(
-    maintenance: Maintenance,
-    attempts: Attempts,
-    admissions: Admissions,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    ledger: Ledger, ids: str
 ) -> None:
     """Brief §3.5 (e) 8: nextEligible[t] is computed for the eligible set of step 2, before the
     attempt. A lane served and emptied by this pass counts as eligible now, so the alarm is the
     ordinary delay (base, after progress), not a blocked lane's far notBefore."""
     blocked, served = f"{ids}-A", f"{ids}-B"
-    await admissions.admit(thread_id=blocked, agent_id=UNBOUND, input={}, host_id=ids)
-    first = await _pass(maintenance, attempts, ids, _at(0))  # A fails closed: +5 s
+    await ledger.admissions.admit(thread_id=blocked, agent_id=UNBOUND, input={}, host_id=ids)
+    first = await _pass(ledger, ids, at(0))  # A fails closed: +5 s
     assert first.binding is not None and first.binding[0] is not None
-    assert first.binding[0].not_before == to_ms(_at(5_000))
+    assert first.binding[0].not_before == to_ms(at(5_000))
     assert _next(first) == 5_000  # A was the only eligible lane
-    await admissions.admit(thread_id=served, agent_id="echo", input={}, host_id=ids)
+    await ledger.admissions.admit(thread_id=served, agent_id="echo", input={}, host_id=ids)
 
     now = 1_000  # inside A's binding window; B's admission woke the host
-    run = await _pass(maintenance, attempts, ids, _at(now), jitter=0.99)
+    run = await _pass(ledger, ids, at(now), jitter=0.99)
 
     assert run.selection is not None and run.selection.thread_id == served
-    assert run.selection.other_lanes_at == _at(5_000)  # A, blocked, eligible before the attempt
-    assert run.settled is not None and await _heads(pool, served) == []  # B emptied
+    assert run.selection.other_lanes_at == at(5_000)  # A, blocked, eligible before the attempt
+    assert run.settled is not None and await _heads(ledger.pool, served) == []  # B emptied
     # eligible = [A, B]; nextEligible = [5000 (A's notBefore), now (B: no entry)]:
     # bindingDelay = 0, delay = max(base (progress), 0). Over the heads left after the attempt
     # ([A] only) it would have been 5000 - now.
-    assert run.report is not None and run.report.alarm_at == _at(now + BASE)
-    host = await _host(pool, ids)
-    assert _alarm(host) == now + BASE and host["retry"] is None
-    await _assert_invariants(pool, ids)
+    assert run.report is not None and run.report.alarm_at == at(now + BASE)
+    host = await ledger.host(ids)
+    assert alarm_of(host) == now + BASE and host["retry"] is None
+    await _assert_invariants(ledger, ids)
 
     # The next pass finds only A, blocked: now it waits for A's notBefore exactly.
     now += BASE
-    after = await _pass(maintenance, attempts, ids, _at(now), jitter=0.99)
+    after = await _pass(ledger, ids, at(now), jitter=0.99)
     assert after.selection is not None and after.selection.thread_id is None
-    assert after.report is not None and after.report.alarm_at == _at(5_000)
-    await _assert_invariants(pool, ids)
+    assert after.report is not None and after.report.alarm_at == at(5_000)
+    await _assert_invariants(ledger, ids)
 
 
 async def test_scenario_25_persistent_binding_failure_backs_off_5_10_20_40_60_60(
-    maintenance: Maintenance,
-    attempts: Attempts,
-    admissions: Admissions,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    ledger: Ledger, ids: str
 ) -> None:
-    head = await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
+    head = await ledger.admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
     now, delays, attempt_counts = 0, [], []
     for n in range(35):
-        run = await _pass(maintenance, attempts, ids, _at(now), jitter=0.5)
+        run = await _pass(ledger, ids, at(now), jitter=0.5)
         assert not run.begun.caught_up
         assert run.selection is not None and run.selection.thread_id == ids
         assert run.selection.binding_retry_pending is (n > 0)
         assert run.binding is not None and run.binding[0] is not None
         entry = run.binding[0]
         assert entry.submission_id == head.submission_id
-        delays.append(_rel(entry.not_before) - now)
+        delays.append(rel(entry.not_before) - now)
         attempt_counts.append(entry.attempts)
         # The only eligible thread is blocked: the alarm never fires before its notBefore.
-        assert _next(run) - now >= _rel(entry.not_before) - now
-        assert _next(run) == _rel(entry.not_before)
-        await _assert_invariants(pool, ids)
+        assert _next(run) - now >= rel(entry.not_before) - now
+        assert _next(run) == rel(entry.not_before)
+        await _assert_invariants(ledger, ids)
 
         if n == 2:  # a mutation inside the binding window: the pass runs but skips the head
-            await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={"follower": True})
+            await ledger.admissions.admit(thread_id=ids, agent_id=UNBOUND, input={"follower": True})
             inside = now + 5_000
-            skipped = await _pass(maintenance, attempts, ids, _at(inside), jitter=0.5)
+            skipped = await _pass(ledger, ids, at(inside), jitter=0.5)
             assert not skipped.begun.caught_up
             assert skipped.selection is not None and skipped.selection.thread_id is None
             assert skipped.binding is None
-            assert _next(skipped) == _rel(entry.not_before)
-            assert (await _host(pool, ids))["binding_retries"][0]["attempts"] == 3
-            await _assert_invariants(pool, ids)
+            assert _next(skipped) == rel(entry.not_before)
+            assert (await ledger.host(ids))["binding_retries"][0]["attempts"] == 3
+            await _assert_invariants(ledger, ids)
         now = _next(run)
 
     seconds = [d // 1_000 for d in delays]
     assert seconds[:6] == [5, 10, 20, 40, 60, 60]
     assert set(seconds[4:]) == {60}
     assert attempt_counts == [min(30, n + 1) for n in range(35)]
-    row = await _submission(pool, head.submission_id)
+    row = await ledger.row(head.submission_id)
     assert (row["state"], row["attempts"]) == ("ready", 0)  # never ran, still pending
 
 
 async def test_scenario_26_binding_failures_report_at_most_once_per_15_minutes(
-    maintenance: Maintenance,
-    attempts: Attempts,
-    admissions: Admissions,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    ledger: Ledger, ids: str
 ) -> None:
-    await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
+    await ledger.admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
     # Passes may run later than their alarm (a slow sweeper), never earlier.
     expected = [
         (0, True, 0),
@@ -407,32 +345,32 @@ async def test_scenario_26_binding_failures_report_at_most_once_per_15_minutes(
         (959_999, False, 919_999),
     ]
     for now, report, reported_at in expected:
-        run = await _pass(maintenance, attempts, ids, _at(now))
+        run = await _pass(ledger, ids, at(now))
         assert run.binding is not None and run.binding[0] is not None
         assert run.binding[1] is report, f"report flag at {now} ms"
-        assert _rel(run.binding[0].reported_at) == reported_at
-        stored = (await _host(pool, ids))["binding_retries"]
-        assert [_rel(e["reported_at"]) for e in stored] == [reported_at]
-        await _assert_invariants(pool, ids)
+        assert rel(run.binding[0].reported_at) == reported_at
+        stored = (await ledger.host(ids))["binding_retries"]
+        assert [rel(e["reported_at"]) for e in stored] == [reported_at]
+        await _assert_invariants(ledger, ids)
 
     # The boundary itself: exactly 900,000 ms after the report is reported again.
     edge = f"{ids}-edge"
-    await admissions.admit(thread_id=edge, agent_id=UNBOUND, input={})
-    at_start = await _pass(maintenance, attempts, edge, _at(0))
+    await ledger.admissions.admit(thread_id=edge, agent_id=UNBOUND, input={})
+    at_start = await _pass(ledger, edge, at(0))
     assert at_start.binding == (
         BindingRetry(
             edge,
-            (await _heads(pool, edge))[0],
+            (await _heads(ledger.pool, edge))[0],
             1,
-            to_ms(_at(5_000)),
+            to_ms(at(5_000)),
             to_ms(T0),
             at_start.begun.epoch,
         ),
         True,
     )
-    at_edge = await _pass(maintenance, attempts, edge, _at(900_000))
+    at_edge = await _pass(ledger, edge, at(900_000))
     assert at_edge.binding is not None and at_edge.binding[1] is True
-    assert at_edge.binding[0] is not None and _rel(at_edge.binding[0].reported_at) == 900_000
+    assert at_edge.binding[0] is not None and rel(at_edge.binding[0].reported_at) == 900_000
 
 
 # --- scenario 28 ----------------------------------------------------------------------------
@@ -476,50 +414,46 @@ async def _abort(pool: asyncpg.Pool[Any], host_id: str, submission_id: str) -> N
 
 
 async def test_scenario_28_stale_binding_retry_is_ignored_and_pruned_after_head_changed(
-    maintenance: Maintenance,
-    attempts: Attempts,
-    admissions: Admissions,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    ledger: Ledger, ids: str
 ) -> None:
-    old = await admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
-    new = await admissions.admit(thread_id=ids, agent_id="echo", input={"n": 1})
-    await admissions.admit(thread_id=ids, agent_id="echo", input={"n": 2})
+    old = await ledger.admissions.admit(thread_id=ids, agent_id=UNBOUND, input={})
+    new = await ledger.admissions.admit(thread_id=ids, agent_id="echo", input={"n": 1})
+    await ledger.admissions.admit(thread_id=ids, agent_id="echo", input={"n": 2})
 
-    first = await _pass(maintenance, attempts, ids, _at(0))
+    first = await _pass(ledger, ids, at(0))
     assert first.binding is not None and first.binding[0] is not None
     assert first.binding[0].submission_id == old.submission_id
     assert _next(first) == 5_000  # the only thread is blocked until the retry is due
 
-    await _abort(pool, ids, old.submission_id)
-    begun = await maintenance.begin(ids, _at(1_000))  # inside the stale entry's window
+    await _abort(ledger.pool, ids, old.submission_id)
+    begun = await ledger.maintenance.begin(ids, at(1_000))  # inside the stale entry's window
     assert not begun.caught_up
-    selected = await maintenance.select_lane(ids, begun.epoch, _at(1_000))
+    selected = await ledger.maintenance.select_lane(ids, begun.epoch, at(1_000))
 
     assert selected.thread_id == ids  # the stale entry no longer blocks the thread
     assert selected.submission_id == new.submission_id
     assert selected.binding_retry_pending is False
-    stored = (await _host(pool, ids))["binding_retries"]
+    stored = (await ledger.host(ids))["binding_retries"]
     assert [e["submission_id"] for e in stored] == [old.submission_id]  # select does not prune
-    claim = await attempts.claim_head(ids, begun.epoch, ids, bindings=BINDINGS)
+    claim = await ledger.attempts.claim_head(ids, begun.epoch, ids, bindings=BINDINGS)
     assert claim is not None and claim.submission_id == new.submission_id
-    await attempts.settle(claim, "completed", result={"ok": True})
-    report = await maintenance.finish(
+    await ledger.attempts.settle(claim, "completed", result={"ok": True})
+    report = await ledger.maintenance.finish(
         ids,
         begun.epoch,
         generation=begun.generation,
         stalls=begun.stalls,
         progressed=True,
-        now=_at(1_000),
+        now=at(1_000),
         jitter=0.0,
         selected=selected.submission_id,
         other_lanes_at=selected.other_lanes_at,
     )
 
-    host = await _host(pool, ids)
+    host = await ledger.host(ids)
     assert host["binding_retries"] == []  # pruned at finish
-    assert report.alarm_at is not None and _rel(report.alarm_at) == 1_000 + BASE  # not 5,000
-    assert _alarm(host) == 1_000 + BASE
+    assert report.alarm_at is not None and rel(report.alarm_at) == 1_000 + BASE  # not 5,000
+    assert alarm_of(host) == 1_000 + BASE
     assert host["nonterminal"] == 1
-    assert (await _submission(pool, old.submission_id))["outcome"] == "aborted"
-    await _assert_invariants(pool, ids)
+    assert (await ledger.row(old.submission_id))["outcome"] == "aborted"
+    await _assert_invariants(ledger, ids)

@@ -287,86 +287,74 @@ def test_plan_failure_retry_keeps_not_before_monotonic_and_stalls_capped(
         assert retry.stalls == min(MAX_STALLS, count)
 
 
+def _after_failure(retry: Retry, *, dirty: int = 3, deadline: int | None = None) -> AlarmPlan:
+    """plan_failure_alarm at NOW with the default timing (``dirty`` 3: nothing raced the pass
+    whose retry is at generation 3)."""
+    return plan_failure_alarm(retry, dirty=dirty, deadline=deadline, now=NOW, timing=DEFAULT)
+
+
 def test_plan_failure_alarm_waits_for_not_before_when_nothing_raced() -> None:
     retry = Retry(generation=3, not_before=NOW + 800, native_only=True, stalls=4)
-    assert plan_failure_alarm(retry, dirty=3, deadline=None, now=NOW, timing=DEFAULT) == AlarmPlan(
-        "set", NOW + 800
-    )
+    assert _after_failure(retry) == AlarmPlan("set", NOW + 800)
 
 
 def test_plan_failure_alarm_wakes_a_racing_producer_at_the_minimum_delay() -> None:
     retry = Retry(generation=3, not_before=NOW + 5_000, native_only=True, stalls=4)
-    assert plan_failure_alarm(retry, dirty=4, deadline=None, now=NOW, timing=DEFAULT) == AlarmPlan(
-        "set", NOW + 50
-    )
+    assert _after_failure(retry, dirty=4) == AlarmPlan("set", NOW + 50)
 
 
 def test_plan_failure_alarm_never_sets_sooner_than_the_minimum_delay() -> None:
     retry = Retry(generation=3, not_before=NOW + 10, native_only=True, stalls=0)
-    assert plan_failure_alarm(retry, dirty=3, deadline=None, now=NOW, timing=DEFAULT) == AlarmPlan(
-        "set", NOW + 50
-    )
+    assert _after_failure(retry) == AlarmPlan("set", NOW + 50)
 
 
 def test_plan_failure_alarm_after_a_native_failure_honours_even_a_due_deadline() -> None:
     retry = Retry(generation=3, not_before=NOW + 5_000, native_only=True, stalls=4)
-    due = plan_failure_alarm(retry, dirty=3, deadline=NOW - 1_000, now=NOW, timing=DEFAULT)
-    assert due == AlarmPlan("set", NOW + 50)
-    future = plan_failure_alarm(retry, dirty=3, deadline=NOW + 700, now=NOW, timing=DEFAULT)
-    assert future == AlarmPlan("set", NOW + 700)
+    assert _after_failure(retry, deadline=NOW - 1_000) == AlarmPlan("set", NOW + 50)
+    assert _after_failure(retry, deadline=NOW + 700) == AlarmPlan("set", NOW + 700)
 
 
 def test_plan_failure_alarm_after_an_auxiliary_failure_ignores_a_due_deadline() -> None:
     retry = Retry(generation=3, not_before=NOW + 5_000, native_only=False, stalls=4)
-    due = plan_failure_alarm(retry, dirty=3, deadline=NOW, now=NOW, timing=DEFAULT)
-    assert due == AlarmPlan("set", NOW + 5_000)
-    future = plan_failure_alarm(retry, dirty=3, deadline=NOW + 700, now=NOW, timing=DEFAULT)
-    assert future == AlarmPlan("set", NOW + 700)
+    assert _after_failure(retry, deadline=NOW) == AlarmPlan("set", NOW + 5_000)
+    assert _after_failure(retry, deadline=NOW + 700) == AlarmPlan("set", NOW + 700)
 
 
 # --- caught-up finish (§3.5d) ---------------------------------------------------------------
 
 
-def test_plan_caught_up_alarm_clears_when_nothing_is_owed() -> None:
-    plan = plan_caught_up_alarm(
-        dirty=4, processed=4, retry=None, deadline=None, now=NOW, timing=DEFAULT
+def _caught_up(
+    *, processed: int = 3, retry: Retry | None = None, deadline: int | None = None
+) -> AlarmPlan:
+    """plan_caught_up_alarm on a host at generation 4, at NOW, with the default timing."""
+    return plan_caught_up_alarm(
+        dirty=4, processed=processed, retry=retry, deadline=deadline, now=NOW, timing=DEFAULT
     )
-    assert plan == AlarmPlan("clear")
+
+
+def test_plan_caught_up_alarm_clears_when_nothing_is_owed() -> None:
+    assert _caught_up(processed=4) == AlarmPlan("clear")
 
 
 def test_plan_caught_up_alarm_sets_the_open_retry_window() -> None:
     retry = Retry(generation=4, not_before=NOW + 1_600, native_only=True, stalls=4)
-    plan = plan_caught_up_alarm(
-        dirty=4, processed=3, retry=retry, deadline=None, now=NOW, timing=DEFAULT
-    )
-    assert plan == AlarmPlan("set", NOW + 1_600)
+    assert _caught_up(retry=retry) == AlarmPlan("set", NOW + 1_600)
 
 
 def test_plan_caught_up_alarm_floors_an_expiring_retry_window_at_the_minimum_delay() -> None:
     retry = Retry(generation=4, not_before=NOW + 1, native_only=True, stalls=0)
-    plan = plan_caught_up_alarm(
-        dirty=4, processed=3, retry=retry, deadline=None, now=NOW, timing=DEFAULT
-    )
-    assert plan == AlarmPlan("set", NOW + 50)
+    assert _caught_up(retry=retry) == AlarmPlan("set", NOW + 50)
 
 
 def test_plan_caught_up_alarm_falls_back_to_the_wake_scan_without_a_current_retry() -> None:
     obsolete = Retry(generation=3, not_before=NOW + 4_000, native_only=True, stalls=4)
-    plan = plan_caught_up_alarm(
-        dirty=4, processed=3, retry=obsolete, deadline=None, now=NOW, timing=DEFAULT
-    )
-    assert plan == AlarmPlan("set", NOW + 1_000)
+    assert _caught_up(retry=obsolete) == AlarmPlan("set", NOW + 1_000)
 
 
 def test_plan_caught_up_alarm_takes_the_earlier_of_native_and_deadline() -> None:
     retry = Retry(generation=4, not_before=NOW + 3_000, native_only=True, stalls=4)
-    earlier = plan_caught_up_alarm(
-        dirty=4, processed=3, retry=retry, deadline=NOW + 700, now=NOW, timing=DEFAULT
-    )
-    assert earlier == AlarmPlan("set", NOW + 700)
-    only_deadline = plan_caught_up_alarm(
-        dirty=4, processed=4, retry=None, deadline=NOW - 5, now=NOW, timing=DEFAULT
-    )
+    assert _caught_up(retry=retry, deadline=NOW + 700) == AlarmPlan("set", NOW + 700)
+    only_deadline = _caught_up(processed=4, deadline=NOW - 5)
     assert only_deadline == AlarmPlan("set", NOW + 50)
 
 

@@ -1,0 +1,173 @@
+"""One attempt's journal: its numbered steps, the records earlier attempts committed (replayed
+instead of done again), and its fenced writes.
+
+Errors decide nothing by accident (docs/bindings.md, "Errors"): a failure of threadwarden's own
+write is remembered as the attempt's `Journal.fault`, so it fails the pass (and is retried) even
+when the handler catches it and returns `Failed`; once faulted, the journal refuses further
+steps.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from threadwarden.activities.endings import AttemptFaulted, NonDeterministic, Yield
+from threadwarden.bindings import ThreadRecord
+from threadwarden.errors import InvalidInput
+from threadwarden.failpoints import Failpoints
+from threadwarden.ledger.attempts import Attempts
+from threadwarden.ledger.claims import Claim
+from threadwarden.ledger.records import HistoryRecord
+
+T = TypeVar("T")
+
+RESERVED_KINDS = frozenset(
+    {
+        "settlement",
+        "tool-call",
+        "tool-result",
+        "tool-resolution",
+        "approval-requested",
+        "approval-decision",
+        "input-requested",
+        "input-answer",
+        "message-sent",
+        "call-started",
+        "call-joined",
+        "children-awaited",
+        "lineage",
+        "budget-spent",
+    }
+)
+"""Record kinds only threadwarden writes (through ``tool``, ``request_approval``, ``ask``)."""
+
+
+def thread_record(record: HistoryRecord) -> ThreadRecord:
+    """A ledger record as the binding sees it."""
+    r = record
+    return ThreadRecord(r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step)
+
+
+def check_count(field: str, value: Any) -> None:
+    """Raise `InvalidInput` naming ``field`` unless ``value`` is a non-negative integer."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(field, "a non-negative integer", value)
+
+
+@dataclass(eq=False, repr=False)
+class Journal:
+    """The steps of one attempt: which are committed, the next one, and the writes that commit
+    them (each after its failpoint, its failure remembered as the attempt's ``fault``)."""
+
+    claim: Claim
+    attempts: Attempts
+    yield_after: datetime
+    failpoints: Failpoints = field(default_factory=Failpoints)
+    fault: BaseException | None = field(default=None, init=False)
+    """The first failure of one of threadwarden's own writes (never a validation of the
+    binding's arguments). It decides the attempt whatever the handler made of it."""
+    step: int = field(default=0, init=False)
+    """The last step taken."""
+
+    def __post_init__(self) -> None:
+        self._records = {(r.step, r.kind): r for r in self.claim.journal}
+        self._last_committed = max((r.step or 0 for r in self.claim.journal), default=0)
+
+    @property
+    def replaying(self) -> bool:
+        return self.step < self._last_committed
+
+    def record(self, step: int, kind: str) -> HistoryRecord | None:
+        """The committed record of ``kind`` at ``step``, if any."""
+        return self._records.get((step, kind))
+
+    def has(self, step: int, kind: str) -> bool:
+        """Whether a record of ``kind`` at ``step`` is committed."""
+        return (step, kind) in self._records
+
+    def kind_bodies(self, kind: str) -> list[Any]:
+        """The bodies of every committed record of ``kind``."""
+        return [r.body for (_, k), r in self._records.items() if k == kind]
+
+    def commit(self, step: int, record: HistoryRecord | None = None) -> None:
+        """``step`` committed (``record``: replayed when the step is asked for again)."""
+        if record is not None:
+            self._records[(step, record.kind)] = record
+        self._last_committed = max(self._last_committed, step)
+
+    def next(self) -> int:
+        """Take the next step (refused once the attempt faulted)."""
+        self.check_fault()
+        self.step += 1
+        return self.step
+
+    def check_fault(self) -> None:
+        if self.fault is not None:
+            # A step after a failed one would leave a gap in the journal that the re-run
+            # could never replay.
+            raise AttemptFaulted(
+                f"attempt {self.claim.attempt_id}: an earlier step failed"
+                f" ({type(self.fault).__name__}: {self.fault}); no further step can run"
+            ) from self.fault
+
+    def expect_new(self, step: int, kind: str) -> None:
+        """Raise `NonDeterministic` unless ``step`` is past every committed one."""
+        if step <= self._last_committed:
+            kinds = sorted(k for s, k in self._records if s == step)
+            raise NonDeterministic(f"step {step}", f"one of the committed {kinds}", kind)
+
+    def uncommitted_call(self, step: int) -> bool:
+        """Whether ``step`` is a call that never committed while later calls did: calls awaited
+        together are established concurrently, so a fault in one (its database write cut off)
+        can leave its step empty behind committed ones. The re-run establishes it then; any
+        other gap in the journal is nondeterminism."""
+        if step > self._last_committed or any(s == step for s, _ in self._records):
+            return False
+        later = {kind for s, kind in self._records if s is not None and s > step}
+        return later <= {"call-started", "call-joined"}
+
+    async def guarded(
+        self, failpoint: str | None, write: Callable[[], Awaitable[T]], *, after: bool = False
+    ) -> T:
+        """Run one of threadwarden's writes (after its failpoint; ``after``: also once it
+        committed, at ``{failpoint}:after``); remember how it failed."""
+        try:
+            if failpoint is not None:
+                await self.failpoints.hit(failpoint)
+            written = await write()
+            if after and failpoint is not None:
+                await self.failpoints.hit(f"{failpoint}:after")
+            return written
+        except InvalidInput:  # a value the binding passed: its own, deterministic mistake
+            raise
+        except (Exception, asyncio.CancelledError) as error:
+            # A cancelled write (the handler's own timeout around it) may or may not have
+            # committed: a fault too, so the handler cannot go on past it.
+            if self.fault is None:
+                self.fault = error
+            raise
+
+    async def write(
+        self,
+        kind: str,
+        body: Any,
+        step: int,
+        *,
+        failpoint: str | None = None,
+        check_yield: bool = True,
+        honour_abort: bool = True,
+    ) -> ThreadRecord:
+        """Append a record of ``kind`` at ``step``; past ``yield_after`` (when
+        ``check_yield``), stop the attempt at this committed boundary."""
+        record = await self.guarded(
+            failpoint,
+            lambda: self.attempts.append(
+                self.claim, kind, body, step=step, honour_abort=honour_abort
+            ),
+        )
+        self.commit(step, record)
+        if check_yield and datetime.now(UTC) >= self.yield_after:
+            raise Yield(f"yield_after {self.yield_after.isoformat()} passed at step {step}")
+        return thread_record(record)
