@@ -19,7 +19,7 @@ from threadwarden.client.reads import ClientReads
 from threadwarden.client.temporal import PolledQueues, wake_host
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.admission import Admissions
+from threadwarden.ledger.admission import AdmissionRequest, Admissions
 from threadwarden.ledger.host_work import HostWork
 from threadwarden.ledger.messages import Messages
 from threadwarden.ledger.operator import Operator, Resolution
@@ -203,31 +203,31 @@ class ThreadwardenClient(ClientReads):
             parse_steps(input)
         # Asked beside the admission and answered before the wake: a submit returns as soon as
         # its host is woken, as without the check (callers act on a pass not yet under way).
+        request = AdmissionRequest(
+            thread_id=thread_id,
+            agent_id=agent_id,
+            input=input,
+            host_id=host_id,
+            agent_digest=agent_digest,
+            if_busy=if_busy,
+        )
         served = asyncio.ensure_future(self._served(agent_id, agent_digest))
         try:
-            receipt = await self._admit_and_wake(
-                served,
-                thread_id=thread_id,
-                agent_id=agent_id,
-                input=input,
-                host_id=host_id,
-                idempotency_key=idempotency_key,
-                agent_digest=agent_digest,
-                if_busy=if_busy,
-            )
+            receipt = await self._admit_and_wake(request, idempotency_key, served)
         finally:
             served.cancel()
         return receipt
 
     async def _admit_and_wake(
-        self, served: asyncio.Task[bool], *, agent_id: str, **admission: Any
+        self, request: AdmissionRequest, idempotency_key: str | None, served: asyncio.Task[bool]
     ) -> Receipt:
         await self._failpoints.hit("maintenance:mutation:before")
         await self._failpoints.hit("maintenance:dirty:before")
-        receipt = await self._admissions.admit(agent_id=agent_id, **admission)
+        receipt = await self._admissions.admit(idempotency_key=idempotency_key, **request)
         await self._failpoints.hit("maintenance:dirty:after")
         if not await served:  # a repeat too: it still waits
-            receipt.warnings.append(unserved_warning(agent_id, self._settings.task_queue))
+            warning = unserved_warning(request["agent_id"], self._settings.task_queue)
+            receipt.warnings.append(warning)
         if receipt.created:
             _ADMITTED.add(1, {"source": "client"})
             await self._failpoints.hit("maintenance:mutation:armed")
