@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 
 from tests.helpers.stack import TEMPLATE, WORKER_INPUT, EmbeddedStack, StackEndpoints
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.pool import create_pool
@@ -213,6 +214,14 @@ async def worker(
             yield
         finally:
             failpoints.release_all()
+
+
+@pytest.fixture
+def workers(
+    settings: Settings, connections: Connections, failpoints: Failpoints, tmp_path: Path
+) -> Workers:
+    """Starts the test's own workers (for a test that needs other than the one `worker`)."""
+    return Workers(settings, connections, failpoints, tmp_path)
 
 
 @pytest.fixture

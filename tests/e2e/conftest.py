@@ -5,6 +5,9 @@ migrated template), so the check sees exactly that test's data. It runs after ev
 fixture of the test was torn down (workers stopped, clients closed): what it sees is what the
 test left behind. A test that keeps its ledger elsewhere, or that cannot leave an honest state,
 says so with ``@pytest.mark.no_ledger_check(reason="…")``; a test with neither fails.
+
+The fixtures several end-to-end modules share live here too (`temporal_client`); a test's own
+workers come from `workers` (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from temporalio.client import Client
 
 from tests.helpers.checks import assert_ledger_invariants
+from threadwarden.worker.runtime import Connections, connect_temporal
 
 MARKER = "no_ledger_check"
 
@@ -50,3 +55,9 @@ async def ledger_invariants(ledger_database: str | None) -> AsyncIterator[None]:
     yield
     if ledger_database is not None:
         await assert_ledger_invariants(ledger_database)
+
+
+@pytest.fixture
+async def temporal_client(connections: Connections) -> Client:
+    """A Temporal client on the session's dev server (to inspect, query or terminate host runs)."""
+    return await connect_temporal(connections.temporal_address, "default")

@@ -23,15 +23,15 @@ from tests.helpers.checks import (
     assert_settled_once,
     converged,
     host_row,
-    quiescent,
     recorded_once,
     say,
     submission_rows,
 )
+from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.failpoints import Failpoints
-from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 
 
@@ -181,16 +181,12 @@ async def test_abort_suspended_submission_settles_at_once(
     await converged(client, ids)
 
 
+@pytest.mark.usefixtures("worker")
 async def test_abort_settled_submission_is_a_no_op(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, connections: Connections, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    receipt = await client.submit(ids, agent_id="scripted", input=say("done"))
-    await assert_settled_once(client, ids, 1)
-    await quiescent(client, connections, ids)  # no pass is left: a snapshot stays still
+    # No pass is left: a snapshot stays still.
+    receipt = await idle_host(client, connections, ids, "done")
 
     async def snapshot() -> tuple[Any, ...]:
         host = await host_row(pool, ids)
@@ -206,14 +202,9 @@ async def test_abort_settled_submission_is_a_no_op(
 
 
 async def test_scenario_21_yield_resumes_without_rerunning_committed_steps(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    quick = settings.model_copy(update={"yield_after_ms": 1_000, "pass_deadline_ms": 20_000})
-    async with running_worker(quick, connections, failpoints=failpoints):
+    async with workers.tuned(yield_after_ms=1_000, pass_deadline_ms=20_000).running():
         receipt = await client.submit(ids, agent_id="scripted", input=YIELDING)
         status = await assert_settled_once(client, ids, 1)
         host = await converged(client, ids)

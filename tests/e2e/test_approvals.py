@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.helpers.alarms import CLOCK_SLACK, MIN_DELAY
 from tests.helpers.checks import (
     assert_settled_once,
     converged,
@@ -33,18 +33,16 @@ from tests.helpers.checks import (
 )
 from tests.helpers.checks import submission_rows as rows_of
 from tests.helpers.cli import run_cli
+from tests.helpers.idle import woken_at_rest
 from tests.helpers.polling import eventually
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotWaiting
 from threadwarden.failpoints import Failpoints
 from threadwarden.views import HostStatus, SubmissionView
-from threadwarden.worker.runtime import Connections, connect_temporal
-from threadwarden.workflows.contracts import host_workflow_id
+from threadwarden.worker.runtime import Connections
 
 APPROVAL = [{"say": "before"}, {"approval": "refund"}, {"say": "after"}]
-MIN_DELAY = timedelta(milliseconds=50)
-"""minimum_alarm_delay with the default 100 ms backoff base."""
-CLOCK_SLACK = timedelta(milliseconds=25)
 
 
 async def suspended(client: ThreadwardenClient, thread: str) -> SubmissionView:
@@ -171,12 +169,9 @@ async def test_scenario_04_deny_settles_failed_and_records_the_decision(
     await converged(client, ids)
 
 
+@pytest.mark.usefixtures("worker")
 async def test_approve_not_waiting_raises_and_writes_nothing(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, connections: Connections, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     done, waiting = f"{ids}-done", f"{ids}-waiting"
     finished = await client.submit(done, agent_id="scripted", input=say("done"), host_id=ids)
@@ -207,12 +202,9 @@ async def test_approve_not_waiting_raises_and_writes_nothing(
 # --- the command line ---------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_cli_approve_and_deny_print_json_repeat_unchanged_and_exit_2_on_conflict(
-    cli_env: None,
-    worker: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     granted, refused = f"{ids}-granted", f"{ids}-refused"
     one = await client.submit(granted, agent_id="scripted", input=APPROVAL, host_id=ids)
@@ -299,48 +291,29 @@ async def test_scenario_05_approval_during_the_suspending_pass_keeps_the_generat
 
 
 async def test_scenario_07_repeated_wakes_on_ready_and_suspended_lanes_change_nothing(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    temporal: Client = await connect_temporal(connections.temporal_address, "default")
-    handle = temporal.get_workflow_handle(host_workflow_id(ids))
+    failpoints = workers.failpoints
+    async with workers.running():
+        # Ready: the first pass is held at its claim while three more wakes arrive.
+        failpoints.arm("claim", pause=True)
+        receipt = await client.submit(ids, agent_id="scripted", input=APPROVAL)
+        await failpoints.reached("claim")
+        assert [r["state"] for r in await rows_of(pool, ids)] == ["ready"]
+        await asyncio.gather(*(client.wake(ids, reason="test") for _ in range(3)))
+        failpoints.release("claim")
+        await suspended(client, ids)
+        waiting = await quiet(client, ids)
+        fingerprint = (await client.records(ids), await rows_of(pool, ids))
+        assert [r["kind"] for r in fingerprint[0]] == ["message", "approval-requested"]
+        assert fingerprint[1][0]["attempts"] == 1
 
-    # Ready: the first pass is held at its claim while three more wakes arrive.
-    failpoints.arm("claim", pause=True)
-    receipt = await client.submit(ids, agent_id="scripted", input=APPROVAL)
-    await failpoints.reached("claim")
-    assert [r["state"] for r in await rows_of(pool, ids)] == ["ready"]
-    await asyncio.gather(*(client.wake(ids, reason="test") for _ in range(3)))
-    failpoints.release("claim")
-    await suspended(client, ids)
-    waiting = await quiet(client, ids)
-    fingerprint = (await client.records(ids), await rows_of(pool, ids))
-    assert [r["kind"] for r in fingerprint[0]] == ["message", "approval-requested"]
-    assert fingerprint[1][0]["attempts"] == 1
+        # Suspended: three more wakes; every pass they cause finds nothing to do.
+        await woken_at_rest(client, workers.connections, ids, waiting)
+        assert (await client.records(ids), await rows_of(pool, ids)) == fingerprint
 
-    # Suspended: three more wakes; every pass they cause finds nothing to do.
-    for _ in range(3):
-        await client.wake(ids, reason="test")
-    await eventually(
-        lambda: client.host_status(ids),
-        lambda h: h.pass_epoch > waiting.pass_epoch,
-        what="a pass woken on the suspended lane",
-    )
-    await eventually(
-        handle.describe,
-        lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
-        what="the host run went idle again",
-    )
-    host = await client.host_status(ids)
-    assert (host.dirty, host.processed, host.alarm_at) == (waiting.dirty, waiting.dirty, None)
-    assert (await client.records(ids), await rows_of(pool, ids)) == fingerprint
-
-    await client.approve(receipt.submission_id)
-    status = await assert_settled_once(client, ids, 1)
-    assert status.submissions[0].attempts == 2
-    assert messages(await client.records(ids)) == ["before", "after"]
-    await converged(client, ids)
+        await client.approve(receipt.submission_id)
+        status = await assert_settled_once(client, ids, 1)
+        assert status.submissions[0].attempts == 2
+        assert messages(await client.records(ids)) == ["before", "after"]
+        await converged(client, ids)

@@ -15,14 +15,13 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.cancellation import hang_until_cancelled
 from tests.helpers.checks import assert_settled_once, converged, say, submission_rows
+from tests.helpers.workers import Workers, with_bindings
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome, Retryable
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.views import HostStatus
-from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.views import HostStatus, ThreadStatus
 
 LOST_CONNECTION = "connection was closed in the middle of operation"
 
@@ -40,6 +39,17 @@ async def held_failed_pass(
     return await client.host_status(thread)
 
 
+async def completed_on_the_retry(
+    client: ThreadwardenClient, failpoints: Failpoints, thread: str
+) -> ThreadStatus:
+    """Let the held failed pass's rearm go; the retry's pass settles the head once and the host
+    converges (its thread status)."""
+    failpoints.release("maintenance:retry:after")
+    status = await assert_settled_once(client, thread, 1)
+    await converged(client, thread)
+    return status
+
+
 async def assert_pass_failed_unsettled(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], thread: str, host: HostStatus, error: str
 ) -> None:
@@ -55,12 +65,9 @@ async def assert_pass_failed_unsettled(
     assert not [r for r in await client.records(thread) if r["kind"] == "settlement"]
 
 
+@pytest.mark.usefixtures("worker")
 async def test_attempt_database_error_in_append_fails_the_pass_and_a_later_pass_completes(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, failpoints: Failpoints, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     failpoints.arm("attempt:append", raise_error=lost_connection(), times=1)
     failpoints.arm("maintenance:retry:after", pause=True)
@@ -69,15 +76,14 @@ async def test_attempt_database_error_in_append_fails_the_pass_and_a_later_pass_
     host = await held_failed_pass(client, failpoints, ids)
     await assert_pass_failed_unsettled(client, pool, ids, host, "ConnectionDoesNotExistError")
     assert await client.records(ids) == []  # the failed append wrote nothing
-    failpoints.release("maintenance:retry:after")
 
-    status = await assert_settled_once(client, ids, 1)
+    status = await completed_on_the_retry(client, failpoints, ids)
     assert status.submissions[0].outcome == "completed"
     assert [r["kind"] for r in await client.records(ids)] == ["message", "settlement"]
     [row] = await submission_rows(pool, ids)
     assert row["attempts"] == 2
     assert failpoints.hits["attempt:append"] == 1
-    assert (await converged(client, ids)).retry is None
+    assert (await client.host_status(ids)).retry is None
 
 
 # --- bindings that meet (or raise) an infrastructure error ------------------------------------
@@ -145,35 +151,23 @@ FIRST_CALLS: dict[str, tuple[Handler, bool, str]] = {
 
 @pytest.mark.parametrize("agent_id", sorted(FIRST_CALLS))
 async def test_attempt_infrastructure_error_never_settles_failed_whatever_the_binding_does(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
-    agent_id: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str, agent_id: str
 ) -> None:
     first, faulted, error = FIRST_CALLS[agent_id]
     calls: list[int] = []
-    registry = default_registry()
-    registry.register(Binding(agent_id, "d1", first_call_then_complete(calls, first)))
+    binding = Binding(agent_id, "d1", first_call_then_complete(calls, first))
+    failpoints = workers.failpoints
     if agent_id == "times-out":
         failpoints.arm("attempt:append", pause=True, times=1)  # outlasts the binding's timeout
     elif faulted:
         failpoints.arm("attempt:append", raise_error=lost_connection(), times=1)
     failpoints.arm("maintenance:retry:after", pause=True)
-    async with running_worker(settings, connections, registry, failpoints=failpoints):
-        try:
-            await client.submit(ids, agent_id=agent_id, input={})
-            host = await held_failed_pass(client, failpoints, ids)
-            await assert_pass_failed_unsettled(client, pool, ids, host, error)
-            assert "model endpoint" not in (host.last_error or "")  # binding text: by type only
-            failpoints.release("maintenance:retry:after")
-
-            status = await assert_settled_once(client, ids, 1)
-            await converged(client, ids)
-        finally:
-            failpoints.release_all()
+    async with workers.running(with_bindings(binding)):
+        await client.submit(ids, agent_id=agent_id, input={})
+        host = await held_failed_pass(client, failpoints, ids)
+        await assert_pass_failed_unsettled(client, pool, ids, host, error)
+        assert "model endpoint" not in (host.last_error or "")  # binding text: by type only
+        status = await completed_on_the_retry(client, failpoints, ids)
     assert status.submissions[0].outcome == "completed"
     assert len(calls) == 2
     records = await client.records(ids)
@@ -185,80 +179,56 @@ async def test_attempt_infrastructure_error_never_settles_failed_whatever_the_bi
 
 
 async def test_attempt_failed_lease_renewal_is_retried_and_the_attempt_completes(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     # The tests' lease is 3 s renewed every 500 ms: the 2.5 s step spans several renewals. No
     # inline heads: an inline first attempt would hand the head over after its 2 s budget.
-    failpoints.arm("attempt:renew", raise_error=lost_connection(), times=1)
-    dispatched = settings.model_copy(update={"inline_budget_ms": 0})
-    async with running_worker(dispatched, connections, failpoints=failpoints):
+    workers.failpoints.arm("attempt:renew", raise_error=lost_connection(), times=1)
+    async with workers.tuned(inline_budget_ms=0).running():
         await client.submit(ids, agent_id="scripted", input=[{"sleep_ms": 2_500}, {"say": "done"}])
         status = await assert_settled_once(client, ids, 1)
         host = await converged(client, ids)
     assert status.submissions[0].outcome == "completed"
-    assert failpoints.hits["attempt:renew"] == 1
+    assert workers.failpoints.hits["attempt:renew"] == 1
     [row] = await submission_rows(pool, ids)
     assert row["attempts"] == 1  # the first attempt completed: no failed pass, no re-attempt
     assert host.last_error is None and host.retry is None
 
 
 async def test_attempt_whose_renewals_fail_for_a_whole_lease_stops_without_settling(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    calls: list[int] = []
     cancelled: list[int] = []
 
     async def stuck(_: AttemptContext) -> Outcome:
-        try:
-            await asyncio.Event().wait()  # until the lease keeper gives up
-        except asyncio.CancelledError:
-            cancelled.append(1)
-            raise
+        await hang_until_cancelled(cancelled)  # until the lease keeper gives up
         return Completed()
 
-    registry = default_registry()
-    registry.register(Binding("stuck", "d1", first_call_then_complete(calls, stuck)))
+    calls: list[int] = []
+    binding = Binding("stuck", "d1", first_call_then_complete(calls, stuck))
+    failpoints = workers.failpoints
     failpoints.arm("attempt:renew", raise_error=lost_connection())
     failpoints.arm("maintenance:retry:after", pause=True)
-    quiet = settings.model_copy(update={"sweep_grace_ms": 30_000})  # passes outlast 200 ms
-    async with running_worker(quiet, connections, registry, failpoints=failpoints):
-        try:
-            await client.submit(ids, agent_id="stuck", input={})
-            host = await held_failed_pass(client, failpoints, ids)
-            assert cancelled == [1]
-            # lease_ms 3 s with a renewal every 500 ms: the keeper tried ~6 times first.
-            assert failpoints.hits["attempt:renew"] >= 5
-            assert host.last_error is not None and "the lease has lapsed" in host.last_error
-            assert host.retry is not None and host.retry.native_only is True
-            [row] = await submission_rows(pool, ids)
-            assert row["state"] in ("running", "ready") and row["outcome"] is None
-            assert await client.records(ids) == []
-            failpoints.disarm("attempt:renew")
-            failpoints.release("maintenance:retry:after")
-
-            status = await assert_settled_once(client, ids, 1)
-            await converged(client, ids)
-        finally:
-            failpoints.release_all()
+    quiet = workers.tuned(sweep_grace_ms=30_000)  # passes outlast 200 ms
+    async with quiet.running(with_bindings(binding)):
+        await client.submit(ids, agent_id="stuck", input={})
+        host = await held_failed_pass(client, failpoints, ids)
+        assert cancelled == [1]
+        # lease_ms 3 s with a renewal every 500 ms: the keeper tried ~6 times first.
+        assert failpoints.hits["attempt:renew"] >= 5
+        assert host.last_error is not None and "the lease has lapsed" in host.last_error
+        assert host.retry is not None and host.retry.native_only is True
+        [row] = await submission_rows(pool, ids)
+        assert row["state"] in ("running", "ready") and row["outcome"] is None
+        assert await client.records(ids) == []
+        failpoints.disarm("attempt:renew")
+        status = await completed_on_the_retry(client, failpoints, ids)
     assert status.submissions[0].outcome == "completed"
     assert len(calls) == 2
 
 
 async def test_attempt_binding_that_swallows_an_abort_still_settles_aborted(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     running, go_on = asyncio.Event(), asyncio.Event()
 
@@ -271,9 +241,7 @@ async def test_attempt_binding_that_swallows_an_abort_still_settles_aborted(
             return Completed("ignored the abort")
         return Completed("never aborted")
 
-    registry = default_registry()
-    registry.register(Binding("stubborn", "d1", stubborn))
-    async with running_worker(settings, connections, registry):
+    async with workers.running(with_bindings(Binding("stubborn", "d1", stubborn))):
         receipt = await client.submit(ids, agent_id="stubborn", input={})
         await asyncio.wait_for(running.wait(), 30)
         await client.abort(receipt.submission_id)

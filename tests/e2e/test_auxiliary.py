@@ -14,15 +14,17 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from tests.helpers.checks import assert_settled_once, converged, quiescent, say, settled
+from tests.helpers.checks import assert_settled_once, converged, say, settled
+from tests.helpers.hosts import FakeHost
+from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.scripted import scripted_binding
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.runtime import connect_temporal
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts as c
 
@@ -37,73 +39,40 @@ def settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"sweep_grace_ms": 30_000})
 
 
-class FakeHost:
-    """A host plug-in that counts its waves; ``hang`` makes a wave ignore the end of native
-    work (it only stops when cancelled)."""
-
-    def __init__(self, allowance: object = 1_000, *, hang: bool = False) -> None:
-        self.dispatch_timeout_ms = allowance
-        self.hang = hang
-        self.deadline: datetime | None = None
-        self.waves: dict[str, int] = {}
-        self.cancelled = 0
-
-    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
-        self.waves[host_id] = self.waves.get(host_id, 0) + 1
-        if self.hang:
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                self.cancelled += 1
-                raise
-        return False
-
-    async def pending_deadline(self, host_id: str) -> datetime | None:
-        return self.deadline
-
-
 @pytest.mark.parametrize("allowance", [0, 300_001, 1.5, math.nan, "1000"])
 async def test_scenario_30_invalid_host_allowance_fails_the_pass_after_the_native_work(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
-    allowance: object,
+    workers: Workers, client: ThreadwardenClient, ids: str, allowance: object
 ) -> None:
     host = FakeHost(allowance)
-    failpoints.arm("maintenance:retry:after", pause=True)  # hold the failed pass's rearm
-    async with running_worker(settings, connections, failpoints=failpoints, host=host):
-        try:
-            await client.submit(ids, agent_id="scripted", input=say("native first"))
-            await failpoints.reached("maintenance:retry:after")
-            status = await client.thread_status(ids)  # the head ran before the pass failed
-            assert [(s.state, s.outcome) for s in status.submissions] == [("settled", "completed")]
-            row = await client.host_status(ids)
-            assert row.last_error is not None
-            assert "host dispatch allowance: Declare an integer" in row.last_error
-            assert row.retry is not None and row.retry.native_only is False
-            assert row.processed < row.dirty
-            assert host.waves == {}  # no wave runs under an invalid allowance
-        finally:
-            failpoints.release_all()
+    workers.failpoints.arm("maintenance:retry:after", pause=True)  # hold the failed pass's rearm
+    async with workers.running(host=host):
+        await client.submit(ids, agent_id="scripted", input=say("native first"))
+        await workers.failpoints.reached("maintenance:retry:after")
+        status = await client.thread_status(ids)  # the head ran before the pass failed
+        assert [(s.state, s.outcome) for s in status.submissions] == [("settled", "completed")]
+        row = await client.host_status(ids)
+        assert row.last_error is not None
+        assert "host dispatch allowance: Declare an integer" in row.last_error
+        assert row.retry is not None and row.retry.native_only is False
+        assert row.processed < row.dirty
+        assert host.waves == {}  # no wave runs under an invalid allowance
 
 
 async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
-    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     host = FakeHost(500, hang=True)
-    async with running_worker(settings, connections, host=host):
+    async with workers.running(host=host):
         await client.submit(ids, agent_id="scripted", input=say("not held up"))
         await settled(client, ids, 1)
         row = await converged(client, ids)  # the passes succeeded: a timeout is no failure
         assert row.last_error is None and row.retry is None and row.last_outcome != "failed"
         await eventually(
-            lambda: asyncio.sleep(0, host.cancelled),
+            lambda: asyncio.sleep(0, len(host.cancelled)),
             lambda cancelled: cancelled >= host.waves[ids],
             what="every hung wave cancelled",
         )
-        handle = await _host_workflow(settings, connections, ids)
+        handle = await _host_workflow(workers, ids)
         await eventually(
             handle.describe,
             lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
@@ -119,10 +88,10 @@ async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
         assert all(t == timedelta(milliseconds=500) or t > timedelta(minutes=1) for t in timers)
 
 
-async def _host_workflow(
-    settings: Settings, connections: Connections, host_id: str
-) -> WorkflowHandle[Any, Any]:
-    temporal = await connect_temporal(connections.temporal_address, settings.temporal_namespace)
+async def _host_workflow(workers: Workers, host_id: str) -> WorkflowHandle[Any, Any]:
+    temporal = await connect_temporal(
+        workers.connections.temporal_address, workers.settings.temporal_namespace
+    )
     return temporal.get_workflow_handle(c.host_workflow_id(host_id))
 
 
@@ -166,7 +135,7 @@ class StubbornHost(FakeHost):
                 try:
                     await self.stop.wait()
                 except asyncio.CancelledError:
-                    self.cancelled += 1  # and carry on regardless
+                    self.cancelled.append(1)  # and carry on regardless
         finally:
             self.running -= 1
             self.events.append("end")
@@ -178,17 +147,17 @@ class StubbornHost(FakeHost):
 
 
 async def test_a_wave_that_swallows_its_cancellation_holds_the_pass_and_never_overlaps(
-    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     host = StubbornHost(300)
     try:
-        async with running_worker(settings, connections, host=host):
+        async with workers.running(host=host):
             await client.submit(ids, agent_id="scripted", input=say("first"))
             await settled(client, ids, 1)
             await eventually(
-                lambda: asyncio.sleep(0, host.cancelled), bool, what="the wave cut off"
+                lambda: asyncio.sleep(0, len(host.cancelled)), bool, what="the wave cut off"
             )
-            handle = await _host_workflow(settings, connections, ids)
+            handle = await _host_workflow(workers, ids)
             # The cancelled wave's activity keeps waiting for it (heartbeating, each beat
             # counted in its details) instead of leaving it behind...
             await eventually(
@@ -222,13 +191,11 @@ async def _beats_waiting(handle: WorkflowHandle[Any, Any]) -> int:
 
 
 async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_deadline(
-    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     host = FakeHost(1_000)
-    async with running_worker(settings, connections, host=host):
-        await client.submit(ids, agent_id="scripted", input=say("then quiet"))
-        await settled(client, ids, 1)
-        await quiescent(client, connections, ids)  # no pass of the settlement is still to run
+    async with workers.running(host=host):
+        await idle_host(client, workers.connections, ids, "then quiet")
         before = host.waves[ids]
         host.deadline = datetime.now(UTC) + timedelta(minutes=5)
         await client.wake(ids, reason="test")
@@ -254,14 +221,10 @@ async def test_scenario_32_caught_up_pass_runs_one_wave_and_rearms_at_the_hosts_
 
 
 async def test_scenario_34_pending_required_publication_holds_native_work(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     sink = RequiredSink()
-    async with running_worker(settings, connections, sinks=[sink]):
+    async with workers.running(sinks=[sink]):
         await client.submit(ids, agent_id="scripted", input=say("first"))
         await settled(client, ids, 1)  # its records could not be published
         second = await client.submit(ids, agent_id="scripted", input=say("second"))
@@ -281,7 +244,7 @@ async def test_scenario_34_pending_required_publication_holds_native_work(
             "SELECT alarm_at, updated_at FROM threadwarden.hosts WHERE host_id = $1", ids
         )
         assert alarm is not None and alarm["alarm_at"] is not None
-        fallback = timedelta(milliseconds=settings.wake_scan_interval_ms)
+        fallback = timedelta(milliseconds=workers.settings.wake_scan_interval_ms)
         assert alarm["alarm_at"] <= alarm["updated_at"] + fallback
         sink.failing = False
         await assert_settled_once(client, ids, 2)
@@ -291,16 +254,13 @@ async def test_scenario_34_pending_required_publication_holds_native_work(
 
 
 async def test_scenario_34_pending_required_publication_holds_recovery_of_a_stalled_attempt(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     """Brief §3.5: recovery belongs to the native path, after the publication gate. A stalled
     attempt (its worker died, its lease lapsed) is not recovered while a required publication
     is pending; it is once the sink publishes."""
     receipt = await client.submit(ids, agent_id="scripted", input=say("stalled"))
+    settings = workers.settings
     begun = await Maintenance(pool, settings.timing).begin(ids, datetime.now(UTC))
     digests = {"scripted": scripted_binding().digest}
     attempts = Attempts(pool, lease_ms=settings.lease_ms)
@@ -315,7 +275,7 @@ async def test_scenario_34_pending_required_publication_holds_recovery_of_a_stal
     )
     stalled = await _submission(pool, claim.submission_id)
     sink = RequiredSink()
-    async with running_worker(settings, connections, sinks=[sink]):
+    async with workers.running(sinks=[sink]):
         await eventually(
             lambda: client.host_status(ids),
             lambda h: h.pass_epoch >= begun.epoch + 3,
@@ -340,39 +300,36 @@ async def _submission(pool: asyncpg.Pool[Any], submission_id: str) -> dict[str, 
 
 
 async def test_scenario_33_one_projection_batch_per_pass_and_only_when_due(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    pool: asyncpg.Pool[Any],
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    await client.submit(ids, agent_id="scripted", input=say("hello"))
-    await settled(client, ids, 1)
-    await quiescent(client, connections, ids)  # the passes counted below are the test's own
-    failpoints.arm("projection", observe=True)
-    failpoints.arm("maintenance:finish:after", observe=True)
-    await client.wake(ids, reason="test")  # a caught-up pass with every summary fresh
-    await eventually(
-        lambda: asyncio.sleep(0, failpoints.hits.get("maintenance:finish:after", 0)),
-        lambda finished: finished >= 1,
-        what="a caught-up pass",
-    )
-    assert failpoints.hits.get("projection", 0) == 0  # nothing due: no batch ran
-    # 60 threads on the host without summaries: two batches (50 + 10), one per pass.
-    await pool.executemany(
-        "INSERT INTO threadwarden.threads (thread_id, host_id) VALUES ($1, $2)",
-        [(f"{ids}-{n:02d}", ids) for n in range(60)],
-    )
-    failpoints.arm("maintenance:finish:before", pause=True, times=1)
-    await client.rebuild_projection(ids)
-    await failpoints.reached("maintenance:finish:before")
-    assert await _summaries(pool, ids) == 50  # the first pass backfilled one batch
-    assert failpoints.hits["projection"] == 1
-    failpoints.release("maintenance:finish:before")
-    await eventually(lambda: _summaries(pool, ids), lambda n: n == 61, what="the rest backfilled")
-    await converged(client, ids)
-    assert failpoints.hits["projection"] == 2
+    failpoints = workers.failpoints
+    async with workers.running():
+        await idle_host(client, workers.connections, ids)  # the passes counted are the test's own
+        failpoints.arm("projection", observe=True)
+        failpoints.arm("maintenance:finish:after", observe=True)
+        await client.wake(ids, reason="test")  # a caught-up pass with every summary fresh
+        await eventually(
+            lambda: asyncio.sleep(0, failpoints.hits.get("maintenance:finish:after", 0)),
+            lambda finished: finished >= 1,
+            what="a caught-up pass",
+        )
+        assert failpoints.hits.get("projection", 0) == 0  # nothing due: no batch ran
+        # 60 threads on the host without summaries: two batches (50 + 10), one per pass.
+        await pool.executemany(
+            "INSERT INTO threadwarden.threads (thread_id, host_id) VALUES ($1, $2)",
+            [(f"{ids}-{n:02d}", ids) for n in range(60)],
+        )
+        failpoints.arm("maintenance:finish:before", pause=True, times=1)
+        await client.rebuild_projection(ids)
+        await failpoints.reached("maintenance:finish:before")
+        assert await _summaries(pool, ids) == 50  # the first pass backfilled one batch
+        assert failpoints.hits["projection"] == 1
+        failpoints.release("maintenance:finish:before")
+        await eventually(
+            lambda: _summaries(pool, ids), lambda n: n == 61, what="the rest backfilled"
+        )
+        await converged(client, ids)
+        assert failpoints.hits["projection"] == 2
 
 
 async def _summaries(pool: asyncpg.Pool[Any], host_id: str) -> int:

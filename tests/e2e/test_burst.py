@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,8 @@ import asyncpg
 import pytest
 
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 THREADS, SUBMISSIONS = 200, 5
@@ -28,26 +28,24 @@ UNITS = THREADS * SUBMISSIONS
 
 
 @pytest.fixture
-async def small_worker(settings: Settings, connections: Connections) -> AsyncIterator[Settings]:
+async def small_worker(workers: Workers) -> AsyncIterator[Settings]:
     """One worker with a deliberately small pool and few slots."""
-    small = settings.model_copy(
-        update={
-            "pool_max_size": 4,
-            "max_concurrent_workflow_tasks": 10,
-            "sweep_interval_ms": 2_000,
-            "sweep_idle_interval_ms": 2_000,
-            "sweep_grace_ms": 2_000,
-            # The product's lease and heartbeat timeout (30 s, renewed every 10 s), not the
-            # tests' 3 s: this test is about overload, not lease expiry, and with the suite on
-            # six workers a 3 s heartbeat timeout was missed now and then (issue 19).
-            "lease_ms": Settings().lease_ms,
-            "lease_renew_ms": Settings().lease_renew_ms,
-        }
+    small = workers.tuned(
+        pool_max_size=4,
+        max_concurrent_workflow_tasks=10,
+        sweep_interval_ms=2_000,
+        sweep_idle_interval_ms=2_000,
+        sweep_grace_ms=2_000,
+        # The product's lease and heartbeat timeout (30 s, renewed every 10 s), not the tests'
+        # 3 s: this test is about overload, not lease expiry, and with the suite on six workers
+        # a 3 s heartbeat timeout was missed now and then (issue 19).
+        lease_ms=Settings().lease_ms,
+        lease_renew_ms=Settings().lease_renew_ms,
     )
-    capacity = small.capacity
+    capacity = small.settings.capacity
     assert capacity.pool_size == 4 and capacity.activities + capacity.local_activities <= 4
-    async with running_worker(small, connections):
-        yield small
+    async with small.running():
+        yield small.settings
 
 
 @pytest.mark.slow
@@ -68,17 +66,7 @@ async def test_burst_of_1000_submissions_settles_every_one_without_a_failed_pass
             await client.submit(thread, agent_id="scripted", input=[{"say": f"#{n}"}])
 
     await asyncio.gather(*(one_thread(t) for t in threads))
-    settled = await eventually(
-        lambda: pool.fetchval(
-            "SELECT count(*) FROM threadwarden.submissions s JOIN threadwarden.threads t"
-            " USING (thread_id) WHERE t.thread_id LIKE $1 AND s.state = 'settled'",
-            f"{ids}-%",
-        ),
-        lambda n: n == UNITS,
-        timeout_s=1100,  # alone about 80 s here; beside the whole suite on a slow day, 600+
-        what=f"{UNITS} submissions settled",
-    )
-    assert settled == UNITS
+    await _all_settled(pool, ids, UNITS)
     await _all_completed_and_no_pass_failed(pool, ids, UNITS)
     # ... and nothing timed out or failed on the way (the worker logs every such step).
     trouble = [
@@ -102,39 +90,28 @@ or per pass would cross it, a bounded worker never does."""
 @pytest.mark.xdist_group("slow")  # the long, heavy tests one after another
 @pytest.mark.timeout(1200)
 async def test_burst_of_1000_threads_on_one_worker_process_settles_without_a_timeout(
-    settings: Settings,
-    connections: Connections,
+    workers: Workers,
     client: ThreadwardenClient,
     pool: asyncpg.Pool[Any],
     ids: str,
-    tmp_path: Path,
     record_property: Callable[[str, object], None],
 ) -> None:
     """1,000 threads × 1 submission, admitted 200 at a time, onto one `threadwarden worker`
     process with the product's defaults: every submission settles completed, no pass fails,
     the worker logs no timeout, and its peak RSS stays bounded (reported)."""
-    product = Settings(task_queue=settings.task_queue, data_dir=settings.data_dir)  # defaults
+    ours = workers.settings
+    product = Settings(task_queue=ours.task_queue, data_dir=ours.data_dir)  # defaults
     threads = [f"{ids}-{n:04d}" for n in range(WIDE_THREADS)]
-    async with worker_process(product, connections, tmp_path / "worker") as worker:
+    async with replace(workers, settings=product).process("worker") as worker:
         for start in range(0, WIDE_THREADS, ADMIT_AT_ONCE):
             batch = threads[start : start + ADMIT_AT_ONCE]
             await asyncio.gather(
                 *(client.submit(t, agent_id="scripted", input=[{"say": "hi"}]) for t in batch)
             )
-        settled = await eventually(
-            lambda: pool.fetchval(
-                "SELECT count(*) FROM threadwarden.submissions"
-                " WHERE thread_id LIKE $1 AND state = 'settled'",
-                f"{ids}-%",
-            ),
-            lambda n: n == WIDE_THREADS,
-            timeout_s=1100,
-            what=f"{WIDE_THREADS} submissions settled",
-        )
+        await _all_settled(pool, ids, WIDE_THREADS)
         peak_kib = _peak_rss_kib(worker.pid)
-    assert settled == WIDE_THREADS
     await _all_completed_and_no_pass_failed(pool, ids, WIDE_THREADS)
-    log = (tmp_path / "worker" / "stderr").read_text()
+    log = (workers.folder / "worker" / "stderr").read_text()
     trouble = [
         line
         for line in log.splitlines()
@@ -144,6 +121,21 @@ async def test_burst_of_1000_threads_on_one_worker_process_settles_without_a_tim
     record_property("worker_peak_rss_mib", round(peak_kib / 1024, 1))
     print(f"worker peak RSS: {peak_kib / 1024:.1f} MiB")  # the figure the bench notes quote
     assert 0 < peak_kib < RSS_BOUND_KIB
+
+
+async def _all_settled(pool: asyncpg.Pool[Any], ids: str, units: int) -> None:
+    """Wait until all ``units`` submissions of the test's threads settled."""
+    settled = await eventually(
+        lambda: pool.fetchval(
+            "SELECT count(*) FROM threadwarden.submissions"
+            " WHERE thread_id LIKE $1 AND state = 'settled'",
+            f"{ids}-%",
+        ),
+        lambda n: n == units,
+        timeout_s=1100,  # 1,000 alone take about 80 s; beside the whole suite on a slow day 600+
+        what=f"{units} submissions settled",
+    )
+    assert settled == units
 
 
 async def _all_completed_and_no_pass_failed(pool: asyncpg.Pool[Any], ids: str, units: int) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -22,41 +21,44 @@ from temporalio.service import RPCError
 from tests.helpers import child_agents
 from tests.helpers.checks import assert_settled_once, converged
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
-from threadwarden.bindings import BindingRegistry
+from tests.helpers.workers import Workers, with_bindings
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.ledger.child_establishment import child_thread_id_for
 from threadwarden.ledger.operator import Operator
-from threadwarden.scripted import scripted_binding
-from threadwarden.views import OperatorResult, ThreadStatus
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.views import OperatorResult, Receipt, ThreadStatus
 from threadwarden.workflows.contracts import host_workflow_id
 
 
-def registry(*bindings: Any) -> BindingRegistry:
-    built = BindingRegistry()
-    for binding in bindings:
-        built.register(binding)
-    return built
-
-
 @pytest.fixture
-async def family_worker(
-    settings: Settings, connections: Connections, failpoints: Failpoints
-) -> AsyncIterator[None]:
+async def family_worker(workers: Workers) -> AsyncIterator[None]:
     """A worker with both the planner and the helper (and the scripted binding)."""
-    bindings = registry(*child_agents.BOTH, scripted_binding())
-    async with running_worker(settings, connections, bindings, failpoints=failpoints):
-        try:
-            yield
-        finally:
-            failpoints.release_all()
+    async with workers.running(with_bindings(*child_agents.BOTH)):
+        yield
 
 
-def call(answer: Any, **extra: Any) -> dict[str, Any]:
-    return {"agent": "helper", "input": {"answer": answer}, **extra}
+def helper(**work: Any) -> dict[str, Any]:
+    """A planner's call to the helper agent (``answer``, ``fail``, ``approval``, ``spend``)."""
+    return {"agent": "helper", "input": work}
+
+
+def call(answer: Any) -> dict[str, Any]:
+    return helper(answer=answer)
+
+
+async def plan(
+    client: ThreadwardenClient,
+    thread: str,
+    *calls: dict[str, Any],
+    together: bool | None = None,
+    **submit: Any,
+) -> Receipt:
+    """Submit the planner on ``thread`` with ``calls`` (``together``: awaited together, or each
+    in turn)."""
+    planned: dict[str, Any] = {"calls": list(calls)}
+    if together is not None:
+        planned["together"] = together
+    return await client.submit(thread, agent_id="planner", input=planned, **submit)
 
 
 async def records_of(client: ThreadwardenClient, thread: str, *kinds: str) -> list[dict[str, Any]]:
@@ -82,13 +84,27 @@ async def waiting_for_children(client: ThreadwardenClient, thread: str) -> Threa
     )
 
 
+async def child_awaiting_approval(
+    client: ThreadwardenClient, pool: asyncpg.Pool[Any], thread: str, parent: Receipt
+) -> dict[str, Any]:
+    """Wait until the parent on ``thread`` waits for its one child and the child for its
+    approval; the child's row."""
+    waiting = await waiting_for_children(client, thread)
+    assert waiting.submissions[0].waiting_for == "child"
+    [child] = await child_rows(pool, parent.submission_id)
+    await eventually(
+        lambda: client.thread_status(child["thread_id"]),
+        lambda s: s.submissions[0].waiting_for == "approval",
+        what="the child waiting for its approval",
+    )
+    return child
+
+
 @pytest.mark.usefixtures("family_worker")
 async def test_children_scenario_01_clean_run_one_child_one_join(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    receipt = await client.submit(
-        ids, agent_id="planner", input={"calls": [call(42)]}, idempotency_key="k"
-    )
+    receipt = await plan(client, ids, call(42), idempotency_key="k")
     outcome = await client.result(receipt.submission_id, timeout=60)
     assert outcome.outcome == "completed", outcome
     [child] = await child_rows(pool, receipt.submission_id)
@@ -120,9 +136,7 @@ async def test_children_scenario_01_clean_run_one_child_one_join(
 async def test_children_scenario_06_two_children_awaited_together_one_wait_one_join_each(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    receipt = await client.submit(
-        ids, agent_id="planner", input={"calls": [call(1), call(2)], "together": True}
-    )
+    receipt = await plan(client, ids, call(1), call(2), together=True)
     outcome = await client.result(receipt.submission_id, timeout=60)
     assert [c["result"] for c in outcome.result["children"]] == [{"answer": 1}, {"answer": 2}]
     children = await child_rows(pool, receipt.submission_id)
@@ -145,14 +159,7 @@ async def test_children_scenario_06_two_children_awaited_together_one_wait_one_j
 async def test_children_a_failed_child_comes_back_as_a_failed_call_and_the_parent_goes_on(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    receipt = await client.submit(
-        ids,
-        agent_id="planner",
-        input={
-            "calls": [{"agent": "helper", "input": {"fail": "no data"}}, call(7)],
-            "together": False,
-        },
-    )
+    receipt = await plan(client, ids, helper(fail="no data"), call(7), together=False)
     outcome = await client.result(receipt.submission_id, timeout=60)
     assert outcome.outcome == "completed"
     first, second = outcome.result["children"]
@@ -186,7 +193,7 @@ async def test_children_scenario_02_13_a_fault_at_each_step_leaves_one_child_one
     """The fault fails the pass (nothing settles on it); the durable retry re-runs the parent,
     which finds its child by the call's linkage and joins it once; the child ran once."""
     failpoints.arm(point, times=1)
-    receipt = await client.submit(ids, agent_id="planner", input={"calls": [call(5)]})
+    receipt = await plan(client, ids, call(5))
     outcome = await client.result(receipt.submission_id, timeout=60)
     assert failpoints.hits.get(point) == 1
     assert outcome.outcome == "completed", outcome
@@ -216,19 +223,8 @@ async def test_children_scenario_02_13_a_fault_at_each_step_leaves_one_child_one
 async def test_children_scenario_09_parent_abort_aborts_its_child_awaiting_approval_joins(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    receipt = await client.submit(
-        ids,
-        agent_id="planner",
-        input={"calls": [{"agent": "helper", "input": {"approval": "refund 40 EUR?"}}]},
-    )
-    parent = await waiting_for_children(client, ids)
-    assert parent.submissions[0].waiting_for == "child"
-    [child] = await child_rows(pool, receipt.submission_id)
-    await eventually(
-        lambda: client.thread_status(child["thread_id"]),
-        lambda s: s.submissions[0].waiting_for == "approval",
-        what="the child waiting for its approval",
-    )
+    receipt = await plan(client, ids, helper(approval="refund 40 EUR?"))
+    child = await child_awaiting_approval(client, pool, ids, receipt)
 
     aborted = await client.abort(receipt.submission_id)
     assert aborted.changed and aborted.state == "input-applied"  # not settled: children first
@@ -254,9 +250,8 @@ async def test_children_scenario_09_parent_abort_aborts_its_child_awaiting_appro
     await assert_settled_once(client, child["thread_id"], 1)
 
 
+@pytest.mark.usefixtures("family_worker")
 async def test_children_scenario_10_a_fault_after_the_child_abort_issues_no_second_abort(
-    settings: Settings,
-    connections: Connections,
     client: ThreadwardenClient,
     pool: asyncpg.Pool[Any],
     failpoints: Failpoints,
@@ -275,23 +270,19 @@ async def test_children_scenario_10_a_fault_after_the_child_abort_issues_no_seco
         asked.append((submission_id, result.changed))
         return result
 
-    monkeypatch.setattr(Operator, "abort", counted)
-    bindings = registry(*child_agents.BOTH, scripted_binding())
-    async with running_worker(settings, connections, bindings, failpoints=failpoints):
-        slow = [{"sleep_ms": 4_000}, {"say": "too late"}]
-        receipt = await client.submit(
-            ids, agent_id="planner", input={"calls": [{"agent": "scripted", "input": slow}]}
-        )
-        [child] = await eventually(
-            lambda: child_rows(pool, receipt.submission_id),
-            lambda rows: len(rows) == 1 and rows[0]["state"] == "running",
-            what="the child running",
-        )
-        failpoints.arm("attempt:child-abort:after", times=1)
-        asked.clear()
-        await client.abort(receipt.submission_id)
-        outcome = await client.result(receipt.submission_id, timeout=60)
-        failpoints.release_all()
+    monkeypatch.setattr(Operator, "abort", counted)  # looked up on each call: counted from now
+    slow = [{"sleep_ms": 4_000}, {"say": "too late"}]
+    receipt = await plan(client, ids, {"agent": "scripted", "input": slow})
+    [child] = await eventually(
+        lambda: child_rows(pool, receipt.submission_id),
+        lambda rows: len(rows) == 1 and rows[0]["state"] == "running",
+        what="the child running",
+    )
+    failpoints.arm("attempt:child-abort:after", times=1)
+    asked.clear()
+    await client.abort(receipt.submission_id)
+    outcome = await client.result(receipt.submission_id, timeout=60)
+    failpoints.release_all()
     assert failpoints.hits.get("attempt:child-abort:after") == 1
     assert outcome.outcome == "aborted"
     to_child = [changed for sid, changed in asked if sid == child["submission_id"]]
@@ -303,15 +294,10 @@ async def test_children_scenario_10_a_fault_after_the_child_abort_issues_no_seco
 
 
 async def test_children_scenario_11_missing_child_binding_waits_until_a_worker_has_it(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    async with running_worker(settings, connections, registry(*child_agents.PLANNER)):
-        receipt = await client.submit(ids, agent_id="planner", input={"calls": [call(11)]})
+    async with workers.running(with_bindings(*child_agents.PLANNER)):
+        receipt = await plan(client, ids, call(11))
         await waiting_for_children(client, ids)
         [child] = await child_rows(pool, receipt.submission_id)
         host = await eventually(
@@ -327,7 +313,7 @@ async def test_children_scenario_11_missing_child_binding_waits_until_a_worker_h
         assert (parent.state, parent.waiting_for) == ("suspended", "child")
 
         helpers = f"{child_agents.__name__}:HELPER"
-        async with worker_process(settings, connections, tmp_path / "helper", bindings=helpers):
+        async with workers.process("helper", bindings=helpers):
             outcome = await client.result(receipt.submission_id, timeout=90)
     assert outcome.outcome == "completed"
     assert outcome.result["children"][0]["result"] == {"answer": 11}
@@ -335,56 +321,35 @@ async def test_children_scenario_11_missing_child_binding_waits_until_a_worker_h
     assert (child["outcome"], child["attempts"]) == ("completed", 1)
 
 
+@pytest.mark.usefixtures("family_worker")
 async def test_children_scenario_08_child_host_gone_and_no_wake_the_parent_still_joins(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, temporal_client: Client, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     """The child settles by an operator's decision taken straight on the ledger (no wake hint
     to anyone) after its host's workflow was terminated: the marker's durable alarm on the
     parent's host brings the parent's pass (through the sweeper), which joins."""
-    bindings = registry(*child_agents.BOTH, scripted_binding())
-    async with running_worker(settings, connections, bindings):
-        receipt = await client.submit(
-            ids,
-            agent_id="planner",
-            input={"calls": [{"agent": "helper", "input": {"approval": "go?"}}]},
-        )
-        await waiting_for_children(client, ids)
-        [child] = await child_rows(pool, receipt.submission_id)
-        await eventually(
-            lambda: client.thread_status(child["thread_id"]),
-            lambda s: s.submissions[0].waiting_for == "approval",
-            what="the child waiting for its approval",
-        )
-        await eventually(  # the parent's host is quiet: nothing else wakes it
-            lambda: client.host_status(ids),
-            lambda h: h.processed == h.dirty and h.alarm_at is None,
-            what="the parent's host quiet",
-        )
-        temporal = await Client.connect(connections.temporal_address)
-        handle = temporal.get_workflow_handle(host_workflow_id(child["thread_id"]))
-        with contextlib.suppress(RPCError):  # an idle host's workflow may have ended already
-            await handle.terminate("evicted")
-        assert (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
-        operator = Operator(pool, minimum_alarm_delay_ms=50)
-        denied = await operator.deny(child["submission_id"], "no")
-        assert denied.parent_host_id == ids
-        outcome = await client.result(receipt.submission_id, timeout=60)
+    receipt = await plan(client, ids, helper(approval="go?"))
+    child = await child_awaiting_approval(client, pool, ids, receipt)
+    await eventually(  # the parent's host is quiet: nothing else wakes it
+        lambda: client.host_status(ids),
+        lambda h: h.processed == h.dirty and h.alarm_at is None,
+        what="the parent's host quiet",
+    )
+    handle = temporal_client.get_workflow_handle(host_workflow_id(child["thread_id"]))
+    with contextlib.suppress(RPCError):  # an idle host's workflow may have ended already
+        await handle.terminate("evicted")
+    assert (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+    operator = Operator(pool, minimum_alarm_delay_ms=50)
+    denied = await operator.deny(child["submission_id"], "no")
+    assert denied.parent_host_id == ids
+    outcome = await client.result(receipt.submission_id, timeout=60)
     assert outcome.outcome == "completed"
     assert outcome.result["children"][0]["outcome"] == "failed"
     assert outcome.result["children"][0]["reason"] == "approval denied: no"
 
 
 async def test_children_a_worker_killed_while_the_child_runs_one_child_one_join(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     """SIGKILL of the only worker while the child's attempt runs (after its first committed
     step) and the parent waits: a second worker recovers the child's head, the child settles
@@ -393,10 +358,10 @@ async def test_children_a_worker_killed_while_the_child_runs_one_child_one_join(
     # No inline heads: the child sleeps 8 s in one attempt, which an inline attempt would hand
     # over to the agent's queue after its budget; the attempts counted are the killed one and
     # its reclaim.
-    settings = settings.model_copy(update={"inline_budget_ms": 0})
+    dispatched = workers.tuned(inline_budget_ms=0)
     sleepy = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
     script = [{"call": {"thread": child_thread, "input": sleepy}}, {"say": "joined"}]
-    async with worker_process(settings, connections, tmp_path / "first") as first:
+    async with dispatched.process("first") as first:
         receipt = await client.submit(ids, agent_id="scripted", input=script)
         await eventually(
             lambda: client.records(child_thread),
@@ -407,7 +372,7 @@ async def test_children_a_worker_killed_while_the_child_runs_one_child_one_join(
         assert (parent.state, parent.waiting_for) == ("suspended", "child")
         first.kill()  # SIGKILL: no cleanup, the child's claim is left behind
         await asyncio.wait_for(first.wait(), timeout=10)
-    async with running_worker(settings, connections):
+    async with dispatched.running():
         outcome = await client.result(receipt.submission_id, timeout=60)
     assert outcome.outcome == "completed"
     [child] = await child_rows(pool, receipt.submission_id)
@@ -440,10 +405,10 @@ async def test_children_scenario_01_13_a_budget_is_reserved_spent_and_settled_on
     second child that overspends fails with BudgetExceeded, having recorded nothing of it."""
     failpoints.arm("attempt:call-join:after", times=1)
     calls = [
-        {"agent": "helper", "input": {"spend": [3, 4], "answer": "ok"}, "budget": 10},
-        {"agent": "helper", "input": {"spend": [2, 9]}, "budget": 10},
+        {**helper(spend=[3, 4], answer="ok"), "budget": 10},
+        {**helper(spend=[2, 9]), "budget": 10},
     ]
-    receipt = await client.submit(ids, agent_id="planner", input={"calls": calls})
+    receipt = await plan(client, ids, *calls)
     outcome = await client.result(receipt.submission_id, timeout=60)
     assert failpoints.hits.get("attempt:call-join:after") == 1
     first, second = outcome.result["children"]
@@ -467,9 +432,7 @@ async def test_children_a_fault_in_one_of_two_calls_awaited_together_leaves_one_
     the re-run establishes the first and finds the second: one child per call, and the one wait
     lists both."""
     failpoints.arm("attempt:call", times=1)
-    receipt = await client.submit(
-        ids, agent_id="planner", input={"calls": [call(1), call(2)], "together": True}
-    )
+    receipt = await plan(client, ids, call(1), call(2), together=True)
     outcome = await client.result(receipt.submission_id, timeout=60)
     assert failpoints.hits.get("attempt:call") == 1
     assert [c["result"] for c in outcome.result["children"]] == [{"answer": 1}, {"answer": 2}]
@@ -493,9 +456,7 @@ async def test_children_a_call_whose_write_fails_after_its_sibling_committed_is_
     deciding an outcome, seen in `make chaos`.)"""
     failure = FailpointError("attempt:call")
     failpoints.arm("attempt:call", pause=True, raise_error=failure, times=1)
-    receipt = await client.submit(
-        ids, agent_id="planner", input={"calls": [call(1), call(2)], "together": True}
-    )
+    receipt = await plan(client, ids, call(1), call(2), together=True)
     await failpoints.reached("attempt:call")
     await eventually(
         lambda: records_of(client, ids, "call-started"),
@@ -517,21 +478,8 @@ async def test_children_a_call_whose_write_fails_after_its_sibling_committed_is_
 async def test_children_a_child_aborted_on_its_own_comes_back_aborted_and_the_parent_goes_on(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    receipt = await client.submit(
-        ids,
-        agent_id="planner",
-        input={
-            "calls": [{"agent": "helper", "input": {"approval": "go?"}}, call(3)],
-            "together": False,
-        },
-    )
-    await waiting_for_children(client, ids)
-    [child] = await child_rows(pool, receipt.submission_id)
-    await eventually(
-        lambda: client.thread_status(child["thread_id"]),
-        lambda s: s.submissions[0].waiting_for == "approval",
-        what="the child waiting for its approval",
-    )
+    receipt = await plan(client, ids, helper(approval="go?"), call(3), together=False)
+    child = await child_awaiting_approval(client, pool, ids, receipt)
     aborted = await client.abort(child["submission_id"])
     assert (aborted.state, aborted.outcome) == ("settled", "aborted")
     outcome = await client.result(receipt.submission_id, timeout=60)

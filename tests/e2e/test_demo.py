@@ -3,7 +3,6 @@ pydantic-ai agent thread (an offline model, a tool that needs approval) complete
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -11,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.processes import run_to_end
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.xdist_group("usual-ports")
@@ -25,21 +26,10 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_agent_an
     tmp_path: Path,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("THREADWARDEN_")}
-    demo = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "threadwarden.cli.main",
-        "--data-dir",
-        str(tmp_path / "tw"),
-        "demo",
-        cwd=ROOT,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(demo.communicate(), timeout=110)
-    text = output.decode()
-    assert demo.returncode == 0, text[-3000:]
+    data_dir = str(tmp_path / "tw")
+    demo = [sys.executable, "-m", "threadwarden.cli.main", "--data-dir", data_dir, "demo"]
+    code, text, _ = await run_to_end(*demo, cwd=ROOT, env=env, timeout_s=110, merge_stderr=True)
+    assert code == 0, text[-3000:]
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
     assert "settled 22/22" in text  # 20 submitted, the message and the delegated child

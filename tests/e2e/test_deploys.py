@@ -8,9 +8,7 @@ while the head is paused inside its attempt and the auxiliary work beside it is 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -19,27 +17,11 @@ from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
 from temporalio.client import Client
 
 from tests.helpers.checks import assert_settled_once, converged, say, submission_rows
+from tests.helpers.hosts import FakeHost
 from tests.helpers.polling import eventually
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.failpoints import Failpoints
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
-
-
-class WaitingHost:
-    """A host plug-in whose waves run until they are cancelled (at the latest when the native
-    work is done and their 1 s join bound passed): auxiliary work in flight beside every pass's
-    native work."""
-
-    dispatch_timeout_ms = 1_000
-
-    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
-        await asyncio.Event().wait()
-        return False
-
-    async def pending_deadline(self, host_id: str) -> datetime | None:
-        return None
 
 
 async def _events(temporal: Client, host: str) -> list[Any]:
@@ -61,24 +43,18 @@ def _wave_scheduled(events: list[Any]) -> bool:
     )
 
 
-@pytest.fixture
-async def temporal_client(connections: Connections) -> Client:
-    return await connect_temporal(connections.temporal_address, "default")
-
-
 async def test_a_deploy_beside_an_inline_head_and_in_flight_auxiliary_work_converges(
-    settings: Settings,
-    connections: Connections,
+    workers: Workers,
     client: ThreadwardenClient,
-    failpoints: Failpoints,
     temporal_client: Client,
     pool: asyncpg.Pool[Any],
     ids: str,
 ) -> None:
+    failpoints = workers.failpoints
     failpoints.arm("attempt:append", pause=True)  # inside the head's first committed step
-    async with running_worker(
-        settings, connections, failpoints=failpoints, host=WaitingHost()
-    ) as running:
+    # Its waves run until cancelled (at the latest when the native work is done and their 1 s
+    # join bound passed): auxiliary work in flight beside every pass's native work.
+    async with workers.running(host=FakeHost(1_000, hang=True)) as running:
         await client.submit(ids, agent_id="scripted", input=say("survives the deploy"))
         await failpoints.reached("attempt:append")
         # The wave beside the head is on the server (a workflow task completed since the
@@ -90,9 +66,8 @@ async def test_a_deploy_beside_an_inline_head_and_in_flight_auxiliary_work_conve
             what="the host wave scheduled beside the paused head",
         )
         await running.shutdown()  # SIGTERM's path: the worker stops gracefully
-    failpoints.release_all()
 
-    async with running_worker(settings, connections, failpoints=failpoints, host=WaitingHost()):
+    async with workers.running(host=FakeHost(1_000, hang=True)):
         status = await assert_settled_once(client, ids, 1)
         await converged(client, ids)
     assert status.submissions[0].outcome == "completed"
@@ -111,10 +86,8 @@ async def test_a_deploy_beside_an_inline_head_and_in_flight_auxiliary_work_conve
 
 
 async def test_slow_inline_heads_filling_a_worker_leave_room_for_other_hosts(
-    settings: Settings,
-    connections: Connections,
+    workers: Workers,
     client: ThreadwardenClient,
-    failpoints: Failpoints,
     pool: asyncpg.Pool[Any],
     ids: str,
     caplog: pytest.LogCaptureFixture,
@@ -123,13 +96,10 @@ async def test_slow_inline_heads_filling_a_worker_leave_room_for_other_hosts(
     handed to its agent's queue once its inline budget is spent, so another host's quick
     submission still settles, with no begin starved of a slot."""
     caplog.set_level(logging.WARNING)
-    slots = 4
-    settings = settings.model_copy(
-        update={"max_concurrent_local_activities": slots, "inline_budget_ms": 500}
-    )
+    slots, failpoints = 4, workers.failpoints
     failpoints.arm("claim", observe=True)
     slow = [f"{ids}-slow-{n}" for n in range(slots)]
-    async with running_worker(settings, connections, failpoints=failpoints):
+    async with workers.tuned(max_concurrent_local_activities=slots, inline_budget_ms=500).running():
         for host in slow:
             await client.submit(host, agent_id="scripted", input=[{"sleep_ms": 40_000}])
 

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from tests.helpers.polling import eventually
+from tests.helpers.processes import run_to_end
 from threadwarden.worker.runtime import Connections
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin_app"
@@ -41,20 +42,14 @@ async def test_the_plugin_example_serves_its_workflow_and_an_agent_on_one_worker
             return out.read_text()
 
         await eventually(printed, lambda text: f"worker on {queue}" in text, what="worker ready")
-        starter = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "starter.py",
-            cwd=EXAMPLE,
-            env=env,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
+        code, output, errors = await run_to_end(
+            sys.executable, "starter.py", cwd=EXAMPLE, env=env, timeout_s=120
         )
-        stdout_bytes, stderr_bytes = await asyncio.wait_for(starter.communicate(), timeout=120)
-        assert starter.returncode == 0, stderr_bytes.decode()[-3000:]
+        assert code == 0, errors[-3000:]
     finally:
         worker.terminate()
         await worker.wait()
-    printed_json = json.loads(stdout_bytes.decode().strip().splitlines()[-1])
+    printed_json = json.loads(output.strip().splitlines()[-1])
     assert printed_json["workflow"] == "Hello, Temporal!"
     submission = printed_json["submission"]
     assert (submission["outcome"], submission["result"]) == (

@@ -7,15 +7,13 @@ import asyncio
 from typing import Any
 
 from tests.helpers.checks import assert_settled_once
+from tests.helpers.workers import Workers, with_bindings
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
 
 
 async def test_interrupt_while_a_side_effect_runs_keeps_its_result_then_aborts(
-    settings: Settings, connections: Connections, client: ThreadwardenClient, ids: str
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     charging, charged = asyncio.Event(), asyncio.Event()
     charges: list[Any] = []
@@ -31,9 +29,7 @@ async def test_interrupt_while_a_side_effect_runs_keeps_its_result_then_aborts(
         await ctx.append("message", {"text": "charged; now the receipt"})
         return Completed("all done")
 
-    registry = default_registry()
-    registry.register(Binding("shop", "d1", shop))
-    async with running_worker(settings, connections, registry):
+    async with workers.running(with_bindings(Binding("shop", "d1", shop))):
         first = await client.submit(ids, agent_id="shop", input={})
         await asyncio.wait_for(charging.wait(), 30)
         second = await client.submit(

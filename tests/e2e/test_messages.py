@@ -6,19 +6,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-from tests.helpers.checks import assert_settled_once, converged, quiescent, say, settled
+from tests.helpers.checks import assert_settled_once, converged, say, settled
+from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.messages import DELIVERY_BATCH, Message, Messages
-from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 
 
@@ -74,47 +72,33 @@ async def test_message_to_a_thread_on_another_host(
 
 
 async def test_message_destination_slow_past_its_claim_deadline_is_retried_once_accepted(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     source, destination = f"{ids}-a", f"{ids}-b"
-    quick = settings.model_copy(update={"message_claim_timeout_ms": 300})
-    failpoints.arm("delivery:accept", pause=True, times=1)  # the first acceptance hangs
-    async with running_worker(quick, connections, failpoints=failpoints):
-        try:
-            await client.submit(source, agent_id="scripted", input=send(destination, "late"))
-            rows = await eventually(
-                lambda: message_rows(pool, source),
-                lambda rows: bool(rows) and rows[0]["last_error"] is not None,
-                what="the timed-out claim persisted its retry",
-            )
-            assert "timed out" in rows[0]["last_error"]
-            assert rows[0]["state"] == "pending" and rows[0]["claim_token"] is None
-            [message] = await delivered(client, source, 1)
-            assert message.attempts == 2
-            await assert_settled_once(client, destination, 1)
-        finally:
-            failpoints.release_all()
+    workers.failpoints.arm("delivery:accept", pause=True, times=1)  # the first acceptance hangs
+    async with workers.tuned(message_claim_timeout_ms=300).running():
+        await client.submit(source, agent_id="scripted", input=send(destination, "late"))
+        rows = await eventually(
+            lambda: message_rows(pool, source),
+            lambda rows: bool(rows) and rows[0]["last_error"] is not None,
+            what="the timed-out claim persisted its retry",
+        )
+        assert "timed out" in rows[0]["last_error"]
+        assert rows[0]["state"] == "pending" and rows[0]["claim_token"] is None
+        [message] = await delivered(client, source, 1)
+        assert message.attempts == 2
+        await assert_settled_once(client, destination, 1)
 
 
 async def test_message_delivery_worker_killed_between_claim_and_receipt(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     source, destination = f"{ids}-a", f"{ids}-b"
     # The destination already exists; holding its host row makes acceptance wait there, after
     # the claim committed and before the receipt.
     await client.submit(destination, agent_id="scripted", input=say("first"))
-    quick = settings.model_copy(update={"message_claim_timeout_ms": 2_000})
-    async with worker_process(quick, connections, tmp_path / "doomed") as doomed:
+    quick = workers.tuned(message_claim_timeout_ms=2_000)
+    async with quick.process("doomed") as doomed:
         await assert_settled_once(client, destination, 1)
         async with pool.acquire() as blocker, blocker.transaction():
             await blocker.execute(
@@ -128,7 +112,7 @@ async def test_message_delivery_worker_killed_between_claim_and_receipt(
             )
             os.kill(doomed.pid, signal.SIGKILL)
             await doomed.wait()
-    async with running_worker(quick, connections):
+    async with quick.running():
         [message] = await delivered(client, source, 1)
         assert message.attempts == 2  # the abandoned claim came due again at its deadline
         status = await assert_settled_once(client, destination, 2)
@@ -194,40 +178,36 @@ async def test_message_rejected_when_the_destination_is_on_another_host(
 
 
 async def test_message_backlog_does_not_hold_the_native_finish(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    pool: asyncpg.Pool[Any],
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     """Delivery stops at its next batch once the native work finished: the pass finishes after
     the running batch, later passes deliver the rest, each message exactly once."""
-    destination, backlog = f"{ids}-d", DELIVERY_BATCH + 3
-    await client.submit(ids, agent_id="scripted", input=say("first"))
-    await settled(client, ids, 1)
-    await quiescent(client, connections, ids)  # no pass may deliver the backlog before ours
-    # The destination lives on the same host, so no other host's pass reaches a failpoint.
-    await pool.executemany(
-        "INSERT INTO threadwarden.messages (message_id, source_host_id, source_thread_id,"
-        " source_submission_id, destination_thread_id, destination_host_id, agent_id, input)"
-        " VALUES ($1, $2, $2, 'sub_x', $3, $2, 'scripted', $4)",
-        [(f"msg_{ids}_{n:02d}", ids, destination, say(f"m{n}")) for n in range(backlog)],
-    )
-    failpoints.arm("delivery:accept", pause=True, times=1)  # a slow first delivery
-    failpoints.arm("maintenance:finish:before", pause=True, times=1)
-    await client.submit(ids, agent_id="scripted", input=say("second"))
-    await failpoints.reached("delivery:accept")
-    await settled(client, ids, 2)  # the native work finished while the batch was running
-    failpoints.release("delivery:accept")
-    await failpoints.reached("maintenance:finish:before")
-    rows = await message_rows(pool, ids)
-    assert [r["state"] for r in rows].count("delivered") == DELIVERY_BATCH
-    failpoints.release("maintenance:finish:before")
-    status = await assert_settled_once(client, destination, backlog)
-    rows = await message_rows(pool, ids)
-    assert {r["state"] for r in rows} == {"delivered"}
-    assert {r["attempts"] for r in rows} == {1}
-    accepted = {r["destination_submission_id"] for r in rows}
-    assert accepted == {s.submission_id for s in status.submissions}
-    await converged(client, ids)
+    failpoints = workers.failpoints
+    async with workers.running():
+        destination, backlog = f"{ids}-d", DELIVERY_BATCH + 3
+        # No pass may deliver the backlog before ours.
+        await idle_host(client, workers.connections, ids, "first")
+        # The destination lives on the same host, so no other host's pass reaches a failpoint.
+        await pool.executemany(
+            "INSERT INTO threadwarden.messages (message_id, source_host_id, source_thread_id,"
+            " source_submission_id, destination_thread_id, destination_host_id, agent_id, input)"
+            " VALUES ($1, $2, $2, 'sub_x', $3, $2, 'scripted', $4)",
+            [(f"msg_{ids}_{n:02d}", ids, destination, say(f"m{n}")) for n in range(backlog)],
+        )
+        failpoints.arm("delivery:accept", pause=True, times=1)  # a slow first delivery
+        failpoints.arm("maintenance:finish:before", pause=True, times=1)
+        await client.submit(ids, agent_id="scripted", input=say("second"))
+        await failpoints.reached("delivery:accept")
+        await settled(client, ids, 2)  # the native work finished while the batch was running
+        failpoints.release("delivery:accept")
+        await failpoints.reached("maintenance:finish:before")
+        rows = await message_rows(pool, ids)
+        assert [r["state"] for r in rows].count("delivered") == DELIVERY_BATCH
+        failpoints.release("maintenance:finish:before")
+        status = await assert_settled_once(client, destination, backlog)
+        rows = await message_rows(pool, ids)
+        assert {r["state"] for r in rows} == {"delivered"}
+        assert {r["attempts"] for r in rows} == {1}
+        accepted = {r["destination_submission_id"] for r in rows}
+        assert accepted == {s.submission_id for s in status.submissions}
+        await converged(client, ids)

@@ -9,7 +9,6 @@ started would show no wait for a whole minute, and its history would hold a ``ru
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -19,14 +18,11 @@ from temporalio.client import Client
 
 from tests.helpers import child_agents
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
+from tests.helpers.workers import Workers, with_bindings
 from threadwarden.activities.pollers import HeadPollers
-from threadwarden.bindings import BindingRegistry
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.scripted import scripted_binding
 from threadwarden.views import SubmissionView
 from threadwarden.worker.capacity import head_queues
-from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts as c
 
@@ -35,17 +31,12 @@ SEEN_WITHIN_S = 30
 
 
 @pytest.fixture
-async def patient(settings: Settings, connections: Connections) -> AsyncIterator[Settings]:
+async def patient(workers: Workers) -> AsyncIterator[Settings]:
     """A worker with the planner and scripted bindings, and the product's head start timeout."""
-    patient = settings.model_copy(
-        update={"head_start_timeout_ms": Settings().head_start_timeout_ms}
-    )
-    assert patient.head_start_timeout_ms == 60_000
-    bindings = BindingRegistry()
-    for binding in (*child_agents.PLANNER, scripted_binding()):
-        bindings.register(binding)
-    async with running_worker(patient, connections, bindings):
-        yield patient
+    patient = workers.tuned(head_start_timeout_ms=Settings().head_start_timeout_ms)
+    assert patient.settings.head_start_timeout_ms == 60_000
+    async with patient.running(with_bindings(*child_agents.PLANNER)):
+        yield patient.settings
 
 
 async def waits_for_binding(client: ThreadwardenClient, thread: str) -> SubmissionView:
@@ -70,15 +61,14 @@ async def run_heads_scheduled(temporal: Client, thread: str) -> int:
 
 
 async def test_a_head_for_an_agent_no_worker_has_waits_for_binding_without_a_start_timeout(
-    patient: Settings, client: ThreadwardenClient, connections: Connections, ids: str
+    patient: Settings, client: ThreadwardenClient, temporal_client: Client, ids: str
 ) -> None:
     receipt = await client.submit(ids, agent_id="ghost", input={"n": 1})
     view = await waits_for_binding(client, ids)
     assert (view.submission_id, view.state, view.attempts) == (receipt.submission_id, "ready", 0)
     host = await client.host_status(ids)
     assert [r.submission_id for r in host.binding_retries] == [receipt.submission_id]
-    temporal = await Client.connect(connections.temporal_address)
-    assert await run_heads_scheduled(temporal, ids) == 0  # never dispatched to wait
+    assert await run_heads_scheduled(temporal_client, ids) == 0  # never dispatched to wait
 
 
 async def test_a_child_for_an_agent_no_worker_has_waits_for_binding_at_once(
@@ -103,14 +93,12 @@ async def test_a_child_for_an_agent_no_worker_has_waits_for_binding_at_once(
 
 
 async def test_head_pollers_ask_temporal_only_for_queues_this_worker_does_not_poll(
-    patient: Settings, connections: Connections
+    patient: Settings, temporal_client: Client
 ) -> None:
-    temporal = await Client.connect(connections.temporal_address)
     queue = patient.task_queue
-    bindings = BindingRegistry()
-    bindings.register(scripted_binding())
+    bindings = with_bindings()
     # A worker with the scripted binding runs (the fixture): Temporal lists its pollers.
-    asked = HeadPollers(temporal, task_queue=queue)
+    asked = HeadPollers(temporal_client, task_queue=queue)
     assert (
         await eventually(
             lambda: asked.unpolled("scripted", None), lambda unpolled: not unpolled, what="pollers"
@@ -122,30 +110,26 @@ async def test_head_pollers_ask_temporal_only_for_queues_this_worker_does_not_po
     assert await asked.unpolled("scripted", "another-digest") is True  # no worker at that digest
     # Its own queues are polled without asking: no worker polls "elsewhere" (Temporal would
     # say unpolled), but this process's own queues there count as polled.
-    local = HeadPollers(temporal, task_queue="elsewhere", local=head_queues("elsewhere", bindings))
+    local = HeadPollers(
+        temporal_client, task_queue="elsewhere", local=head_queues("elsewhere", bindings)
+    )
     assert await local.unpolled("scripted", digest) is False
     assert await local.unpolled("scripted", None) is False
     assert await local.unpolled("ghost", None) is True
 
 
 async def test_a_worker_gone_a_moment_ago_still_counts_its_heads_wait_out_the_start_timeout(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, temporal_client: Client, ids: str
 ) -> None:
     """Temporal lists a worker as a poller for a while after its last poll: a head for its
     agent is dispatched and waits ``head_start_timeout_ms`` (3 s in the tests), as before."""
-    temporal = await Client.connect(connections.temporal_address)
-    asked = HeadPollers(temporal, task_queue=settings.task_queue)
-    helpers = f"{child_agents.__name__}:HELPER"
-    async with worker_process(settings, connections, tmp_path / "helper", bindings=helpers):
+    asked = HeadPollers(temporal_client, task_queue=workers.settings.task_queue)
+    async with workers.process("helper", bindings=f"{child_agents.__name__}:HELPER"):
         await eventually(
             lambda: asked.unpolled("helper", None), lambda unpolled: not unpolled, what="polled"
         )
-    async with running_worker(settings, connections):  # scripted only: no helper
+    async with workers.running():  # scripted only: no helper
         await client.submit(ids, agent_id="helper", input={"answer": 1})
         view = await waits_for_binding(client, ids)
         assert (view.state, view.attempts) == ("ready", 0)
-        assert await run_heads_scheduled(temporal, ids) >= 1  # dispatched, never started
+        assert await run_heads_scheduled(temporal_client, ids) >= 1  # dispatched, never started

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from tests.helpers.checks import converged, quiescent, say, settled
+from tests.helpers.checks import converged, say, settled
+from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
 
 
 async def test_projection_summary_follows_the_thread(
@@ -27,24 +27,21 @@ async def test_projection_summary_follows_the_thread(
 
 
 async def test_projection_backfill_rebuilds_lost_summaries_in_a_pass(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    await client.submit(ids, agent_id="scripted", input=say("hello"))
-    await settled(client, ids, 1)
-    await quiescent(client, connections, ids)  # no pass is left to backfill before the check
-    failpoints.arm("maintenance:begin:before", pause=True, times=1)  # the rebuild's pass
-    await client.rebuild_projection(ids)  # it is disposable
-    await failpoints.reached("maintenance:begin:before")
-    assert await client.thread_summary(ids) is None  # dropped: a caught-up pass backfills it
-    failpoints.release("maintenance:begin:before")
-    summary = await eventually(
-        lambda: client.thread_summary(ids), lambda s: s is not None, what="backfilled"
-    )
-    assert summary is not None and summary.states == {"settled": 1}
+    failpoints = workers.failpoints
+    async with workers.running():
+        # No pass is left to backfill before the check.
+        await idle_host(client, workers.connections, ids)
+        failpoints.arm("maintenance:begin:before", pause=True, times=1)  # the rebuild's pass
+        await client.rebuild_projection(ids)  # it is disposable
+        await failpoints.reached("maintenance:begin:before")
+        assert await client.thread_summary(ids) is None  # dropped: a caught-up pass backfills it
+        failpoints.release("maintenance:begin:before")
+        summary = await eventually(
+            lambda: client.thread_summary(ids), lambda s: s is not None, what="backfilled"
+        )
+        assert summary is not None and summary.states == {"settled": 1}
 
 
 async def test_scenario_33_projection_error_fails_the_pass_after_the_native_opportunity(
@@ -66,26 +63,19 @@ async def test_scenario_33_projection_error_fails_the_pass_after_the_native_oppo
 
 
 async def test_scenario_33_a_slow_backfill_times_out_silently(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    quick = settings.model_copy(update={"projection_dispatch_timeout_ms": 200})
+    failpoints = workers.failpoints
     failpoints.arm("projection", pause=True, times=1)  # a batch that never finishes by itself
-    async with running_worker(quick, connections, failpoints=failpoints):
-        try:
-            await _submit_with_projection_due(client, failpoints, ids, "not held up")
-            await failpoints.reached("projection")
-            await settled(client, ids, 1)
-            host = await converged(client, ids)  # the pass succeeded despite the timeout
-            assert host.last_error is None and host.retry is None
-            assert failpoints.hits["projection"] == 1
-            summary = await client.thread_summary(ids)  # a later pass's batch caught up
-            assert summary is not None and summary.states == {"settled": 1}
-        finally:
-            failpoints.release_all()
+    async with workers.tuned(projection_dispatch_timeout_ms=200).running():
+        await _submit_with_projection_due(client, failpoints, ids, "not held up")
+        await failpoints.reached("projection")
+        await settled(client, ids, 1)
+        host = await converged(client, ids)  # the pass succeeded despite the timeout
+        assert host.last_error is None and host.retry is None
+        assert failpoints.hits["projection"] == 1
+        summary = await client.thread_summary(ids)  # a later pass's batch caught up
+        assert summary is not None and summary.states == {"settled": 1}
 
 
 async def _submit_with_projection_due(

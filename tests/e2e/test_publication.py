@@ -16,9 +16,8 @@ import pytest
 from tests.helpers.checks import converged, say, settled
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RecordingSink
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,14 +28,10 @@ async def outbox(pool: asyncpg.Pool[Any]) -> list[dict[str, Any]]:
 
 
 async def test_publication_every_record_reaches_the_sinks_in_order(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     sink = RecordingSink()
-    async with running_worker(settings, connections, sinks=[sink]):
+    async with workers.running(sinks=[sink]):
         for n in range(3):
             await client.submit(ids, agent_id="scripted", input=say(f"#{n}"))
         await settled(client, ids, 3)
@@ -49,15 +44,11 @@ async def test_publication_every_record_reaches_the_sinks_in_order(
 
 
 async def test_publication_a_failing_sink_backs_off_then_catches_up(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     sink = RecordingSink()
     sink.failing = True
-    async with running_worker(settings, connections, sinks=[sink]):
+    async with workers.running(sinks=[sink]):
         await client.submit(ids, agent_id="scripted", input=say("kept until published"))
         await settled(client, ids, 1)
         rows = await eventually(
@@ -83,16 +74,13 @@ async def test_publication_a_failing_sink_backs_off_then_catches_up(
 
 
 async def test_scenario_35_publication_failure_after_a_committed_mutation_is_only_logged(
-    settings: Settings,
-    connections: Connections,
-    ids: str,
-    caplog: pytest.LogCaptureFixture,
+    workers: Workers, ids: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     sink = RecordingSink()
     approval = [{"approval": "ok?"}, {"say": "approved"}]
     async with (
-        running_worker(settings, connections, sinks=[sink]),
-        ThreadwardenClient.connect(settings, connections, sinks=[sink]) as client,
+        workers.running(sinks=[sink]),
+        ThreadwardenClient.connect(workers.settings, workers.connections, sinks=[sink]) as client,
     ):
         await client.submit(ids, agent_id="scripted", input=approval)
         status = await eventually(
@@ -109,9 +97,8 @@ async def test_scenario_35_publication_failure_after_a_committed_mutation_is_onl
         await converged(client, ids)
 
 
-async def test_watch_streams_a_threads_records_live(
-    cli_env: None, worker: None, client: ThreadwardenClient, ids: str
-) -> None:
+@pytest.mark.usefixtures("cli_env", "worker")
+async def test_watch_streams_a_threads_records_live(client: ThreadwardenClient, ids: str) -> None:
     await client.submit(ids, agent_id="scripted", input=say("first"))
     await settled(client, ids, 1)
     watcher = await asyncio.create_subprocess_exec(

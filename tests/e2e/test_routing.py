@@ -9,72 +9,98 @@ backoff, unchanged) and completes once a worker with beta starts again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.helpers.checks import assert_settled_once, converged
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 AGENTS = "tests.helpers.routing_agents"
 BINDING_RETRY_LOG = "awaits a compatible binding"
 PER_AGENT = 4
 
 
-def binding_retries_logged(*folders: Path) -> list[str]:
+def binding_retries_logged(folder: Path, *names: str) -> list[str]:
     """The binding-retry lines the workers logged (the first of each entry is an error)."""
     return [
         line
-        for folder in folders
-        for line in (folder / "stderr").read_text().splitlines()
+        for name in names
+        for line in (folder / name / "stderr").read_text().splitlines()
         if BINDING_RETRY_LOG in line
     ]
 
 
-async def test_disjoint_bindings_each_agent_runs_on_its_worker_with_no_binding_retry(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
-) -> None:
-    alpha_dir, beta_dir = tmp_path / "alpha", tmp_path / "beta"
-    async with (
-        worker_process(settings, connections, alpha_dir, bindings=f"{AGENTS}:ALPHA") as alpha,
-        worker_process(settings, connections, beta_dir, bindings=f"{AGENTS}:BETA") as beta,
-    ):
-        threads = {
-            f"{ids}-{agent}-{n}": agent for agent in ("alpha", "beta") for n in range(PER_AGENT)
+async def settled_on(client: ThreadwardenClient, thread: str, agent: str, pid: int) -> None:
+    """The thread's one submission completed in one attempt, on the process ``pid``."""
+    status = await assert_settled_once(client, thread, 1)
+    [view] = status.submissions
+    assert (view.outcome, view.attempts) == ("completed", 1), view
+    [settlement] = [r for r in await client.records(thread) if r["kind"] == "settlement"]
+    assert settlement["body"]["result"] == {"agent": agent, "pid": pid}
+
+
+@dataclass(frozen=True)
+class Served:
+    """A worker process with the ``bindings`` of that name in `AGENTS`, and the work submitted
+    for it: ``agent``, pinned to a digest or not."""
+
+    bindings: str
+    agent: str
+    pinned: str | None = None
+
+
+@contextlib.asynccontextmanager
+async def each_on_its_worker(
+    workers: Workers, client: ThreadwardenClient, ids: str, served: dict[str, Served]
+) -> AsyncIterator[list[str]]:
+    """Start a worker process per entry (its output in the folder the key names) and submit
+    `PER_AGENT` threads for each at once: every one settles once, in one attempt, on its own
+    worker. Yields the threads while the workers run; once they stopped, none of them logged a
+    binding retry."""
+    threads = {f"{ids}-{name}-{n}": name for name in served for n in range(PER_AGENT)}
+    async with contextlib.AsyncExitStack() as stack:
+        processes = {
+            name: await stack.enter_async_context(
+                workers.process(name, bindings=f"{AGENTS}:{work.bindings}")
+            )
+            for name, work in served.items()
         }
         await asyncio.gather(
-            *(client.submit(t, agent_id=a, input={"n": 1}) for t, a in threads.items())
+            *(
+                client.submit(
+                    thread,
+                    agent_id=served[name].agent,
+                    input={"n": 1},
+                    agent_digest=served[name].pinned,
+                )
+                for thread, name in threads.items()
+            )
         )
-        for thread, agent in threads.items():
-            status = await assert_settled_once(client, thread, 1)
-            [view] = status.submissions
-            assert (view.outcome, view.attempts) == ("completed", 1), view
-            [settlement] = [r for r in await client.records(thread) if r["kind"] == "settlement"]
-            expected = alpha.pid if agent == "alpha" else beta.pid
-            assert settlement["body"]["result"] == {"agent": agent, "pid": expected}
+        for thread, name in threads.items():
+            await settled_on(client, thread, served[name].agent, processes[name].pid)
+        yield list(threads)
+    assert binding_retries_logged(workers.folder, *served) == []
+
+
+async def test_disjoint_bindings_each_agent_runs_on_its_worker_with_no_binding_retry(
+    workers: Workers, client: ThreadwardenClient, ids: str
+) -> None:
+    disjoint = {"alpha": Served("ALPHA", "alpha"), "beta": Served("BETA", "beta")}
+    async with each_on_its_worker(workers, client, ids, disjoint) as threads:
+        for thread in threads:
             host = await converged(client, thread)
             assert host.binding_retries == [] and host.retry is None
-    assert binding_retries_logged(alpha_dir, beta_dir) == []
 
 
 async def test_with_its_only_worker_stopped_an_agent_waits_in_binding_retry_then_completes(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    alpha_dir = tmp_path / "alpha"
-    async with worker_process(settings, connections, alpha_dir, bindings=f"{AGENTS}:ALPHA"):
-        async with worker_process(
-            settings, connections, tmp_path / "beta", bindings=f"{AGENTS}:BETA"
-        ):
+    async with workers.process("alpha", bindings=f"{AGENTS}:ALPHA"):
+        async with workers.process("beta", bindings=f"{AGENTS}:BETA"):
             pass  # beta's only worker came up and is gone again
         receipt = await client.submit(ids, agent_id="beta", input={"n": 1})
         host = await eventually(
@@ -86,51 +112,24 @@ async def test_with_its_only_worker_stopped_an_agent_waits_in_binding_retry_then
         assert entry.submission_id == receipt.submission_id
         assert (await client.thread_status(ids)).submissions[0].state == "ready"
 
-        async with worker_process(
-            settings, connections, tmp_path / "beta-again", bindings=f"{AGENTS}:BETA"
-        ) as beta:
-            status = await assert_settled_once(client, ids, 1)
-            [view] = status.submissions
-            assert (view.outcome, view.attempts) == ("completed", 1)
-            [settlement] = [r for r in await client.records(ids) if r["kind"] == "settlement"]
-            assert settlement["body"]["result"] == {"agent": "beta", "pid": beta.pid}
+        async with workers.process("beta-again", bindings=f"{AGENTS}:BETA") as beta:
+            await settled_on(client, ids, "beta", beta.pid)
             host = await converged(client, ids)
             assert host.binding_retries == []
     # The alpha worker ran beta's passes (the workflows): it recorded the binding retry, it
     # never claimed beta's head.
     assert any(
         "agent beta: no worker with its binding" in line
-        for line in binding_retries_logged(alpha_dir)
+        for line in binding_retries_logged(workers.folder, "alpha")
     )
 
 
 async def test_during_a_rolling_deploy_pinned_work_runs_only_on_the_matching_digest(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    old_dir, new_dir = tmp_path / "v1", tmp_path / "v2"
-    async with (
-        worker_process(settings, connections, old_dir, bindings=f"{AGENTS}:ALPHA") as old,
-        worker_process(settings, connections, new_dir, bindings=f"{AGENTS}:ALPHA_V2") as new,
-    ):
-        pinned = {f"{ids}-v1-{n}": "alpha-v1" for n in range(PER_AGENT)}
-        pinned |= {f"{ids}-v2-{n}": "alpha-v2" for n in range(PER_AGENT)}
-        await asyncio.gather(
-            *(
-                client.submit(t, agent_id="alpha", input={"n": 1}, agent_digest=digest)
-                for t, digest in pinned.items()
-            )
-        )
-        for thread, digest in pinned.items():
-            status = await assert_settled_once(client, thread, 1)
-            assert (status.submissions[0].outcome, status.submissions[0].attempts) == (
-                "completed",
-                1,
-            )
-            [settlement] = [r for r in await client.records(thread) if r["kind"] == "settlement"]
-            expected = old.pid if digest == "alpha-v1" else new.pid
-            assert settlement["body"]["result"] == {"agent": "alpha", "pid": expected}
-    assert binding_retries_logged(old_dir, new_dir) == []
+    pinned = {
+        "v1": Served("ALPHA", "alpha", pinned="alpha-v1"),
+        "v2": Served("ALPHA_V2", "alpha", pinned="alpha-v2"),
+    }
+    async with each_on_its_worker(workers, client, ids, pinned):
+        pass  # each settled on the worker with its digest

@@ -41,7 +41,6 @@ from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import NotFound
 from threadwarden.failpoints import FailpointError, Failpoints
 from threadwarden.views import HostStatus, ThreadStatus
-from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 
 ROLES = ("alpha", "beta", "solo")
@@ -302,12 +301,6 @@ async def _control(client: ThreadwardenClient, temporal: Client, ids: str) -> di
     await _converged(client, temporal, prefix)
     await _assert_ledger_invariants(client, prefix)
     return await _evidence(client, prefix)
-
-
-@pytest.fixture
-async def temporal_client(connections: Connections) -> Client:
-    """A Temporal client on the session's dev server (to terminate host runs)."""
-    return await connect_temporal(connections.temporal_address, "default")
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -13,7 +13,6 @@ here are single transactions, so "a mutation overlapping the pass" is a racing c
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,68 +20,57 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.alarms import CLOCK_SLACK, MIN_DELAY
+from tests.helpers.cancellation import hang_until_cancelled
 from tests.helpers.checks import (
     assert_autonomous_work_armed,
     assert_settled_once,
     converged,
     host_row,
-    quiescent,
     reached_first,
     say,
     submission_rows,
 )
+from tests.helpers.hosts import FakeHost
+from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
+from tests.helpers.workers import Workers, with_bindings
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import FailpointError, Failpoints
-from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
-
-MIN_DELAY = timedelta(milliseconds=50)
-"""minimum_alarm_delay with the default 100 ms backoff base."""
-CLOCK_SLACK = timedelta(milliseconds=25)
-"""Epoch-millisecond truncation plus scheduling noise between the workflow clock and ours."""
 
 
 async def test_scenario_01_fault_at_dirty_before_writes_nothing(
-    worker: None,
-    client: ThreadwardenClient,
-    connections: Connections,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     fresh, known = f"{ids}-fresh", f"{ids}-known"
-    await client.submit(known, agent_id="scripted", input=say("before the fault"))
-    await assert_settled_once(client, known, 1)
-    await quiescent(client, connections, known)  # no pass is left to move the epoch
-    before = await client.host_status(known)
+    async with workers.running():
+        # No pass is left to move the epoch.
+        await idle_host(client, workers.connections, known, "before the fault")
+        before = await client.host_status(known)
 
-    failpoints.arm("maintenance:dirty:before", times=2)
-    with pytest.raises(FailpointError):
-        await client.submit(fresh, agent_id="scripted", input=say("never admitted"))
-    with pytest.raises(FailpointError):
-        await client.submit(known, agent_id="scripted", input=say("never admitted"))
+        workers.failpoints.arm("maintenance:dirty:before", times=2)
+        with pytest.raises(FailpointError):
+            await client.submit(fresh, agent_id="scripted", input=say("never admitted"))
+        with pytest.raises(FailpointError):
+            await client.submit(known, agent_id="scripted", input=say("never admitted"))
 
-    assert await host_row(pool, fresh) is None
-    assert (
-        await pool.fetchval("SELECT count(*) FROM threadwarden.threads WHERE thread_id = $1", fresh)
-        == 0
-    )
-    assert len(await submission_rows(pool, known)) == 1
-    after = await client.host_status(known)
-    assert (after.dirty, after.processed, after.alarm_at) == (before.dirty, before.processed, None)
-    assert after.pass_epoch == before.pass_epoch
+        assert await host_row(pool, fresh) is None
+        threads = "SELECT count(*) FROM threadwarden.threads WHERE thread_id = $1"
+        assert await pool.fetchval(threads, fresh) == 0
+        assert len(await submission_rows(pool, known)) == 1
+        after = await client.host_status(known)
+        assert (after.dirty, after.processed, after.alarm_at) == (
+            before.dirty,
+            before.processed,
+            None,
+        )
+        assert after.pass_epoch == before.pass_epoch
 
 
 @pytest.mark.parametrize("location", ["maintenance:dirty:after", "maintenance:mutation:armed"])
 async def test_scenario_01_fault_after_the_commit_still_settles(
-    location: str,
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    location: str, worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     failpoints.arm(location, times=1)
     with pytest.raises(FailpointError):
@@ -110,11 +98,7 @@ async def test_scenario_01_fault_after_the_commit_still_settles(
     ["maintenance:finish:before", "maintenance:select:after", "maintenance:begin:after"],
 )
 async def test_scenario_06_racing_mutation_is_never_acknowledged(
-    location: str,
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    location: str, worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     failpoints.arm(location, pause=True)
     failpoints.arm("maintenance:finish:after", pause=True)
@@ -147,10 +131,7 @@ async def test_scenario_06_racing_mutation_is_never_acknowledged(
 
 
 async def test_scenario_09_fault_at_begin_before_writes_no_retry_and_converges(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     failpoints.arm("maintenance:begin:before")
     failpoints.arm("maintenance:retry:before")  # counts any rearm (there must be none)
@@ -182,10 +163,7 @@ async def _hits(failpoints: Failpoints, location: str) -> int:
 
 
 async def test_scenario_18_failure_after_dirty_moved_rearms_at_the_minimum_delay(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     finish_fails = FailpointError("final transaction failed")
     await client.submit(ids, agent_id="scripted", input=say("first"))
@@ -230,21 +208,28 @@ async def test_scenario_18_failure_after_dirty_moved_rearms_at_the_minimum_delay
 # --- scenario 19: faults around the failure rearm ---------------------------------------------
 
 
-async def test_scenario_19_fault_at_retry_before_leaves_no_record_and_converges(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
-) -> None:
+async def fault_at_rearm(
+    client: ThreadwardenClient, failpoints: Failpoints, thread: str, location: str
+) -> int:
+    """A pass whose finish fails, then whose failure rearm faults at ``location``; the next pass
+    is held at its begin. Returns the generation the failed pass observed."""
     failpoints.arm("maintenance:finish:before", pause=True, raise_error=FailpointError("finish"))
-    await client.submit(ids, agent_id="scripted", input=say("first"))
+    await client.submit(thread, agent_id="scripted", input=say("first"))
     await failpoints.reached("maintenance:finish:before")
-    failpoints.arm("maintenance:retry:before", pause=True, raise_error=FailpointError("rearm"))
+    observed = (await client.host_status(thread)).dirty
+    failpoints.arm(location, pause=True, raise_error=FailpointError("rearm"))
     failpoints.arm("maintenance:begin:before", pause=True)  # catches the next pass
     failpoints.release("maintenance:finish:before")
-    await reached_first(failpoints, "maintenance:retry:before", "maintenance:begin:before")
-    failpoints.release("maintenance:retry:before")
+    await reached_first(failpoints, location, "maintenance:begin:before")
+    failpoints.release(location)
     await failpoints.reached("maintenance:begin:before")
+    return observed
+
+
+async def test_scenario_19_fault_at_retry_before_leaves_no_record_and_converges(
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
+) -> None:
+    await fault_at_rearm(client, failpoints, ids, "maintenance:retry:before")
 
     host = await client.host_status(ids)
     assert host.retry is None and host.last_error is None
@@ -258,21 +243,9 @@ async def test_scenario_19_fault_at_retry_before_leaves_no_record_and_converges(
 
 
 async def test_scenario_19_fault_at_retry_after_keeps_the_record(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
-    failpoints.arm("maintenance:finish:before", pause=True, raise_error=FailpointError("finish"))
-    await client.submit(ids, agent_id="scripted", input=say("first"))
-    await failpoints.reached("maintenance:finish:before")
-    observed = (await client.host_status(ids)).dirty
-    failpoints.arm("maintenance:retry:after", pause=True, raise_error=FailpointError("rearm"))
-    failpoints.arm("maintenance:begin:before", pause=True)
-    failpoints.release("maintenance:finish:before")
-    await reached_first(failpoints, "maintenance:retry:after", "maintenance:begin:before")
-    failpoints.release("maintenance:retry:after")
-    await failpoints.reached("maintenance:begin:before")
+    observed = await fault_at_rearm(client, failpoints, ids, "maintenance:retry:after")
 
     host = await client.host_status(ids)
     assert host.retry is not None
@@ -303,8 +276,8 @@ def binding_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     return [r for r in reports if r.levelno == logging.WARNING]
 
 
+@pytest.mark.usefixtures("worker")
 async def test_scenario_24_missing_binding_releases_the_claim_and_other_threads_settle(
-    worker: None,
     client: ThreadwardenClient,
     failpoints: Failpoints,
     pool: asyncpg.Pool[Any],
@@ -349,10 +322,7 @@ async def test_scenario_24_missing_binding_releases_the_claim_and_other_threads_
 
 
 async def test_scenario_29_fault_at_binding_retry_before_persists_nothing(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     failure = FailpointError("binding bookkeeping failed")
     failpoints.arm("maintenance:binding-retry:before", pause=True, raise_error=failure)
@@ -379,10 +349,7 @@ async def test_scenario_29_fault_at_binding_retry_before_persists_nothing(
 
 
 async def test_scenario_29_fault_at_binding_retry_after_keeps_the_entry(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    worker: None, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     failure = FailpointError("after the entry")
     failpoints.arm("maintenance:binding-retry:after", pause=True, raise_error=failure)
@@ -407,76 +374,53 @@ async def test_scenario_29_fault_at_binding_retry_after_keeps_the_entry(
 # --- scenario 16: native fault in the attempt --------------------------------------------------
 
 
-class DeadlineHost:
-    """A host plug-in whose only job here is an auxiliary deadline the test sets."""
-
-    dispatch_timeout_ms = 1_000
-
-    def __init__(self) -> None:
-        self.deadline: datetime | None = None
-
-    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
-        return False
-
-    async def pending_deadline(self, host_id: str) -> datetime | None:
-        return self.deadline
-
-
 async def test_scenario_16_native_fault_backs_off_monotonically_and_honours_a_due_aux_deadline(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    aux = DeadlineHost()
+    aux, failpoints = FakeHost(1_000), workers.failpoints  # only its deadline matters here
     lost = asyncpg.exceptions.ConnectionDoesNotExistError("connection lost")
     failpoints.arm("attempt:append", raise_error=lost)  # every attempt fails natively
     failpoints.arm("maintenance:retry:after", pause=True)
-    async with running_worker(settings, connections, failpoints=failpoints, host=aux):
-        try:
-            await client.submit(ids, agent_id="scripted", input=say("after four faults"))
-            not_befores: list[datetime] = []
-            for failures in range(1, 5):
-                if failures == 4:  # an aux deadline already due when the failure rearms
-                    failpoints.arm("maintenance:retry:before", pause=True)
-                    await failpoints.reached("maintenance:retry:before")
-                    aux.deadline = datetime.now(UTC) - timedelta(seconds=1)
-                    failpoints.release("maintenance:retry:before")
-                await failpoints.reached("maintenance:retry:after")
-                rearmed_by = datetime.now(UTC)
-                host = await client.host_status(ids)
-                assert host.last_outcome == "failed"
-                assert host.last_error is not None and "ConnectionDoesNotExistError" in (
-                    host.last_error
-                )
-                assert host.retry is not None
-                assert (host.retry.native_only, host.retry.stalls) == (True, failures)
-                assert all(host.retry.not_before >= before for before in not_befores)
-                not_befores.append(host.retry.not_before)
-                assert_autonomous_work_armed(host)
-                assert host.alarm_at is not None
-                if aux.deadline is None:
-                    assert host.alarm_at == host.retry.not_before
-                else:
-                    # nativeOnly: the due aux deadline still fires, at now + minimum delay,
-                    # before notBefore (stalls 3: a 400..800 ms backoff).
-                    assert aux.deadline < host.alarm_at <= rearmed_by + MIN_DELAY + CLOCK_SLACK
-                    assert host.alarm_at < host.retry.not_before - MIN_DELAY
-                [row] = await submission_rows(pool, ids)
-                assert (row["state"], row["attempts"], row["outcome"]) == ("ready", failures, None)
-                # Release and re-arm with no await between: the next rearm cannot slip through.
-                failpoints.release("maintenance:retry:after")
-                if failures < 4:
-                    failpoints.arm("maintenance:retry:after", pause=True)
-            aux.deadline = None
-            failpoints.disarm("attempt:append")
+    async with workers.running(host=aux):
+        await client.submit(ids, agent_id="scripted", input=say("after four faults"))
+        not_befores: list[datetime] = []
+        for failures in range(1, 5):
+            if failures == 4:  # an aux deadline already due when the failure rearms
+                failpoints.arm("maintenance:retry:before", pause=True)
+                await failpoints.reached("maintenance:retry:before")
+                aux.deadline = datetime.now(UTC) - timedelta(seconds=1)
+                failpoints.release("maintenance:retry:before")
+            await failpoints.reached("maintenance:retry:after")
+            rearmed_by = datetime.now(UTC)
+            host = await client.host_status(ids)
+            assert host.last_outcome == "failed"
+            assert host.last_error is not None and "ConnectionDoesNotExistError" in (
+                host.last_error
+            )
+            assert host.retry is not None
+            assert (host.retry.native_only, host.retry.stalls) == (True, failures)
+            assert all(host.retry.not_before >= before for before in not_befores)
+            not_befores.append(host.retry.not_before)
+            assert_autonomous_work_armed(host)
+            assert host.alarm_at is not None
+            if aux.deadline is None:
+                assert host.alarm_at == host.retry.not_before
+            else:
+                # nativeOnly: the due aux deadline still fires, at now + minimum delay,
+                # before notBefore (stalls 3: a 400..800 ms backoff).
+                assert aux.deadline < host.alarm_at <= rearmed_by + MIN_DELAY + CLOCK_SLACK
+                assert host.alarm_at < host.retry.not_before - MIN_DELAY
+            [row] = await submission_rows(pool, ids)
+            assert (row["state"], row["attempts"], row["outcome"]) == ("ready", failures, None)
+            # Release and re-arm with no await between: the next rearm cannot slip through.
+            failpoints.release("maintenance:retry:after")
+            if failures < 4:
+                failpoints.arm("maintenance:retry:after", pause=True)
+        aux.deadline = None
+        failpoints.disarm("attempt:append")
 
-            status = await assert_settled_once(client, ids, 1)
-            host = await converged(client, ids)
-        finally:
-            failpoints.release_all()
+        status = await assert_settled_once(client, ids, 1)
+        host = await converged(client, ids)
     assert status.submissions[0].outcome == "completed"
     assert host.retry is None
     assert [r["kind"] for r in await client.records(ids)] == ["message", "settlement"]
@@ -486,12 +430,7 @@ async def test_scenario_16_native_fault_backs_off_monotonically_and_honours_a_du
 
 
 async def test_scenario_20_overrun_attempt_is_released_and_the_next_pass_settles_it_once(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
     calls: list[int] = []
     cancelled: list[int] = []
@@ -500,41 +439,31 @@ async def test_scenario_20_overrun_attempt_is_released_and_the_next_pass_settles
         calls.append(1)
         await ctx.append("note", {"text": "committed before the overrun"})
         if len(calls) == 1:
-            try:
-                await asyncio.Event().wait()  # far past the pass deadline
-            except asyncio.CancelledError:
-                cancelled.append(1)
-                raise
+            await hang_until_cancelled(cancelled)  # far past the pass deadline
         return Completed({"calls": len(calls)})
 
-    registry = default_registry()
-    registry.register(Binding("overrun", "d1", overruns_once))
     # A 3 s pass deadline; a sweeper grace longer than a pass, so no wake doubles a pass.
-    short = settings.model_copy(
-        update={"pass_deadline_ms": 3_000, "yield_after_ms": 2_000, "sweep_grace_ms": 30_000}
-    )
+    short = workers.tuned(pass_deadline_ms=3_000, yield_after_ms=2_000, sweep_grace_ms=30_000)
+    failpoints = workers.failpoints
     failpoints.arm("maintenance:retry:after", pause=True)
-    async with running_worker(short, connections, registry, failpoints=failpoints):
-        try:
-            await client.submit(ids, agent_id="overrun", input={})
-            await failpoints.reached("maintenance:retry:after")
-            host = await client.host_status(ids)
-            assert host.last_error == "maintenance pass deadline"
-            assert host.last_outcome == "failed"
-            assert host.retry is not None
-            assert (host.retry.native_only, host.retry.stalls) == (True, 1)
-            assert_autonomous_work_armed(host)
-            assert cancelled == [1]
-            # Ownership was released before the failure was recorded; the committed step stays.
-            [row] = await submission_rows(pool, ids)
-            assert (row["state"], row["ownership_token"], row["attempts"]) == ("ready", None, 1)
-            assert [r["kind"] for r in await client.records(ids)] == ["note"]
-            failpoints.release("maintenance:retry:after")
+    async with short.running(with_bindings(Binding("overrun", "d1", overruns_once))):
+        await client.submit(ids, agent_id="overrun", input={})
+        await failpoints.reached("maintenance:retry:after")
+        host = await client.host_status(ids)
+        assert host.last_error == "maintenance pass deadline"
+        assert host.last_outcome == "failed"
+        assert host.retry is not None
+        assert (host.retry.native_only, host.retry.stalls) == (True, 1)
+        assert_autonomous_work_armed(host)
+        assert cancelled == [1]
+        # Ownership was released before the failure was recorded; the committed step stays.
+        [row] = await submission_rows(pool, ids)
+        assert (row["state"], row["ownership_token"], row["attempts"]) == ("ready", None, 1)
+        assert [r["kind"] for r in await client.records(ids)] == ["note"]
+        failpoints.release("maintenance:retry:after")
 
-            status = await assert_settled_once(client, ids, 1)
-            host = await converged(client, ids)
-        finally:
-            failpoints.release_all()
+        status = await assert_settled_once(client, ids, 1)
+        host = await converged(client, ids)
     assert status.submissions[0].outcome == "completed"
     assert len(calls) == 2 and cancelled == [1]
     records = await client.records(ids)

@@ -13,6 +13,7 @@ test_pass_fencing.py``; it is not repeated here.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -27,20 +28,12 @@ from tests.helpers.checks import (
     submission_rows,
 )
 from tests.helpers.polling import eventually
-from tests.helpers.workers import worker_without_sweeper
+from tests.helpers.workers import Workers
 from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
-
-
-@pytest.fixture
-async def temporal_client(connections: Connections) -> Client:
-    """A Temporal client on the session's dev server (to terminate and inspect host runs)."""
-    return await connect_temporal(connections.temporal_address, "default")
 
 
 async def host_runs(temporal: Client, host: str) -> list[WorkflowExecutionStatus | None]:
@@ -106,16 +99,11 @@ async def test_terminated_host_run_leaves_a_zombie_finish_that_writes_nothing(
 
 
 async def test_wakes_arriving_during_passes_are_never_lost(
-    settings: Settings,
-    connections: Connections,
-    failpoints: Failpoints,
-    client: ThreadwardenClient,
-    temporal_client: Client,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, temporal_client: Client, ids: str
 ) -> None:
     """With no sweeper on the task queue a lost wake would strand the second wave: only the
     signals and the host workflows' own alarms can settle it."""
-    async with worker_without_sweeper(settings, connections, failpoints):
+    async with workers.running(sweeper=False):
         await _two_waves_settle_in_order(client, temporal_client, ids)
 
 
@@ -154,14 +142,10 @@ async def _two_waves_settle_in_order(
 
 
 async def test_worker_stopped_while_a_pass_step_is_paused_converges_on_a_new_worker(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, failpoints: Failpoints, ids: str
 ) -> None:
     failpoints.arm("maintenance:select:after", pause=True)
-    async with running_worker(settings, connections, failpoints=failpoints) as running:
+    async with workers.running() as running:
         await client.submit(ids, agent_id="scripted", input=say("survives a restart"))
         await failpoints.reached("maintenance:select:after")
         paused = await client.host_status(ids)
@@ -171,7 +155,7 @@ async def test_worker_stopped_while_a_pass_step_is_paused_converges_on_a_new_wor
         await stopping
     assert paused.processed < paused.dirty and paused.alarm_at is not None
 
-    async with running_worker(settings, connections, failpoints=failpoints):
+    async with workers.running():
         status = await assert_settled_once(client, ids, 1)
         await converged(client, ids)
     # Begin runs the selected inline head once released: whether that attempt starts before
@@ -181,25 +165,20 @@ async def test_worker_stopped_while_a_pass_step_is_paused_converges_on_a_new_wor
 
 
 async def test_worker_stopped_mid_attempt_is_reclaimed_at_a_higher_epoch(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    failpoints.arm("settle", pause=True)
-    async with running_worker(settings, connections, failpoints=failpoints):
+    workers.failpoints.arm("settle", pause=True)
+    async with workers.running(stop_paused=True):
         await client.submit(ids, agent_id="scripted", input=say("said once, settled once"))
-        await failpoints.reached("settle")
+        await workers.failpoints.reached("settle")
         paused = await client.host_status(ids)
         # Leaving the block cancels the attempt before it settles; its claim stays leased.
-    failpoints.release_all()
+    workers.failpoints.release_all()
     [row] = await submission_rows(pool, ids)
     assert (row["state"], row["epoch"]) == ("running", 1)
     assert paused.processed < paused.dirty and paused.alarm_at is not None
 
-    async with running_worker(settings, connections, failpoints=failpoints):
+    async with workers.running():
         status = await assert_settled_once(client, ids, 1)
         host = await converged(client, ids)
     [submission] = status.submissions
@@ -219,18 +198,13 @@ async def restored_handler(context: AttemptContext) -> Outcome:
 
 @pytest.mark.parametrize("pinned", [None, "digest-v1"], ids=["unavailable", "digest-mismatch"])
 async def test_scenario_27_restored_binding_settles_and_drops_the_retry(
-    pinned: str | None,
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    pinned: str | None, workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     agent = "restorable"
     before = default_registry()
     if pinned is not None:
         before.register(Binding(agent, "digest-v2", restored_handler))
-    async with running_worker(settings, connections, before, failpoints=failpoints):
+    async with workers.running(before):
         await client.submit(ids, agent_id=agent, input={"n": 1}, agent_digest=pinned)
         blocked = await eventually(
             lambda: client.host_status(ids),
@@ -242,7 +216,7 @@ async def test_scenario_27_restored_binding_settles_and_drops_the_retry(
 
     after = default_registry()
     after.register(Binding(agent, pinned or "digest-v1", restored_handler))
-    async with running_worker(settings, connections, after, failpoints=failpoints):
+    async with workers.running(after):
         status = await assert_settled_once(client, ids, 1)
         host = await converged(client, ids)
     assert status.submissions[0].outcome == "completed"
@@ -251,81 +225,66 @@ async def test_scenario_27_restored_binding_settles_and_drops_the_retry(
     assert said == ["restored"]
 
 
-DEADLINE_SETTINGS = {"pass_deadline_ms": 3_000, "yield_after_ms": 2_000}
-"""A pass deadline short enough for a test; the head sleeps well past it."""
 OVERRUN = [{"sleep_ms": 20_000}]
+"""A head that sleeps well past the short pass deadline below."""
 
 
+@pytest.fixture
+async def short_deadline(workers: Workers) -> AsyncIterator[None]:
+    """A worker whose pass deadline is short enough for a test (3 s)."""
+    async with workers.tuned(pass_deadline_ms=3_000, yield_after_ms=2_000).running():
+        yield
+
+
+@pytest.mark.usefixtures("short_deadline")
 async def test_scenario_20_pass_deadline_records_a_native_retry_and_releases_the_head(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, failpoints: Failpoints, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    short = settings.model_copy(update=DEADLINE_SETTINGS)
-    async with running_worker(short, connections, failpoints=failpoints):
-        try:
-            await client.submit(ids, agent_id="scripted", input=OVERRUN)
-            await eventually(
-                lambda: client.thread_status(ids),
-                lambda s: s.submissions[0].state == "running",
-                what="attempt running",
-            )
-            failpoints.arm("claim", pause=True)  # no re-attempt may take the head again
-            failpoints.arm("maintenance:retry:after", pause=True)
-            await failpoints.reached("maintenance:retry:after")
-            host = await client.host_status(ids)
-            assert host.last_error is not None and "maintenance pass deadline" in host.last_error
-            assert host.last_outcome == "failed"
-            assert host.retry is not None
-            assert (host.retry.native_only, host.retry.stalls) == (True, 1)
-            assert host.dirty > host.processed and host.alarm_at is not None
-            failpoints.release("maintenance:retry:after")
+    await client.submit(ids, agent_id="scripted", input=OVERRUN)
+    await eventually(
+        lambda: client.thread_status(ids),
+        lambda s: s.submissions[0].state == "running",
+        what="attempt running",
+    )
+    failpoints.arm("claim", pause=True)  # no re-attempt may take the head again
+    failpoints.arm("maintenance:retry:after", pause=True)
+    await failpoints.reached("maintenance:retry:after")
+    host = await client.host_status(ids)
+    assert host.last_error is not None and "maintenance pass deadline" in host.last_error
+    assert host.last_outcome == "failed"
+    assert host.retry is not None
+    assert (host.retry.native_only, host.retry.stalls) == (True, 1)
+    assert host.dirty > host.processed and host.alarm_at is not None
+    failpoints.release("maintenance:retry:after")
 
-            # The cancelled attempt gives the head back itself (recovery of a lapsed lease would
-            # also clear attempt_id), long before its 20 s handler would have finished.
-            [row] = await eventually(
-                lambda: submission_rows(pool, ids),
-                lambda rows: rows[0]["state"] == "ready",
-                timeout_s=15,
-                what="head released by the cancelled attempt",
-            )
-            assert row["attempts"] == 1 and row["attempt_id"] is not None
-            assert row["ownership_token"] is None and row["lease_expires_at"] is None
-            assert await client.records(ids) == []
-        finally:
-            failpoints.release_all()
+    # The cancelled attempt gives the head back itself (recovery of a lapsed lease would
+    # also clear attempt_id), long before its 20 s handler would have finished.
+    [row] = await eventually(
+        lambda: submission_rows(pool, ids),
+        lambda rows: rows[0]["state"] == "ready",
+        timeout_s=15,
+        what="head released by the cancelled attempt",
+    )
+    assert row["attempts"] == 1 and row["attempt_id"] is not None
+    assert row["ownership_token"] is None and row["lease_expires_at"] is None
+    assert await client.records(ids) == []
 
 
+@pytest.mark.usefixtures("short_deadline")
 async def test_scenario_20_head_is_released_before_the_deadline_failure_is_recorded(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    client: ThreadwardenClient, failpoints: Failpoints, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    short = settings.model_copy(update=DEADLINE_SETTINGS)
-    async with running_worker(short, connections, failpoints=failpoints):
-        try:
-            failpoints.arm("maintenance:retry:before", pause=True)
-            await client.submit(ids, agent_id="scripted", input=OVERRUN)
-            await failpoints.reached("maintenance:retry:before")
-            # Brief §3.4: rearmFailure runs once the pass scope closed (ownership released).
-            [row] = await submission_rows(pool, ids)
-            assert (row["state"], row["ownership_token"]) == ("ready", None)
-        finally:
-            failpoints.release_all()
+    failpoints.arm("maintenance:retry:before", pause=True)
+    await client.submit(ids, agent_id="scripted", input=OVERRUN)
+    await failpoints.reached("maintenance:retry:before")
+    # Brief §3.4: rearmFailure runs once the pass scope closed (ownership released).
+    [row] = await submission_rows(pool, ids)
+    assert (row["state"], row["ownership_token"]) == ("ready", None)
 
 
+@pytest.mark.usefixtures("worker")
 async def test_failed_pass_step_does_not_fail_the_host_workflow(
-    worker: None,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    temporal_client: Client,
-    ids: str,
+    client: ThreadwardenClient, failpoints: Failpoints, temporal_client: Client, ids: str
 ) -> None:
     failpoints.arm("maintenance:finish:before", times=1)
     await client.submit(ids, agent_id="scripted", input=say("after a failed finish"))

@@ -21,20 +21,15 @@ from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.client import WorkflowExecutionStatus
 
-from tests.helpers.checks import converged, settled, submission_rows
+from tests.helpers.checks import converged, recorded_once, settled, submission_rows
 from tests.helpers.cli import run_cli
+from tests.helpers.idle import woken_at_rest
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
-from threadwarden import AttemptContext, Binding, BindingRegistry, Completed, Outcome
+from tests.helpers.workers import Workers, with_bindings
+from threadwarden import AttemptContext, Binding, Completed, Outcome
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.failpoints import Failpoints
 from threadwarden.views import HostStatus
-from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
-from threadwarden.workflows.contracts import host_workflow_id
 
 AGENT, DIGEST = "charger", "charger-v1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,33 +76,25 @@ class CountingTool:
         return {"charged": args["amount"], "by": "worker"}
 
 
-def registry_with(tool: CountingTool) -> BindingRegistry:
-    registry = default_registry()
-    registry.register(charger(tool.run))
-    return registry
-
-
 def runs_in_killed_worker(marker: Path) -> int:
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
 async def crash_mid_charge(
-    settings: Settings,
-    connections: Connections,
+    workers: Workers,
     client: ThreadwardenClient,
     pool: asyncpg.Pool[Any],
-    tmp_path: Path,
     thread: str,
     **extra: Any,
 ) -> tuple[str, Path]:
     """Admit a charge, let the worker process prepare and start the tool, SIGKILL it there."""
-    marker = tmp_path / "charges"
+    marker = workers.folder / "charges"
 
     async def started() -> int:
         return runs_in_killed_worker(marker)
 
     bindings = f"{__name__}:CRASHING_WORKER_BINDINGS"
-    async with worker_process(settings, connections, tmp_path, bindings=bindings) as process:
+    async with workers.process("crashing", bindings=bindings) as process:
         receipt = await client.submit(
             thread, agent_id=AGENT, input={"marker": str(marker), **extra}
         )
@@ -145,21 +132,6 @@ async def quiet_and_unknown(client: ThreadwardenClient, thread: str) -> HostStat
     )
 
 
-async def recorded_once(
-    client: ThreadwardenClient, thread: str, outcome: str
-) -> list[dict[str, Any]]:
-    """Settled with ``outcome``; one settlement; ids unique, sequences dense, epochs ordered."""
-    status = await settled(client, thread, 1)
-    assert status.submissions[0].outcome == outcome
-    records = await client.records(thread)
-    assert [r["kind"] for r in records].count("settlement") == 1
-    assert len({r["record_id"] for r in records}) == len(records)
-    assert [r["sequence"] for r in records] == list(range(1, len(records) + 1))
-    epochs = [r["epoch"] for r in records]
-    assert epochs == sorted(epochs), f"record epochs out of order: {epochs}"
-    return records
-
-
 RESOLUTIONS = {
     "ran": ["--outcome", "ran", "--result", json.dumps(OPERATOR_RESULT)],
     "not-run": ["--outcome", "not-run"],
@@ -168,43 +140,24 @@ RESOLUTIONS = {
 
 
 @pytest.mark.parametrize("resolution", list(RESOLUTIONS))
+@pytest.mark.usefixtures("cli_env")
 async def test_scenario_04_killed_side_effect_is_unknown_until_resolved(
     resolution: str,
-    cli_env: None,
-    settings: Settings,
-    connections: Connections,
+    workers: Workers,
     client: ThreadwardenClient,
-    failpoints: Failpoints,
     pool: asyncpg.Pool[Any],
-    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     ids: str,
 ) -> None:
-    submission_id, marker = await crash_mid_charge(
-        settings, connections, client, pool, tmp_path, ids
-    )
+    submission_id, marker = await crash_mid_charge(workers, client, pool, ids)
     tool = CountingTool()
-    async with running_worker(settings, connections, registry_with(tool), failpoints=failpoints):
+    async with workers.running(with_bindings(charger(tool.run))):
         quiet = await quiet_and_unknown(client, ids)
         assert quiet.nonterminal == 1 and quiet.retry is None
         waiting = await client.records(ids)
 
         # Scenario 7: more wakes on the unknown lane change nothing and replay nothing.
-        for _ in range(3):
-            await client.wake(ids, reason="test")
-        await eventually(
-            lambda: client.host_status(ids),
-            lambda h: h.pass_epoch > quiet.pass_epoch,
-            what="a pass woken on the unknown lane",
-        )
-        temporal = await connect_temporal(connections.temporal_address, "default")
-        await eventually(
-            temporal.get_workflow_handle(host_workflow_id(ids)).describe,
-            lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
-            what="the host run went idle again",
-        )
-        host = await client.host_status(ids)
-        assert (host.processed, host.alarm_at) == (quiet.dirty, None)
+        await woken_at_rest(client, workers.connections, ids, quiet)
         assert await client.records(ids) == waiting
         assert tool.calls == 0 and runs_in_killed_worker(marker) == 1  # never replayed
 
@@ -213,7 +166,7 @@ async def test_scenario_04_killed_side_effect_is_unknown_until_resolved(
         shown = json.loads(capsys.readouterr().out)
         assert shown["submission_id"] == submission_id and shown["changed"] is True
         outcome = "failed" if resolution == "fail" else "completed"
-        records = await recorded_once(client, ids, outcome)
+        records = await recorded_once(client, ids, [outcome])
         await converged(client, ids)
 
     kinds = [r["kind"] for r in records]
@@ -255,12 +208,9 @@ async def test_scenario_04_killed_side_effect_is_unknown_until_resolved(
     )
 
 
+@pytest.mark.usefixtures("cli_env", "worker")
 async def test_resolve_of_a_submission_that_is_not_unknown_exits_2(
-    cli_env: None,
-    worker: None,
-    client: ThreadwardenClient,
-    capsys: pytest.CaptureFixture[str],
-    ids: str,
+    client: ThreadwardenClient, capsys: pytest.CaptureFixture[str], ids: str
 ) -> None:
     receipt = await client.submit(ids, agent_id="scripted", input=[{"say": "plain"}])
     await settled(client, ids, 1)
@@ -273,20 +223,12 @@ async def test_resolve_of_a_submission_that_is_not_unknown_exits_2(
 
 
 async def test_killed_side_effect_with_an_idempotency_key_runs_again(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    submission_id, marker = await crash_mid_charge(
-        settings, connections, client, pool, tmp_path, ids, key="charge-1"
-    )
+    submission_id, marker = await crash_mid_charge(workers, client, pool, ids, key="charge-1")
     tool = CountingTool()
-    async with running_worker(settings, connections, registry_with(tool), failpoints=failpoints):
-        records = await recorded_once(client, ids, "completed")
+    async with workers.running(with_bindings(charger(tool.run))):
+        records = await recorded_once(client, ids, ["completed"])
         await converged(client, ids)
 
     [head] = (await client.thread_status(ids)).submissions

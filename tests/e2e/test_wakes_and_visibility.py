@@ -10,14 +10,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from tests.helpers.checks import assert_settled_once, converged, quiescent, say
+from tests.helpers.checks import assert_settled_once, converged, say
+from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
-from tests.helpers.workers import worker_without_sweeper
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.worker.runtime import Connections, connect_temporal
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 from threadwarden.workflows.host import NONTERMINAL, PASS_OUTCOME
 
@@ -33,23 +32,19 @@ async def signals_received(temporal: Client, workflow_id: str) -> int:
 
 
 async def test_a_mutation_racing_a_pass_converges_without_a_signal_or_the_sweeper(
-    settings: Settings,
-    connections: Connections,
-    failpoints: Failpoints,
-    client: ThreadwardenClient,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     """The lost-wake race, forced: a submit lands while a caught-up pass runs. Begin pre-armed
     the alarm, so the submit sends no wake (the pass is to see it); the finish must keep the
     alarm for the generation it did not observe, and the run's own timer must serve it. With
     no sweeper and no signal, a finish that let the alarm go would strand the submission."""
-    async with worker_without_sweeper(settings, connections, failpoints) as temporal:
+    failpoints = workers.failpoints
+    async with workers.running(sweeper=False) as worker:
+        temporal, sweeper = worker.client, sweeper_workflow_id(workers.settings.task_queue)
         with pytest.raises(RPCError) as absent:
-            await temporal.get_workflow_handle(sweeper_workflow_id(settings.task_queue)).describe()
+            await temporal.get_workflow_handle(sweeper).describe()
         assert absent.value.status == RPCStatusCode.NOT_FOUND
-        await client.submit(ids, agent_id="scripted", input=say("first"))
-        await assert_settled_once(client, ids, 1)
-        await quiescent(client, connections, ids)  # the idle host's run completed
+        await idle_host(client, workers.connections, ids, "first")  # the host's run completed
 
         failpoints.arm("maintenance:finish:before", pause=True)
         await client.wake(ids, reason="test")  # a new run: one caught-up pass, paused

@@ -10,20 +10,17 @@ submission settles exactly once.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers.checks import assert_settled_once, converged, settled
 from tests.helpers.polling import eventually
-from tests.helpers.processes import worker_process
 from tests.helpers.slow_tool import AGENT_ID as SLOW_TOOL_AGENT
 from tests.helpers.slow_tool import slow_tool_binding
+from tests.helpers.workers import Workers, with_bindings
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.views import ThreadStatus
-from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.views import HostStatus, ThreadStatus
 from threadwarden.worker.settings import Settings
 
 SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
@@ -74,29 +71,45 @@ async def _settled_watching(
     )
 
 
+async def _killed_while_running(
+    workers: Workers, client: ThreadwardenClient, thread: str, steps: Any, kind: str, **body: Any
+) -> str:
+    """Run the scripted ``steps`` on a worker process and SIGKILL it once the head committed a
+    ``kind`` record whose body has ``body``; the submission's id."""
+    async with workers.process("first") as first:
+        receipt = await client.submit(thread, agent_id="scripted", input=steps)
+        await _running_after(client, thread, kind, **body)
+        await _kill(first)
+    return receipt.submission_id
+
+
+async def _recovered(
+    client: ThreadwardenClient, thread: str
+) -> tuple[ThreadStatus, HostStatus, set[str]]:
+    """On the worker that took over: the thread's one submission settled once and its host
+    converged; with every state the submission passed through meanwhile."""
+    seen: set[str] = set()
+    await _settled_watching(client, thread, seen)
+    status = await assert_settled_once(client, thread, 1)
+    host = await converged(client, thread)
+    return status, host, seen
+
+
 def _messages(records: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(r["body"]["text"], r["epoch"]) for r in records if r["kind"] == "message"]
 
 
 async def test_worker_killed_mid_attempt_is_reclaimed_and_settles_once(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    async with worker_process(settings, connections, tmp_path / "first") as first:
-        receipt = await client.submit(ids, agent_id="scripted", input=SLEEPY)
-        await _running_after(client, ids, "message", text="before")
-        await _kill(first)
-    seen: set[str] = set()
-    async with worker_process(settings, connections, tmp_path / "second"):
-        await _settled_watching(client, ids, seen)
-        status = await assert_settled_once(client, ids, 1)
-        host = await converged(client, ids)
+    submission_id = await _killed_while_running(
+        workers, client, ids, SLEEPY, "message", text="before"
+    )
+    async with workers.process("second"):
+        status, host, seen = await _recovered(client, ids)
 
     view = status.submissions[0]
-    assert (view.submission_id, view.outcome) == (receipt.submission_id, "completed")
+    assert (view.submission_id, view.outcome) == (submission_id, "completed")
     assert (view.attempts, view.epoch) == (2, 2)  # reclaimed once, at a higher epoch
     records = await client.records(ids)
     # "before" was committed by the killed attempt and replayed, not repeated.
@@ -109,26 +122,16 @@ async def test_worker_killed_mid_attempt_is_reclaimed_and_settles_once(
 
 
 async def test_worker_killed_after_a_side_effect_replays_its_recorded_result(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     steps = [
         {"tool": "charge", "args": {"cents": 5}, "side_effect": True},
         {"sleep_ms": 8_000},
         {"say": "after"},
     ]
-    async with worker_process(settings, connections, tmp_path / "first") as first:
-        await client.submit(ids, agent_id="scripted", input=steps)
-        await _running_after(client, ids, "tool-result", tool="charge")
-        await _kill(first)
-    seen: set[str] = set()
-    async with running_worker(settings, connections):
-        await _settled_watching(client, ids, seen)
-        status = await assert_settled_once(client, ids, 1)
-        host = await converged(client, ids)
+    await _killed_while_running(workers, client, ids, steps, "tool-result", tool="charge")
+    async with workers.running():
+        status, host, seen = await _recovered(client, ids)
 
     # The call has its result, so it is not unknown: the re-run returns the recorded result.
     assert "unknown" not in seen
@@ -152,18 +155,12 @@ RESOLUTIONS: dict[str, tuple[Any, str, int, int]] = {
 
 @pytest.mark.parametrize("outcome", RESOLUTIONS)
 async def test_worker_killed_inside_a_side_effect_waits_unknown_until_resolved(
-    outcome: Any,
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    tmp_path: Path,
-    ids: str,
+    outcome: Any, workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
     result, settled_as, attempts, runs = RESOLUTIONS[outcome]
-    tool_runs = tmp_path / "charge-runs"
+    tool_runs = workers.folder / "charge-runs"
     charge = {"ledger": str(tool_runs), "cents": 5, "hold_s": 120}
-    bindings = "tests.helpers.slow_tool:BINDING"
-    async with worker_process(settings, connections, tmp_path / "first", bindings=bindings) as w:
+    async with workers.process("first", bindings="tests.helpers.slow_tool:BINDING") as w:
         receipt = await client.submit(ids, agent_id=SLOW_TOOL_AGENT, input=charge)
         await _running_after(client, ids, "tool-call", tool="charge")
 
@@ -172,9 +169,7 @@ async def test_worker_killed_inside_a_side_effect_waits_unknown_until_resolved(
 
         await eventually(started, bool, what="the tool started")
         await _kill(w)  # between the prepared call and its result
-    registry = default_registry()
-    registry.register(slow_tool_binding())
-    async with running_worker(settings, connections, registry):
+    async with workers.running(with_bindings(slow_tool_binding())):
         waiting = await eventually(
             lambda: client.thread_status(ids),
             lambda s: s.submissions[0].state == "unknown",

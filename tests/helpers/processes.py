@@ -1,5 +1,5 @@
-"""Real worker processes: for tests that kill them (SIGKILL), not just stop them, and for the
-console script run in a user's own project folder."""
+"""Real processes: workers for tests that kill them (SIGKILL), not just stop them, the console
+script's worker run in a user's own project folder, and programs run to their end."""
 
 from __future__ import annotations
 
@@ -103,3 +103,25 @@ async def ready_output(process: asyncio.subprocess.Process, out: Path, err: Path
         return out.read_text()
 
     return await eventually(printed, lambda text: READY in text, timeout_s=60, what="worker ready")
+
+
+async def run_to_end(
+    *argv: str, cwd: Path, env: dict[str, str], timeout_s: float, merge_stderr: bool = False
+) -> tuple[int, str, str]:
+    """Run ``argv`` to its end (killed if it outlasts ``timeout_s``): its exit code, stdout and
+    stderr (with ``merge_stderr``, stderr is interleaved into stdout and comes back empty)."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT if merge_stderr else asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=timeout_s)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), (err or b"").decode()

@@ -6,21 +6,17 @@ released, so no history outside this repository needs to keep replaying: no patc
 """
 
 import asyncio
-import tempfile
-import uuid
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 from temporalio.api.enums.v1 import EventType
 
+from tests.helpers.hosts import FakeHost
 from tests.helpers.polling import eventually
 from tests.helpers.workers import with_queued_scripted
+from tests.workflows.recording import recording_stack
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.migrations import migrate
-from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
 from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
@@ -31,61 +27,46 @@ VERSION = "v12"
 
 
 async def record() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        postgres = EmbeddedPostgres(Path(tmp) / "pg")
-        temporal = TemporalDevServer(None, ui=False)
-        try:
-            dsn = await postgres.start("record")
-            conn = await asyncpg.connect(dsn)
-            await migrate(conn)
-            await conn.close()
-            await temporal.start()
-            connections = Connections(dsn, temporal.address)
-            settings = Settings(
-                task_queue=f"rec-{uuid.uuid4().hex[:6]}",
-                data_dir=Path(tmp),
-                head_start_timeout_ms=1_000,
+    async with recording_stack(head_start_timeout_ms=1_000) as (connections, settings):
+        failpoints = Failpoints()
+        registry = with_queued_scripted()  # scripted heads inline, queued's dispatched
+        async with (  # no host plug-in: the head step finishes each pass itself
+            running_worker(settings, connections, registry, failpoints=failpoints),
+            ThreadwardenClient.connect(settings, connections) as client,
+        ):
+            await _record_settled(client, connections, "replay-settled", "settled")
+            await _record_settled(
+                client, connections, "replay-queued", "settled_queued", agent="queued"
             )
-            failpoints = Failpoints()
-            registry = with_queued_scripted()  # scripted heads inline, queued's dispatched
-            async with (  # no host plug-in: the head step finishes each pass itself
-                running_worker(settings, connections, registry, failpoints=failpoints),
-                ThreadwardenClient.connect(settings, connections) as client,
-            ):
-                await _record_settled(client, connections, "replay-settled", "settled")
-                await _record_settled(
-                    client, connections, "replay-queued", "settled_queued", agent="queued"
-                )
-                await _record_stalled(client, connections)
-                await _record_begin_fault(client, connections, failpoints)
-                await _record_chain_break(client, connections)
-                await _record_continue_as_new(client, connections)
-            await _record_worker_stop(settings, connections, registry, failpoints)
-            waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
-            async with (  # host waves beside the native work: the finish is its own step
-                running_worker(waves, connections, host=QuietHost()),
-                ThreadwardenClient.connect(waves, connections) as client,
-            ):
-                await _record_settled(client, connections, "replay-waves", "settled_with_waves")
-                await _record_message(client, connections)
-                await _record_backlog(client, connections)
-            split = waves.model_copy(
-                update={"task_queue": f"{settings.task_queue}-split", "inline_budget_ms": 5_000}
-            )
-            async with (
-                running_worker(split, connections, host=QuietHost(), failpoints=failpoints),
-                ThreadwardenClient.connect(split, connections) as client,
-            ):
-                await _record_heartbeat_split(client, connections, failpoints)
-            hung = settings.model_copy(update={"task_queue": f"{settings.task_queue}-hung"})
-            async with (
-                running_worker(hung, connections, host=HungHost()),
-                ThreadwardenClient.connect(hung, connections) as client,
-            ):
-                await _record_cut_off_wave(client, connections)
-        finally:
-            temporal.stop()
-            postgres.stop()
+            await _record_stalled(client, connections)
+            await _record_begin_fault(client, connections, failpoints)
+            await _record_chain_break(client, connections)
+            await _record_continue_as_new(client, connections)
+        await _record_worker_stop(settings, connections, registry, failpoints)
+        waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
+        # Host waves (with nothing to do: every pass still runs its initial wave) beside the
+        # native work: the finish is its own step.
+        async with (
+            running_worker(waves, connections, host=FakeHost(1_000)),
+            ThreadwardenClient.connect(waves, connections) as client,
+        ):
+            await _record_settled(client, connections, "replay-waves", "settled_with_waves")
+            await _record_message(client, connections)
+            await _record_backlog(client, connections)
+        split = waves.model_copy(
+            update={"task_queue": f"{settings.task_queue}-split", "inline_budget_ms": 5_000}
+        )
+        async with (
+            running_worker(split, connections, host=FakeHost(1_000), failpoints=failpoints),
+            ThreadwardenClient.connect(split, connections) as client,
+        ):
+            await _record_heartbeat_split(client, connections, failpoints)
+        hung = settings.model_copy(update={"task_queue": f"{settings.task_queue}-hung"})
+        async with (  # waves that ignore the end of the native work: each is cut off
+            running_worker(hung, connections, host=FakeHost(200, hang=True)),
+            ThreadwardenClient.connect(hung, connections) as client,
+        ):
+            await _record_cut_off_wave(client, connections)
 
 
 async def _record_settled(
@@ -244,31 +225,6 @@ async def _record_cut_off_wave(client: ThreadwardenClient, connections: Connecti
         lambda h: h.processed == h.dirty and h.alarm_at is None,
     )
     await _save(connections, "replay-hung-wave", f"host_pass_wave_cut_off_{VERSION}.json")
-
-
-class HungHost:
-    """A host plug-in whose waves ignore the end of the native work: each is cut off."""
-
-    dispatch_timeout_ms = 200
-
-    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
-        await asyncio.Event().wait()
-        return False
-
-    async def pending_deadline(self, host_id: str) -> datetime | None:
-        return None
-
-
-class QuietHost:
-    """A host plug-in with nothing to do: every pass still runs its initial wave."""
-
-    dispatch_timeout_ms = 1_000
-
-    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
-        return False
-
-    async def pending_deadline(self, host_id: str) -> datetime | None:
-        return None
 
 
 async def _save(connections: Connections, host_id: str, name: str) -> None:

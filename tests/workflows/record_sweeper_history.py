@@ -6,20 +6,14 @@ no patch markers).
 """
 
 import asyncio
-import tempfile
-import uuid
 from pathlib import Path
 
-import asyncpg
-
 from tests.helpers.polling import eventually
+from tests.workflows.recording import recording_stack
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.ledger.admission import Admissions
-from threadwarden.ledger.migrations import migrate
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
 from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import sweeper_workflow_id
 
 HERE = Path(__file__).parent / "histories"
@@ -28,43 +22,26 @@ VERSION = "v4"
 
 
 async def record() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        postgres = EmbeddedPostgres(Path(tmp) / "pg")
-        temporal = TemporalDevServer(None, ui=False)
+    async with recording_stack(
+        sweep_interval_ms=200, sweep_idle_interval_ms=1_000, sweep_grace_ms=200
+    ) as (connections, settings):
+        pool = await create_pool(connections.database_url, max_size=2)
         try:
-            dsn = await postgres.start("record")
-            conn = await asyncpg.connect(dsn)
-            await migrate(conn)
-            await conn.close()
-            await temporal.start()
-            connections = Connections(dsn, temporal.address)
-            settings = Settings(
-                task_queue=f"rec-{uuid.uuid4().hex[:6]}",
-                data_dir=Path(tmp),
-                sweep_interval_ms=200,
-                sweep_idle_interval_ms=1_000,
-                sweep_grace_ms=200,
-            )
-            pool = await create_pool(dsn, max_size=2)
-            try:
-                async with (
-                    running_worker(settings, connections),
-                    ThreadwardenClient.connect(settings, connections) as client,
-                ):
-                    # A wake that was never sent: the sweeper must find and wake the host.
-                    receipt = await Admissions(pool, minimum_alarm_delay_ms=50).admit(
-                        thread_id="replay-lost-wake", agent_id="scripted", input=[{"say": "hi"}]
-                    )
-                    await eventually(
-                        lambda: client.thread_status(receipt.thread_id),
-                        lambda s: s.submissions[0].state == "settled",
-                    )
-                    await _save(connections, settings.task_queue)
-            finally:
-                await pool.close()
+            async with (
+                running_worker(settings, connections),
+                ThreadwardenClient.connect(settings, connections) as client,
+            ):
+                # A wake that was never sent: the sweeper must find and wake the host.
+                receipt = await Admissions(pool, minimum_alarm_delay_ms=50).admit(
+                    thread_id="replay-lost-wake", agent_id="scripted", input=[{"say": "hi"}]
+                )
+                await eventually(
+                    lambda: client.thread_status(receipt.thread_id),
+                    lambda s: s.submissions[0].state == "settled",
+                )
+                await _save(connections, settings.task_queue)
         finally:
-            temporal.stop()
-            postgres.stop()
+            await pool.close()
 
 
 async def _save(connections: Connections, task_queue: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.alarms import CLOCK_SLACK, MIN_DELAY, whole_ms
 from tests.helpers.checks import (
     assert_autonomous_work_armed,
     assert_settled_once,
@@ -23,18 +24,14 @@ from tests.helpers.checks import (
     say,
     settled,
 )
+from tests.helpers.hosts import FakeHost
 from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
-from threadwarden.ledger.models import from_ms, to_ms
-from threadwarden.worker.runtime import Connections, running_worker
+from threadwarden.ledger.models import to_ms
 from threadwarden.worker.settings import Settings
-
-MIN_DELAY = timedelta(milliseconds=50)
-"""minimum_alarm_delay with the default 100 ms backoff base."""
-CLOCK_SLACK = timedelta(milliseconds=25)
-"""Epoch-millisecond truncation plus scheduling noise between the workflow clock and ours."""
 
 
 @pytest.fixture
@@ -42,11 +39,6 @@ def settings(settings: Settings) -> Settings:
     """A sweeper grace longer than a paused pass: the sweeper must not add passes of its own
     while a test holds one (wakes are deferred anyway; this keeps the counts readable)."""
     return settings.model_copy(update={"sweep_grace_ms": 30_000})
-
-
-def _ms(instant: datetime) -> datetime:
-    """``instant`` truncated to whole milliseconds (the precision alarms are kept in)."""
-    return from_ms(to_ms(instant))
 
 
 # --- brief §3.6: begin's observed generation ------------------------------------------------
@@ -101,7 +93,7 @@ async def test_fault_at_begin_after_rearms_the_observed_generation_as_auxiliary(
     # §3.6 with no racing mutation and no auxiliary deadline: the alarm is notBefore, and
     # notBefore = now + ceil(b/2 + b/2·j) with b = base = 100 ms, for the rearm's now.
     assert host.alarm_at == host.retry.not_before
-    earliest = _ms(submitted) + timedelta(milliseconds=50) - CLOCK_SLACK
+    earliest = whole_ms(submitted) + timedelta(milliseconds=50) - CLOCK_SLACK
     latest = reached + timedelta(milliseconds=100) + CLOCK_SLACK
     assert earliest <= host.retry.not_before <= latest
 
@@ -113,23 +105,6 @@ async def test_fault_at_begin_after_rearms_the_observed_generation_as_auxiliary(
 
 
 # --- scenario 13: inside an open retry window, auxiliary work only ----------------------------
-
-
-class CountingHost:
-    """A host plug-in that counts its waves and reports a settable pending deadline."""
-
-    dispatch_timeout_ms = 1_000
-
-    def __init__(self) -> None:
-        self.deadline: datetime | None = None
-        self.waves = 0
-
-    async def wave(self, host_id: str, *, dispatch_until: datetime) -> bool:
-        self.waves += 1
-        return False
-
-    async def pending_deadline(self, host_id: str) -> datetime | None:
-        return self.deadline
 
 
 async def _native_footprint(pool: asyncpg.Pool[Any], host_id: str) -> list[dict[str, Any]]:
@@ -150,15 +125,10 @@ async def _native_footprint(pool: asyncpg.Pool[Any], host_id: str) -> list[dict[
 
 
 async def test_scenario_13_inside_the_retry_window_only_auxiliary_work_runs(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    pool: asyncpg.Pool[Any],
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
-    host = CountingHost()
-    async with running_worker(settings, connections, failpoints=failpoints, host=host):
+    host, failpoints = FakeHost(1_000), workers.failpoints
+    async with workers.running(host=host):
         # A head without a binding: the pass records its binding retry and, having made no
         # progress, a maintenance retry (native_only) that opens the window.
         await client.submit(ids, agent_id="ghost", input={"n": 1})
@@ -169,7 +139,7 @@ async def test_scenario_13_inside_the_retry_window_only_auxiliary_work_runs(
         )
         assert row.retry is not None and row.retry.native_only is True
         # Widen the window to ten minutes, so that no pass of this test can outlive it.
-        not_before = _ms(datetime.now(UTC) + timedelta(minutes=10))
+        not_before = whole_ms(datetime.now(UTC) + timedelta(minutes=10))
         await pool.execute(
             "UPDATE threadwarden.hosts"
             " SET retry = jsonb_set(retry, '{not_before}', to_jsonb($2::bigint))"
@@ -180,10 +150,10 @@ async def test_scenario_13_inside_the_retry_window_only_auxiliary_work_runs(
         for location in ("maintenance:begin:before", "maintenance:select:before", "claim"):
             failpoints.arm(location, observe=True)
         before = await _native_footprint(pool, ids)
-        waves = host.waves
+        waves = host.waves[ids]
 
         # An early alarm with an auxiliary deadline inside the window: the deadline wins.
-        host.deadline = _ms(datetime.now(UTC) + timedelta(minutes=1))
+        host.deadline = whole_ms(datetime.now(UTC) + timedelta(minutes=1))
         await client.wake(ids, reason="early alarm")
         row = await eventually(
             lambda: client.host_status(ids),
@@ -202,7 +172,7 @@ async def test_scenario_13_inside_the_retry_window_only_auxiliary_work_runs(
 
         passes = failpoints.hits["maintenance:begin:before"]
         assert passes >= 2
-        assert host.waves - waves == passes  # every pass ran its one initial wave...
+        assert host.waves[ids] - waves == passes  # every pass ran its one initial wave...
         assert "maintenance:select:before" not in failpoints.hits  # ...and no selection,
         assert "claim" not in failpoints.hits  # no attempt,
         assert await _native_footprint(pool, ids) == before  # no recovery, nothing native
@@ -214,14 +184,10 @@ async def test_scenario_13_inside_the_retry_window_only_auxiliary_work_runs(
 
 
 async def test_scenario_34_blocked_pass_rearms_at_min_of_fallback_and_pending_deadline(
-    settings: Settings,
-    connections: Connections,
-    client: ThreadwardenClient,
-    failpoints: Failpoints,
-    ids: str,
+    workers: Workers, client: ThreadwardenClient, ids: str
 ) -> None:
-    sink = RequiredSink()
-    async with running_worker(settings, connections, failpoints=failpoints, sinks=[sink]):
+    sink, failpoints = RequiredSink(), workers.failpoints
+    async with workers.running(sinks=[sink]):
         await client.submit(ids, agent_id="scripted", input=say("first"))
         await settled(client, ids, 1)  # its records could not be published
         failpoints.arm("maintenance:begin:before", pause=True)
@@ -239,7 +205,7 @@ async def test_scenario_34_blocked_pass_rearms_at_min_of_fallback_and_pending_de
         row = await client.host_status(ids)
         assert row.last_outcome == "caught-up"  # the blocked finish
         assert row.auxiliary_due is not None and row.auxiliary_due.publication is not None
-        pending = _ms(row.auxiliary_due.publication)  # alarms are kept in whole milliseconds
+        pending = whole_ms(row.auxiliary_due.publication)  # alarms are kept in whole milliseconds
         # No recovery, no attempt, processed unchanged.
         assert "maintenance:select:before" not in failpoints.hits and "claim" not in failpoints.hits
         assert row.processed == before.processed < row.dirty
@@ -247,7 +213,7 @@ async def test_scenario_34_blocked_pass_rearms_at_min_of_fallback_and_pending_de
         assert (held.submission_id, held.state, held.attempts) == (second.submission_id, "ready", 0)
         # alarm = max(now + minDelay, min(now + wakeScanInterval, pending)), for the finish's now
         # somewhere in [released, finished].
-        fallback = timedelta(milliseconds=settings.wake_scan_interval_ms)
+        fallback = timedelta(milliseconds=workers.settings.wake_scan_interval_ms)
 
         def alarm(now: datetime) -> datetime:
             return max(now + MIN_DELAY, min(now + fallback, pending))
