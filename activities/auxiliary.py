@@ -25,7 +25,6 @@ from temporalio import activity
 from temporalio.client import Client
 
 from threadwarden.activities.errors import domain_errors
-from threadwarden.client.temporal import wake_host
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance, HostWaveStillRunning
 from threadwarden.ledger.host_work import HostWork
@@ -34,6 +33,7 @@ from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
 from threadwarden.views import Receipt
 from threadwarden.workflows import contracts as c
+from threadwarden.workflows.client_calls import wake_host
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from temporalio.client import Client
 
-from threadwarden.client.temporal import CONFIRM_AFTER_S, queue_polled
 from threadwarden.workflows import contracts as c
+from threadwarden.workflows.client_calls import CONFIRM_AFTER_S, queue_polled
 
 POLLED_TTL_S = 15.0
 """How long a queue seen polled is taken as polled without asking again (per worker process).

@@ -6,10 +6,10 @@ from dataclasses import KW_ONLY, dataclass
 from temporalio import activity
 from temporalio.client import Client
 
-from threadwarden.client.temporal import wake_host
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.sweep import Sweeps
 from threadwarden.workflows import contracts as c
+from threadwarden.workflows.client_calls import wake_host
 
 WAKE_BUDGET_S = 10.0
 """How long one sweep spends waking hosts (a third of its 30 s timeout): under a burst, when

@@ -1,11 +1,11 @@
 """Waking a host from a worker, best effort (the signal-with-start itself is the client's:
-`threadwarden.client.temporal.wake_host`)."""
+`threadwarden.workflows.client_calls.wake_host`)."""
 
 import logging
 
 from temporalio.client import Client
 
-from threadwarden.client.temporal import wake_host
+from threadwarden.workflows.client_calls import wake_host
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,6 @@ from opentelemetry import metrics
 from temporalio.client import Client
 
 from threadwarden.client.reads import ClientReads
-from threadwarden.client.temporal import PolledQueues, wake_host
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import AdmissionRequest, Admissions
@@ -33,6 +32,7 @@ from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input
 from threadwarden.views import OperatorResult, Receipt
 from threadwarden.worker.runtime import Connections, connect_configured, resolve
 from threadwarden.worker.settings import Settings
+from threadwarden.workflows.client_calls import PolledQueues, wake_host
 from threadwarden.workflows.contracts import head_task_queue
 
 logger = logging.getLogger(__name__)

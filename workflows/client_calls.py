@@ -1,10 +1,13 @@
-"""The client's two calls to Temporal: waking a host (signal-with-start of its maintenance
-workflow) and asking whether any worker polls a head's task queue (`PolledQueues` remembers the
-queues seen polled, so that a submit asks at most once in a while).
+"""The calls made to the host workflow and its queues from outside a workflow, with a Temporal
+client: waking a host (signal-with-start of its workflow) and asking whether any worker polls a
+head's task queue (`PolledQueues` remembers the queues seen polled, so that a submit asks at most
+once in a while).
 
-The worker's activities make the same calls (`threadwarden.activities.wake`,
-`threadwarden.activities.pollers`), so this module stands alone: it imports Temporal's client
-and the workflows' contracts, nothing of the ledger or the worker."""
+Both the application's client (`threadwarden.client`) and the worker's activities
+(`threadwarden.activities.wake`, `.pollers`, `.sweep`, `.auxiliary`) make them, so they live
+beside the workflow they address: this module imports Temporal's client and the contracts. No
+workflow imports it (it is not deterministic code; the workflows' contract keeps the ledger,
+activities, worker and client out of it all the same)."""
 
 from __future__ import annotations
 
