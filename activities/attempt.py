@@ -47,7 +47,7 @@ from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.operator import Operator
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class HeadRunner:
     checkpoints: Checkpoints
     deltas: Deltas | None = None
 
-    async def run(self, step: c.RunHeadInput) -> c.RunHeadResult:
+    async def run(self, step: contracts.RunHeadInput) -> contracts.RunHeadResult:
         """The head attempt, its binding-retry record and (when asked) the pass's finish.
 
         Dispatched (a regular activity on the agent's queue) it heartbeats throughout, so a
@@ -99,7 +99,7 @@ class HeadRunner:
         """
         inline = activity.info().is_local
         if inline and activity.is_worker_shutdown():
-            return c.RunHeadResult(shutdown=True)  # claim nothing on a stopping worker
+            return contracts.RunHeadResult(shutdown=True)  # claim nothing on a stopping worker
         now = datetime.now(UTC)
         left = (step.pass_deadline - now).total_seconds()
         cut, yield_after = left, step.yield_after
@@ -118,11 +118,13 @@ class HeadRunner:
             except TimeoutError:  # the attempt released its claim before the timeout ended it
                 if cut >= left:
                     activity.logger.warning("attempt on %s hit the pass deadline", step.thread_id)
-                    return c.RunHeadResult(failure=c.PASS_DEADLINE_ERROR, native_failure=True)
-                result = c.RunHeadResult(submission_id=step.submission_id, stopped="ready")
+                    return contracts.RunHeadResult(
+                        failure=contracts.PASS_DEADLINE_ERROR, native_failure=True
+                    )
+                result = contracts.RunHeadResult(submission_id=step.submission_id, stopped="ready")
             except asyncio.CancelledError:
                 if inline and activity.is_worker_shutdown() and not _cancelling():  # the watch
-                    return c.RunHeadResult(submission_id=step.submission_id, shutdown=True)
+                    return contracts.RunHeadResult(submission_id=step.submission_id, shutdown=True)
                 raise
             if inline:  # the attempt is over: a shutdown from here on lets the pass finish
                 await _stopped(beside)
@@ -148,7 +150,9 @@ class HeadRunner:
             await asyncio.sleep(self.lease_renew_ms / 1000)
             beat()
 
-    async def _attempt(self, step: c.RunHeadInput, yield_after: datetime) -> c.RunHeadResult:
+    async def _attempt(
+        self, step: contracts.RunHeadInput, yield_after: datetime
+    ) -> contracts.RunHeadResult:
         bindings = self.registry.bindings
         digests = {agent: binding.digest for agent, binding in bindings.items()}
         kinds = {
@@ -168,9 +172,11 @@ class HeadRunner:
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
             # Logged by the binding-retry step, at error level at most once per 15 minutes.
-            return c.RunHeadResult(submission_id=error.submission_id, binding_error=str(error))
+            return contracts.RunHeadResult(
+                submission_id=error.submission_id, binding_error=str(error)
+            )
         if claim is None:
-            return c.RunHeadResult()
+            return contracts.RunHeadResult()
         trace.get_current_span().set_attributes(
             {
                 "threadwarden.host_id": step.host_id,
@@ -197,7 +203,7 @@ class HeadRunner:
             )
             if fault.owned:
                 await self._release(claim)
-            return c.RunHeadResult(
+            return contracts.RunHeadResult(
                 submission_id=claim.submission_id, failure=fault.reason, native_failure=True
             )
         if isinstance(outcome, Yielded):
@@ -213,13 +219,13 @@ class HeadRunner:
         *,
         result: Any = None,
         reason: str | None = None,
-    ) -> c.RunHeadResult:
+    ) -> contracts.RunHeadResult:
         await self.failpoints.hit("settle")
         marker = await self.attempts.settle(claim, outcome, result=result, reason=reason)
         if marker is not None and marker.recorded:  # a child: its parent may go on
             await self.waker.wake(marker.parent_host_id, reason="child-settled")
         await self._apply_committed(claim)
-        return c.RunHeadResult(
+        return contracts.RunHeadResult(
             submission_id=claim.submission_id, outcome=outcome, admitted_at=claim.admitted_at
         )
 
@@ -234,7 +240,7 @@ class HeadRunner:
                 await self.projection.mark_due(claim.host_id)
         await self.publications.publish_committed(claim.host_id)
 
-    async def _abort(self, claim: Claim) -> c.RunHeadResult:
+    async def _abort(self, claim: Claim) -> contracts.RunHeadResult:
         """Settle ``aborted``; a parent first aborts each unfinished child (once: the child's
         abort is idempotent) and joins every child's real outcome (a racing settlement wins),
         waiting (``suspended``) while some child has not settled yet."""
@@ -257,7 +263,7 @@ class HeadRunner:
         reason = await self.attempts.abort_reason(claim.submission_id)
         return await self._settle(claim, "aborted", reason=reason)
 
-    async def _stop(self, claim: Claim, stop: AttemptStop) -> c.RunHeadResult:
+    async def _stop(self, claim: Claim, stop: AttemptStop) -> contracts.RunHeadResult:
         state: Literal["ready", "suspended", "unknown"] = (
             "suspended"
             if isinstance(stop, (Suspend, WaitForChildren))
@@ -280,7 +286,7 @@ class HeadRunner:
         if not isinstance(stop, WaitForChildren):  # that wait already ended the ownership
             await self.attempts.stop(claim, state)
         await self._apply_committed(claim)
-        return c.RunHeadResult(submission_id=claim.submission_id, stopped=state)
+        return contracts.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides
@@ -353,8 +359,8 @@ class AttemptActivities:
     def __init__(self, runner: HeadRunner) -> None:
         self._runner = runner
 
-    @activity.defn(name=c.RUN_HEAD)
+    @activity.defn(name=contracts.RUN_HEAD)
     @domain_errors
-    async def run_head(self, step: c.RunHeadInput) -> c.RunHeadResult:
+    async def run_head(self, step: contracts.RunHeadInput) -> contracts.RunHeadResult:
         """The head attempt, its binding-retry record and (when asked) the pass's finish."""
         return await self._runner.run(step)

@@ -20,7 +20,7 @@ from threadwarden.hosts import (
 from threadwarden.ledger.deadlines import AuxiliaryDue
 from threadwarden.ledger.maintenance import BeginResult as Begun
 from threadwarden.ledger.maintenance import Maintenance
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 
 @dataclass(eq=False)
@@ -37,9 +37,9 @@ class MaintenanceActivities:
     native work back until they are drained (docs/architecture.md, "Words")."""
     host: HostMaintenance | None = None
 
-    @activity.defn(name=c.BEGIN_PASS)
+    @activity.defn(name=contracts.BEGIN_PASS)
     @domain_errors
-    async def begin_pass(self, step: c.BeginPassInput) -> c.BeginPassResult:
+    async def begin_pass(self, step: contracts.BeginPassInput) -> contracts.BeginPassResult:
         """Begin, then the pass's route (`PassSteps.route`). A failure after begin committed
         is reported in the route (`BeginFailed`), not raised, so that the workflow still
         rearms with the generation begin observed; this step raises only before its commit,
@@ -50,15 +50,15 @@ class MaintenanceActivities:
         now = clock(step.now)
         async with asyncio.timeout(SHORT_STEP_MS / 1000):  # begin's own part of this step
             begun, route, plan = await self._begin(step, now)
-        if isinstance(route, c.RunHere) and plan.quiet:
+        if isinstance(route, contracts.RunHere) and plan.quiet:
             try:
                 result = await self.runner.run(route.head)
             except StalePass:
                 raise  # a newer pass took over: nothing to rearm
             except Exception as failure:  # fails the pass (native), as run_head reports it
-                result = c.RunHeadResult(failure=describe(failure), native_failure=True)
-            route = c.RanHere(result=result)
-        return c.BeginPassResult(
+                result = contracts.RunHeadResult(failure=describe(failure), native_failure=True)
+            route = contracts.RanHere(result=result)
+        return contracts.BeginPassResult(
             epoch=begun.epoch,
             begun_at=now,
             generation=begun.generation,
@@ -72,8 +72,8 @@ class MaintenanceActivities:
         )
 
     async def _begin(
-        self, step: c.BeginPassInput, now: datetime
-    ) -> tuple[Begun, c.Route, c.AuxiliaryPlan]:
+        self, step: contracts.BeginPassInput, now: datetime
+    ) -> tuple[Begun, contracts.Route, contracts.AuxiliaryPlan]:
         await self.failpoints.hit("maintenance:begin:before")
         begun = await self.maintenance.begin(step.host_id, now)
         plan = self._auxiliary_plan(begun.due)
@@ -81,16 +81,16 @@ class MaintenanceActivities:
             await self.failpoints.hit("maintenance:begin:after")
         except Exception as failure:  # begin committed: the generation is observed (§3.6)
             activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
-            return begun, c.BeginFailed(error=describe(failure), native=False), plan
+            return begun, contracts.BeginFailed(error=describe(failure), native=False), plan
         if begun.caught_up:
-            return begun, c.CaughtUp(), plan
+            return begun, contracts.CaughtUp(), plan
         # A required sink with unpublished records may hold native work back: then the
         # workflow drains first and prepares the native work only if nothing is pending.
         if self.gating and begun.due.publication_due is not None:
-            return begun, c.Held(), plan
+            return begun, contracts.Held(), plan
         try:
             route = await self.steps.route(
-                c.PassStepInput(host_id=step.host_id, epoch=begun.epoch),
+                contracts.PassStepInput(host_id=step.host_id, epoch=begun.epoch),
                 now,
                 begun_at=now,
                 generation=begun.generation,
@@ -102,12 +102,12 @@ class MaintenanceActivities:
             raise  # a newer pass took over: nothing to rearm (its rearm would be fenced)
         except Exception as failure:  # begin committed: the pass fails, its retry is recorded
             activity.logger.warning("pass on %s failed after begin: %r", step.host_id, failure)
-            route = c.BeginFailed(error=describe(failure), native=True)
+            route = contracts.BeginFailed(error=describe(failure), native=True)
         return begun, route, plan
 
-    def _auxiliary_plan(self, due: AuxiliaryDue) -> c.AuxiliaryPlan:
+    def _auxiliary_plan(self, due: AuxiliaryDue) -> contracts.AuxiliaryPlan:
         """What auxiliary work is due, and the host plug-in's allowance, validated now."""
-        plan = c.AuxiliaryPlan(
+        plan = contracts.AuxiliaryPlan(
             publication_due=due.publication_due,
             publication_drain_due=due.is_due(due.publication_due),
             messages_due=due.is_due(due.message_due),
@@ -125,23 +125,23 @@ class MaintenanceActivities:
                 plan.host_allowance_error = f"{ALLOWANCE_ERROR}: reading it failed: {error!r}"
         return plan
 
-    @activity.defn(name=c.PREPARE_NATIVE)
+    @activity.defn(name=contracts.PREPARE_NATIVE)
     @domain_errors
-    async def prepare_native(self, step: c.PrepareNativeInput) -> c.Prepared:
+    async def prepare_native(self, step: contracts.PrepareNativeInput) -> contracts.Prepared:
         """Recovery, selection and the head's route, when the publication gate held them."""
         route = await self.steps.route(
-            c.PassStepInput(host_id=step.host_id, epoch=step.epoch),
+            contracts.PassStepInput(host_id=step.host_id, epoch=step.epoch),
             clock(step.now),
             begun_at=step.begun_at,
             generation=step.generation,
             stalls=step.stalls,
             folded=step.folded,
         )
-        return c.Prepared(route=route)
+        return contracts.Prepared(route=route)
 
-    @activity.defn(name=c.HEAD_UNSTARTED)
+    @activity.defn(name=contracts.HEAD_UNSTARTED)
     @domain_errors
-    async def head_unstarted(self, step: c.HeadUnstartedInput) -> c.RunHeadResult:
+    async def head_unstarted(self, step: contracts.HeadUnstartedInput) -> contracts.RunHeadResult:
         """No worker with the head's binding started its attempt in time: the head backs off
         as binding-unavailable (nothing was claimed), then (folded) the pass finishes."""
         head = step.head
@@ -155,20 +155,20 @@ class MaintenanceActivities:
             f"agent {head.agent_id}: no worker with its binding{pinned} {waited}"
             f" (submission {head.submission_id} stays pending)"
         )
-        result = c.RunHeadResult(submission_id=head.submission_id, binding_error=error)
+        result = contracts.RunHeadResult(submission_id=head.submission_id, binding_error=error)
         return await self.steps.after_head(head, result)
 
-    @activity.defn(name=c.FINISH_CAUGHT_UP)
+    @activity.defn(name=contracts.FINISH_CAUGHT_UP)
     @domain_errors
-    async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> c.PassReport:
+    async def finish_caught_up(self, step: contracts.FinishCaughtUpInput) -> contracts.PassReport:
         return await self.steps.finish_caught_up(step)
 
-    @activity.defn(name=c.FINISH_PASS)
+    @activity.defn(name=contracts.FINISH_PASS)
     @domain_errors
-    async def finish_pass(self, step: c.FinishPassInput) -> c.PassReport:
+    async def finish_pass(self, step: contracts.FinishPassInput) -> contracts.PassReport:
         return await self.steps.finish(step)
 
-    @activity.defn(name=c.REARM_FAILURE)
+    @activity.defn(name=contracts.REARM_FAILURE)
     @domain_errors
-    async def rearm_failure(self, step: c.RearmFailureInput) -> c.PassReport:
+    async def rearm_failure(self, step: contracts.RearmFailureInput) -> contracts.PassReport:
         return await self.steps.rearm_failure(step)

@@ -21,7 +21,7 @@ from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.maintenance import HostView, Maintenance
 from threadwarden.ledger.models import from_ms
 from threadwarden.protocol.passes import PassReport, Selection
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class PassSteps:
 
     async def route(
         self,
-        step: c.PassStepInput,
+        step: contracts.PassStepInput,
         now: datetime,
         *,
         begun_at: datetime,
@@ -88,7 +88,7 @@ class PassSteps:
         stalls: int,
         folded: bool,
         view: HostView | None = None,
-    ) -> c.Route:
+    ) -> contracts.Route:
         """Recovery (only when some head is stalled), round-robin selection, then where the
         selected head runs: the one place a head's attempt is planned.
 
@@ -96,7 +96,7 @@ class PassSteps:
         ``folded``: nothing runs beside the native work, so the attempt finishes the pass.
         """
         if activity.is_worker_shutdown():
-            return c.Stopping()  # plan nothing here: the next pass runs on another worker
+            return contracts.Stopping()  # plan nothing here: the next pass runs on another worker
         repaired = 0
         if view is None or view.stalled:
             recovery = await self.maintenance.recover(step.host_id, step.epoch)
@@ -110,12 +110,14 @@ class PassSteps:
         )
         await self.failpoints.hit("maintenance:select:after")
         if selection.thread_id is None:
-            return c.Idle(repaired=repaired, other_lanes_at=selection.other_lanes_at)
+            return contracts.Idle(repaired=repaired, other_lanes_at=selection.other_lanes_at)
         assert selection.submission_id is not None and selection.agent_id is not None
         finish = None
         if folded:
-            finish = c.FinishPlan(generation=generation, stalls=stalls, jitter=random.random())
-        head = c.RunHeadInput(
+            finish = contracts.FinishPlan(
+                generation=generation, stalls=stalls, jitter=random.random()
+            )
+        head = contracts.RunHeadInput(
             **step.model_dump(),
             **selection.model_dump(include=_SELECTED),
             repaired=repaired,
@@ -124,12 +126,12 @@ class PassSteps:
             finish=finish,
         )
         if self._runs_inline(selection):
-            return c.RunHere(head=head, bound_ms=self.limits.inline_bound_ms)
+            return contracts.RunHere(head=head, bound_ms=self.limits.inline_bound_ms)
         if self.pollers is not None and await self.pollers.unpolled(
             selection.agent_id, selection.agent_digest
         ):
-            return c.NoPoller(head=head)
-        return c.Dispatch(head=head)
+            return contracts.NoPoller(head=head)
+        return contracts.Dispatch(head=head)
 
     def _runs_inline(self, selection: Selection) -> bool:
         """An inline binding this worker has at the head's pinned digest, a head no inline
@@ -143,7 +145,7 @@ class PassSteps:
         )
 
     async def record_binding_result(
-        self, step: c.RunHeadInput, submission_id: str, error: str | None
+        self, step: contracts.RunHeadInput, submission_id: str, error: str | None
     ) -> None:
         """Back the head off while its binding is missing; a success removes its entry."""
         await self.failpoints.hit("maintenance:binding-retry:before")
@@ -169,7 +171,7 @@ class PassSteps:
                 error,
             )
 
-    async def finish(self, step: c.FinishPassInput) -> PassReport:
+    async def finish(self, step: contracts.FinishPassInput) -> PassReport:
         """Acknowledge the observed generation and set the alarm (docs/protocol.md, "The pass,
         step by step", (e)7–9)."""
         return await self._ending(
@@ -189,7 +191,7 @@ class PassSteps:
             ),
         )
 
-    async def finish_caught_up(self, step: c.FinishCaughtUpInput) -> PassReport:
+    async def finish_caught_up(self, step: contracts.FinishCaughtUpInput) -> PassReport:
         """A caught-up pass's finish: nothing new to run, the alarm set."""
         return await self._ending(
             "maintenance:finish",
@@ -204,7 +206,7 @@ class PassSteps:
             ),
         )
 
-    async def rearm_failure(self, step: c.RearmFailureInput) -> PassReport:
+    async def rearm_failure(self, step: contracts.RearmFailureInput) -> PassReport:
         """A failed pass's durable retry, with backoff."""
         return await self._ending(
             "maintenance:retry",
@@ -224,7 +226,9 @@ class PassSteps:
     async def _ending(
         self,
         failpoint: str,
-        step: c.FinishPassInput | c.FinishCaughtUpInput | c.RearmFailureInput,
+        step: contracts.FinishPassInput
+        | contracts.FinishCaughtUpInput
+        | contracts.RearmFailureInput,
         write: Callable[[datetime, datetime | None], Awaitable[PassReport]],
     ) -> PassReport:
         """One of the pass's ending transactions, between the failpoints ``{failpoint}:before``
@@ -236,7 +240,9 @@ class PassSteps:
         await self.failpoints.hit(f"{failpoint}:after")
         return report
 
-    async def after_head(self, step: c.RunHeadInput, head: c.RunHeadResult) -> c.RunHeadResult:
+    async def after_head(
+        self, step: contracts.RunHeadInput, head: contracts.RunHeadResult
+    ) -> contracts.RunHeadResult:
         """After the head attempt, or after no worker started it (docs/protocol.md, "The pass,
         step by step", (e)): the binding-retry record, then (folded) the native finish. A
         failure here fails the pass after the attempt (reported, never raised: the attempt's
@@ -255,12 +261,12 @@ class PassSteps:
             return head
         try:
             head.report = await self.finish(
-                c.FinishPassInput(
+                contracts.FinishPassInput(
                     host_id=step.host_id,
                     epoch=step.epoch,
                     generation=step.finish.generation,
                     stalls=step.finish.stalls,
-                    progressed=c.head_progressed(step, head),
+                    progressed=contracts.head_progressed(step, head),
                     now=datetime.now(UTC),
                     jitter=step.finish.jitter,
                     selected_submission_id=step.submission_id,

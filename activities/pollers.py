@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from temporalio.client import Client
 
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 from threadwarden.workflows.client_calls import CONFIRM_AFTER_S, queue_polled
 
 POLLED_TTL_S = 15.0
@@ -34,7 +34,7 @@ class HeadPollers:
     async def unpolled(self, agent_id: str, agent_digest: str | None) -> bool:
         """True only when Temporal answered that no worker polls the head's queue; an error
         or a slow answer is not a verdict (False: the schedule-to-start timeout decides)."""
-        queue = c.head_task_queue(self._task_queue, agent_id, agent_digest)
+        queue = contracts.head_task_queue(self._task_queue, agent_id, agent_digest)
         if queue in self._local:
             return False
         seen = self._polled_at.get(queue)

@@ -8,7 +8,7 @@ from temporalio.client import Client
 
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.sweep import Sweeps
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 from threadwarden.workflows.client_calls import wake_host
 
 WAKE_BUDGET_S = 10.0
@@ -50,8 +50,8 @@ class SweepActivities:
     failpoints: Failpoints
     idle_interval_ms: int
 
-    @activity.defn(name=c.SWEEP)
-    async def sweep(self, request: c.SweepInput) -> c.SweepResult:
+    @activity.defn(name=contracts.SWEEP)
+    async def sweep(self, request: contracts.SweepInput) -> contracts.SweepResult:
         scan = await self.ledger.scan(grace_ms=self.grace_ms, limit=request.limit)
         next_due_ms, woken = scan.next_due_ms, 0
         stop_at = time.monotonic() + WAKE_BUDGET_S
@@ -74,4 +74,4 @@ class SweepActivities:
             interval_ms=self.interval_ms,
             idle_interval_ms=self.idle_interval_ms,
         )
-        return c.SweepResult(woken=woken, interval_ms=interval)
+        return contracts.SweepResult(woken=woken, interval_ms=interval)

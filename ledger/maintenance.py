@@ -28,7 +28,7 @@ from threadwarden.ledger.models import (
 from threadwarden.ledger.pass_fence import HOST_COLUMNS, read_fenced
 from threadwarden.ledger.pass_finish import PassFinish
 from threadwarden.ledger.recovery import Recovery, recover_host
-from threadwarden.protocol import decisions as d
+from threadwarden.protocol import decisions
 from threadwarden.protocol.passes import Selection
 
 _STALLED_PARENT_HOSTS = """
@@ -87,7 +87,7 @@ class HostView(BaseModel):
     """What selection needs of the host row, as begin read it."""
 
     last_served: str | None
-    binding_retries: list[d.BindingRetry]
+    binding_retries: list[decisions.BindingRetry]
     heads: list[Head]
 
     @classmethod
@@ -132,12 +132,14 @@ class Maintenance(PassFinish):
         assert row is not None
         dirty, processed = int(row["dirty"]), int(row["processed"])
         retry = retry_from_json(row["retry"])
-        live = d.current_retry(retry, dirty)
+        live = decisions.current_retry(retry, dirty)
         has_work = row["heads"] is not None or dirty > processed
         return BeginResult(
             epoch=int(row["pass_epoch"]),
             generation=dirty,
-            caught_up=d.is_caught_up(dirty=dirty, processed=processed, retry=retry, now=now_ms),
+            caught_up=decisions.is_caught_up(
+                dirty=dirty, processed=processed, retry=retry, now=now_ms
+            ),
             stalls=live.stalls if live else 0,
             nonterminal=int(row["nonterminal"]),
             due=auxiliary_due_of(row),
@@ -192,7 +194,7 @@ class Maintenance(PassFinish):
         by_thread = {h.thread_id: h for h in heads}
         current = [r for r in view.binding_retries if head_of.get(r.thread_id) == r.submission_id]
         blocked_until = {r.thread_id: r.not_before for r in current}
-        picked = d.select_lane(
+        picked = decisions.select_lane(
             eligible,
             last_served=view.last_served,
             blocked_until=blocked_until,
@@ -233,7 +235,7 @@ class Maintenance(PassFinish):
         submission_id: str,
         failed: bool,
         now: datetime,
-    ) -> tuple[d.BindingRetry | None, bool]:
+    ) -> tuple[decisions.BindingRetry | None, bool]:
         """Replace this submission's binding-retry entry (success removes it).
 
         Idempotent within the pass: a failure already recorded at this epoch (the pass's
@@ -247,7 +249,7 @@ class Maintenance(PassFinish):
             previous = next((e for e in entries if e.submission_id == submission_id), None)
             if failed and previous is not None and previous.epoch == epoch:
                 return previous, False
-            entry, report = d.plan_binding_retry(
+            entry, report = decisions.plan_binding_retry(
                 previous,
                 thread_id=thread_id,
                 submission_id=submission_id,

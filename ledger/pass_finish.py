@@ -28,7 +28,7 @@ from threadwarden.ledger.models import (
 )
 from threadwarden.ledger.pass_fence import HOST_COLUMNS, read_fenced
 from threadwarden.ledger.status import children_awaited, latest_wait, waiting_for
-from threadwarden.protocol import decisions as d
+from threadwarden.protocol import decisions
 from threadwarden.protocol.passes import HeadView, PassReport
 
 LOCK_HOST_WITH_DEADLINES = f"""
@@ -73,7 +73,7 @@ HEADS_SHOWN = 10
 """Lane heads a finish reports (for the host workflow's current details in the Temporal UI)."""
 
 
-def _head_detail(head: dict[str, Any], retries: Sequence[d.BindingRetry]) -> HeadView:
+def _head_detail(head: dict[str, Any], retries: Sequence[decisions.BindingRetry]) -> HeadView:
     """What a head waits for, as `status` words it (a person, an operator, its binding, its
     children)."""
     wait = head.get("wait")
@@ -125,7 +125,7 @@ class FinishRequest(TypedDict, total=False):
 class PassFinish:
     """The host-row transactions that end a pass: finish and rearm."""
 
-    def __init__(self, pool: asyncpg.Pool[Any], timing: d.Timing) -> None:
+    def __init__(self, pool: asyncpg.Pool[Any], timing: decisions.Timing) -> None:
         self._pool = pool
         self._timing = timing
 
@@ -148,7 +148,7 @@ class PassFinish:
             row = await read_fenced(
                 conn, host_id, epoch, _LOCK_WITH_REMAINING if heads else LOCK_HOST_WITH_DEADLINES
             )
-            plan = d.plan_caught_up_alarm(
+            plan = decisions.plan_caught_up_alarm(
                 dirty=int(row["dirty"]),
                 processed=int(row["processed"]),
                 retry=retry_from_json(row["retry"]),
@@ -201,14 +201,14 @@ class PassFinish:
         if selected is not None:
             entry = next((r for r in stored if r.submission_id == selected), None)
             next_eligible.append(now_ms if entry is None else entry.not_before)
-        plan = d.plan_native_finish(
+        plan = decisions.plan_native_finish(
             generation=asked["generation"],
             stalls=asked["stalls"],
             dirty=int(row["dirty"]),
             processed=int(row["processed"]),
             autonomous=is_autonomous(remaining),
             progressed=asked["progressed"],
-            binding_delay=d.binding_delay(next_eligible, now_ms),
+            binding_delay=decisions.binding_delay(next_eligible, now_ms),
             deadline=auxiliary_due_of(row).earliest(asked.get("extra_deadline")),
             now=now_ms,
             jitter=asked["jitter"],
@@ -256,7 +256,7 @@ class PassFinish:
             recorded = retry_from_json(row["retry"])
             if recorded is not None and recorded.epoch == epoch:
                 return _report(row, "failed", row["alarm_at"], now)
-            retry = d.plan_failure_retry(
+            retry = decisions.plan_failure_retry(
                 recorded,
                 generation=generation,
                 native_only=native_only,
@@ -265,7 +265,7 @@ class PassFinish:
                 timing=self._timing,
             )
             retry = dataclasses.replace(retry, epoch=epoch)
-            plan = d.plan_failure_alarm(
+            plan = decisions.plan_failure_alarm(
                 retry,
                 dirty=int(row["dirty"]),
                 deadline=auxiliary_due_of(row).earliest(extra_deadline),
@@ -298,7 +298,7 @@ def _report(
     )
 
 
-def _shown_heads(row: asyncpg.Record) -> tuple[list[HeadView], list[d.BindingRetry]]:
+def _shown_heads(row: asyncpg.Record) -> tuple[list[HeadView], list[decisions.BindingRetry]]:
     """From a read with ``remaining``: the first `HEADS_SHOWN` lane heads with what each waits
     for, and the binding-retry entries still at a head (the others are pruned)."""
     heads: dict[str, dict[str, Any]] = {}
@@ -312,7 +312,7 @@ def _shown_heads(row: asyncpg.Record) -> tuple[list[HeadView], list[d.BindingRet
     return [_head_detail(h, retries) for h in list(heads.values())[:HEADS_SHOWN]], retries
 
 
-def _alarm_at(plan: d.AlarmPlan, current: datetime | None) -> datetime | None:
+def _alarm_at(plan: decisions.AlarmPlan, current: datetime | None) -> datetime | None:
     """The alarm a plan leaves: ``ensure`` keeps an earlier one, ``clear`` removes it."""
     if plan.action == "clear":
         return None

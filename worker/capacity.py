@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from threadwarden.bindings import BindingRegistry
 from threadwarden.worker.settings import Settings, worker_capacity
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 HEAD_POLLERS = 3
 """Activity polls an agent's task queue keeps open (each holds a slot while it waits). Waiting
@@ -26,8 +26,8 @@ def head_queues(task_queue: str, registry: BindingRegistry) -> dict[str, int]:
     queues: dict[str, int] = {}
     for agent_id in registry.agent_ids():
         digest = registry.bindings[agent_id].digest
-        queues[c.head_task_queue(task_queue, agent_id)] = HEAD_POLLERS
-        queues[c.head_task_queue(task_queue, agent_id, digest)] = PINNED_POLLERS
+        queues[contracts.head_task_queue(task_queue, agent_id)] = HEAD_POLLERS
+        queues[contracts.head_task_queue(task_queue, agent_id, digest)] = PINNED_POLLERS
     return queues
 
 

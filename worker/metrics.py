@@ -33,7 +33,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from threadwarden.ledger.gauges import LedgerGauges, read_gauges
 from threadwarden.ledger.publication import Publications
 from threadwarden.publication import PublicationSink
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -112,7 +112,11 @@ class DomainMetrics:
             self._starts.popitem(last=False)
 
     def pass_finished(
-        self, host_id: str, epoch: int, report: c.PassReport, started: datetime | None = None
+        self,
+        host_id: str,
+        epoch: int,
+        report: contracts.PassReport,
+        started: datetime | None = None,
     ) -> None:
         self.passes.add(1, {"outcome": report.outcome})
         started = self._starts.pop((host_id, epoch), None) or started
@@ -120,7 +124,7 @@ class DomainMetrics:
             elapsed = (datetime.now(UTC) - started).total_seconds()
             self.pass_duration.record(max(elapsed, 0.0), {"outcome": report.outcome})
 
-    def head_ended(self, result: c.RunHeadResult, elapsed_s: float | None) -> None:
+    def head_ended(self, result: contracts.RunHeadResult, elapsed_s: float | None) -> None:
         """What one ``run_head`` (``elapsed_s``: its duration) or ``head_unstarted`` (None)
         reported."""
         if result.outcome is not None:
@@ -230,13 +234,13 @@ class ActivityMetering:
         self.domain = domain
         self._pass_deadline_ms = pass_deadline_ms
         self._observers: dict[str, Callable[[Any, Any, float], None]] = {
-            c.BEGIN_PASS: self._began,
-            c.FINISH_CAUGHT_UP: self._finished,
-            c.FINISH_PASS: self._finished,
-            c.REARM_FAILURE: self._finished,
-            c.RUN_HEAD: self._head,
-            c.HEAD_UNSTARTED: self._unstarted,
-            c.DELIVER_MESSAGES: self._delivered,
+            contracts.BEGIN_PASS: self._began,
+            contracts.FINISH_CAUGHT_UP: self._finished,
+            contracts.FINISH_PASS: self._finished,
+            contracts.REARM_FAILURE: self._finished,
+            contracts.RUN_HEAD: self._head,
+            contracts.HEAD_UNSTARTED: self._unstarted,
+            contracts.DELIVER_MESSAGES: self._delivered,
         }
 
     def wrap(self, fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -264,30 +268,42 @@ class ActivityMetering:
 
         return activity.defn(name=name)(wrapper)
 
-    def _began(self, step: c.BeginPassInput, result: c.BeginPassResult, elapsed_s: float) -> None:
+    def _began(
+        self, step: contracts.BeginPassInput, result: contracts.BeginPassResult, elapsed_s: float
+    ) -> None:
         started = result.begun_at
         self.domain.pass_began(step.host_id, result.epoch, started)
-        if isinstance(result.route, c.RanHere):  # begin ran the head (and finished its pass)
+        if isinstance(
+            result.route, contracts.RanHere
+        ):  # begin ran the head (and finished its pass)
             head = result.route.result
             self.domain.head_ended(head, elapsed_s)
             if head.report is not None:
                 self.domain.pass_finished(step.host_id, result.epoch, head.report, started)
 
-    def _finished(self, step: c.PassStepInput, report: c.PassReport, _: float) -> None:
+    def _finished(
+        self, step: contracts.PassStepInput, report: contracts.PassReport, _: float
+    ) -> None:
         self.domain.pass_finished(step.host_id, step.epoch, report)
 
-    def _head(self, step: c.RunHeadInput, result: c.RunHeadResult, elapsed_s: float) -> None:
+    def _head(
+        self, step: contracts.RunHeadInput, result: contracts.RunHeadResult, elapsed_s: float
+    ) -> None:
         self.domain.head_ended(result, elapsed_s)
         if result.report is not None:  # the head activity finished its pass
             started = step.pass_deadline - timedelta(milliseconds=self._pass_deadline_ms)
             self.domain.pass_finished(step.host_id, step.epoch, result.report, started)
 
-    def _unstarted(self, step: c.HeadUnstartedInput, result: c.RunHeadResult, _: float) -> None:
+    def _unstarted(
+        self, step: contracts.HeadUnstartedInput, result: contracts.RunHeadResult, _: float
+    ) -> None:
         self.domain.head_ended(result, None)
         if result.report is not None:
             self.domain.pass_finished(step.head.host_id, step.head.epoch, result.report)
 
-    def _delivered(self, _: c.DeliverInput, result: c.DeliverResult, __: float) -> None:
+    def _delivered(
+        self, _: contracts.DeliverInput, result: contracts.DeliverResult, __: float
+    ) -> None:
         if result.delivered:
             self.domain.delivered.add(result.delivered)
             self.domain.admitted.add(result.delivered, {"source": "message"})

@@ -45,7 +45,7 @@ from threadwarden.worker.metrics import MeteredRuntime
 from threadwarden.worker.settings import Settings, worker_capacity
 from threadwarden.worker.slots import SharedSlots
 from threadwarden.worker.telemetry import interceptors
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
 from threadwarden.workflows.sweeper import SweeperWorkflow
 
@@ -85,9 +85,9 @@ async def verify_search_attributes(client: Client) -> None:
 async def start_sweeper(client: Client, task_queue: str) -> None:
     """Ensure the task queue's sweeper runs (a no-op when it already does)."""
     await client.start_workflow(
-        c.SWEEPER_WORKFLOW,
-        c.SweeperInput(),
-        id=c.sweeper_workflow_id(task_queue),
+        contracts.SWEEPER_WORKFLOW,
+        contracts.SweeperInput(),
+        id=contracts.sweeper_workflow_id(task_queue),
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )

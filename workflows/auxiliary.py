@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 AUX_HEARTBEAT = timedelta(seconds=10)
@@ -46,7 +46,7 @@ class AuxiliaryScope:
     """The auxiliary work of one pass, as concurrent activities."""
 
     def __init__(
-        self, step: c.PassStepInput, plan: c.AuxiliaryPlan, dispatch_until: datetime
+        self, step: contracts.PassStepInput, plan: contracts.AuxiliaryPlan, dispatch_until: datetime
     ) -> None:
         self._step = step
         self._plan = plan
@@ -112,14 +112,14 @@ class AuxiliaryScope:
                 return  # the wave would not fit before dispatch_until
             first = False
             result = await workflow.execute_activity(
-                c.HOST_WAVE,
-                c.HostWaveInput(
+                contracts.HOST_WAVE,
+                contracts.HostWaveInput(
                     host_id=self._step.host_id,
                     dispatch_until=self._dispatch_until,
                     allowance_ms=allowance_ms,
                     take_host_work=take,
                 ),
-                result_type=c.HostWaveResult,
+                result_type=contracts.HostWaveResult,
                 start_to_close_timeout=max(self._dispatch_until - workflow.now(), allowance)
                 + AUX_GRACE,
                 heartbeat_timeout=AUX_HEARTBEAT,
@@ -140,9 +140,11 @@ class AuxiliaryScope:
                 return
             first = False
             result = await workflow.execute_activity(
-                c.DELIVER_MESSAGES,
-                c.DeliverInput(host_id=self._step.host_id, dispatch_until=self._dispatch_until),
-                result_type=c.DeliverResult,
+                contracts.DELIVER_MESSAGES,
+                contracts.DeliverInput(
+                    host_id=self._step.host_id, dispatch_until=self._dispatch_until
+                ),
+                result_type=contracts.DeliverResult,
                 start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN)
                 + AUX_GRACE,
                 heartbeat_timeout=AUX_HEARTBEAT,
@@ -155,9 +157,9 @@ class AuxiliaryScope:
 
     async def _backfill(self) -> None:
         await workflow.execute_local_activity(
-            c.BACKFILL_PROJECTION,
-            c.PassStepInput(host_id=self._step.host_id, epoch=self._step.epoch),
-            result_type=c.BackfillResult,
+            contracts.BACKFILL_PROJECTION,
+            contracts.PassStepInput(host_id=self._step.host_id, epoch=self._step.epoch),
+            result_type=contracts.BackfillResult,
             start_to_close_timeout=timedelta(milliseconds=self._plan.projection_timeout_ms)
             + AUX_GRACE,
             retry_policy=ONE_ATTEMPT,

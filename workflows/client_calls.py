@@ -21,7 +21,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 logger = logging.getLogger(__name__)
 
@@ -36,12 +36,12 @@ POLLED_TTL_S = 15.0
 async def wake_host(client: Client, host_id: str, *, task_queue: str, reason: str) -> None:
     """Start the host's workflow if it is idle, else signal the running one. Wakes are hints."""
     await client.start_workflow(
-        c.HOST_WORKFLOW,
-        c.HostInput(host_id=host_id),
-        id=c.host_workflow_id(host_id),
+        contracts.HOST_WORKFLOW,
+        contracts.HostInput(host_id=host_id),
+        id=contracts.host_workflow_id(host_id),
         task_queue=task_queue,
-        start_signal=c.WAKE_SIGNAL,
-        start_signal_args=[c.WakeInput(reason=reason)],
+        start_signal=contracts.WAKE_SIGNAL,
+        start_signal_args=[contracts.WakeInput(reason=reason)],
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
 

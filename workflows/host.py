@@ -18,7 +18,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 from threadwarden.workflows.passes import MaintenancePass
 
 MAX_PASSES_PER_RUN = 100
@@ -48,7 +48,7 @@ write) per head. The current details name the running head, the activities' summ
 head, and `threadwarden status SUBMISSION` its thread and host."""
 
 
-@workflow.defn(name=c.HOST_WORKFLOW)
+@workflow.defn(name=contracts.HOST_WORKFLOW)
 class HostWorkflow:
     """The maintenance loop of one host: passes, waits for the alarm, continue-as-new."""
 
@@ -57,10 +57,10 @@ class HostWorkflow:
         self._wake_pending = False
         self._phase = "starting"
         self._passes = 0
-        self._last: c.PassReport | None = None
+        self._last: contracts.PassReport | None = None
         self._shown: dict[str, Any] = {}
         """The search attribute values as last upserted (carried over by continue-as-new)."""
-        self._heads: list[c.HeadView] | None = None
+        self._heads: list[contracts.HeadView] | None = None
         """The lane heads the last pass that read them reported (a caught-up pass reads none:
         nothing changed in the lanes since, so the details keep showing them)."""
         self._upserted_at: datetime | None = None
@@ -68,14 +68,14 @@ class HostWorkflow:
         """When the passes running back to back since the run last waited began (the first
         one's begin clock): they share one workflow task."""
 
-    @workflow.signal(name=c.WAKE_SIGNAL)
-    def wake(self, _: c.WakeInput) -> None:
+    @workflow.signal(name=contracts.WAKE_SIGNAL)
+    def wake(self, _: contracts.WakeInput) -> None:
         """A hint that a mutation committed; deferred while a pass runs."""
         self._wake_pending = True
 
-    @workflow.query(name=c.STATUS_QUERY)
-    def status(self) -> c.WorkflowStatus:
-        return c.WorkflowStatus(
+    @workflow.query(name=contracts.STATUS_QUERY)
+    def status(self) -> contracts.WorkflowStatus:
+        return contracts.WorkflowStatus(
             host_id=self._host_id,
             phase=self._phase,
             passes=self._passes,
@@ -86,7 +86,7 @@ class HostWorkflow:
         )
 
     @workflow.run  # noqa: RET503 - the last statement is continue-as-new, which never returns
-    async def run(self, host: c.HostInput) -> c.HostResult:
+    async def run(self, host: contracts.HostInput) -> contracts.HostResult:
         self._host_id = host.host_id
         self._passes = host.passes
         self._shown = {
@@ -107,7 +107,7 @@ class HostWorkflow:
             if report is not None and report.alarm_at is None and not self._wake_pending:
                 self._publish(report, "idle")
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                return c.HostResult(
+                return contracts.HostResult(
                     host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
                 )
             wait = None if maintenance.stopped else self._wait(report)
@@ -133,9 +133,9 @@ class HostWorkflow:
         # refuse it, and the refused task's markers (its passes) would be lost with it.
         await workflow.sleep(CHAIN_BREAK, summary="continue as new")
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(c.HostInput(host_id=host.host_id, passes=self._passes))
+        workflow.continue_as_new(contracts.HostInput(host_id=host.host_id, passes=self._passes))
 
-    def _chained_too_long(self, report: c.PassReport | None) -> bool:
+    def _chained_too_long(self, report: contracts.PassReport | None) -> bool:
         """Whether the passes chained since the run last waited have run `CHAIN_LIMIT`, on the
         clocks their steps recorded (`workflow.now()` moves with each local activity's result,
         so it cannot tell how long the workflow task has been open)."""
@@ -143,7 +143,7 @@ class HostWorkflow:
         since = self._chained_since
         return at is not None and since is not None and at - since >= CHAIN_LIMIT
 
-    def _wait(self, report: c.PassReport | None) -> timedelta | None:
+    def _wait(self, report: contracts.PassReport | None) -> timedelta | None:
         """How long the run waits before the next pass: None to go straight on (the pass made
         progress, a wake is pending, or the alarm is already due)."""
         if (report is not None and report.progressed) or self._wake_pending:
@@ -156,7 +156,7 @@ class HostWorkflow:
         wait = report.alarm_at - now
         return wait if wait > timedelta(0) else None
 
-    def _publish(self, report: c.PassReport | None, phase: str) -> None:
+    def _publish(self, report: contracts.PassReport | None, phase: str) -> None:
         """One upsert of the search attributes that changed, if any; while passes run back to
         back, at most one per `BUSY_UPSERT_INTERVAL`."""
         self._phase = phase
@@ -173,7 +173,7 @@ class HostWorkflow:
             values[NEXT_ALARM.name] = report.alarm_at
         self._upsert(values)
 
-    def _show_head(self, head: c.RunHeadInput) -> None:
+    def _show_head(self, head: contracts.RunHeadInput) -> None:
         """The head the pass is about to run, in the current details at once (no history
         event; the search attributes are written after the pass)."""
         pinned = f" at digest `{head.agent_digest}`" if head.agent_digest else ""
@@ -195,7 +195,7 @@ class HostWorkflow:
             workflow.upsert_search_attributes(updates)
             self._upserted_at = workflow.now()
 
-    def _describe(self, report: c.PassReport | None, phase: str) -> None:
+    def _describe(self, report: contracts.PassReport | None, phase: str) -> None:
         """The current details the Temporal UI shows: phase, next alarm, last pass, and the
         lane heads with what each waits for (no history event: served by a query)."""
         lines = [f"**{phase}** · pass {self._passes}"]
@@ -218,7 +218,7 @@ class HostWorkflow:
         workflow.set_current_details("\n".join(lines))
 
 
-def _head_line(head: c.HeadView) -> str:
+def _head_line(head: contracts.HeadView) -> str:
     """One lane head for the current details: what it is, what it waits for, whose child."""
     if head.waiting_for == "child" and head.children:
         shown = ", ".join(f"`{child}`" for child in head.children)

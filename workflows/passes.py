@@ -22,7 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError,
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 from threadwarden.workflows.auxiliary import AuxiliaryScope
 
 T = TypeVar("T")
@@ -74,7 +74,7 @@ class MaintenancePass:
     def __init__(
         self,
         host_id: str,
-        on_head: Callable[[c.RunHeadInput], None] | None = None,
+        on_head: Callable[[contracts.RunHeadInput], None] | None = None,
         *,
         heads_known: bool = True,
     ) -> None:
@@ -89,14 +89,14 @@ class MaintenancePass:
         self.started: datetime | None = None
         """Begin's clock (None: begin failed)."""
 
-    async def run(self) -> c.PassReport | None:
+    async def run(self) -> contracts.PassReport | None:
         """Begin, then its route; on any failure, the durable rearm."""
         started = workflow.now()
         try:
             begin = await _step(
-                c.BEGIN_PASS,
-                c.BeginPassInput(host_id=self._host_id, now=started),
-                c.BeginPassResult,
+                contracts.BEGIN_PASS,
+                contracts.BeginPassInput(host_id=self._host_id, now=started),
+                contracts.BeginPassResult,
                 self._host_id,
                 start_to_close=BEGIN_BOUND,
             )
@@ -106,16 +106,16 @@ class MaintenancePass:
             # with; begin's pre-arm and the sweeper converge the host.
             workflow.logger.warning("begin failed on host %s: %s", self._host_id, _cause(error))
             return None
-        step = c.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
+        step = contracts.PassStepInput(host_id=self._host_id, epoch=begin.epoch)
         # Begin's clock: the workflow's stands still while passes follow each other inside one
         # workflow task (their steps being local activities).
         started = self.started = max(started, begin.begun_at)
         try:
-            if isinstance(begin.route, c.RanHere):  # begin ran the head and the finish
+            if isinstance(begin.route, contracts.RanHere):  # begin ran the head and the finish
                 return self._concluded(begin.route.result)
-            if isinstance(begin.route, c.BeginFailed):
+            if isinstance(begin.route, contracts.BeginFailed):
                 raise PassFailed(begin.route.error, native=begin.route.native)
-            if isinstance(begin.route, c.Stopping):
+            if isinstance(begin.route, contracts.Stopping):
                 raise PassStopped()
             return await self._within_deadline(step, begin, started)
         except PassStopped:
@@ -131,11 +131,13 @@ class MaintenancePass:
         except PassFailed as failure:
             return await self._rearm(step, begin, str(failure), native=failure.native)
         except PassDeadline:
-            return await self._rearm(step, begin, c.PASS_DEADLINE_ERROR, native=self._native_only)
+            return await self._rearm(
+                step, begin, contracts.PASS_DEADLINE_ERROR, native=self._native_only
+            )
 
     async def _within_deadline(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
-    ) -> c.PassReport:
+        self, step: contracts.PassStepInput, begin: contracts.BeginPassResult, started: datetime
+    ) -> contracts.PassReport:
         """The body, cancelled at the pass deadline. When no auxiliary work runs beside the
         native work the head activity keeps the deadline itself (a timer per pass is two
         history events); otherwise a workflow timer does."""
@@ -154,8 +156,8 @@ class MaintenancePass:
         raise PassDeadline()
 
     async def _body(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime
-    ) -> c.PassReport:
+        self, step: contracts.PassStepInput, begin: contracts.BeginPassResult, started: datetime
+    ) -> contracts.PassReport:
         """Brief §3.5 (b)–(e): auxiliary work beside the native work, the publication gate,
         then the caught-up (or publication-blocked) finish or the native path."""
         plan, route = begin.auxiliary, begin.route
@@ -164,24 +166,26 @@ class MaintenancePass:
         try:
             # Drain when actionable or a retry is due (an empty outbox has nothing to drain).
             if plan.publication_due is not None and (
-                not isinstance(route, c.CaughtUp) or plan.publication_drain_due
+                not isinstance(route, contracts.CaughtUp) or plan.publication_drain_due
             ):
                 publication = await _step(
-                    c.DRAIN_PUBLICATIONS, step, c.PublicationResult, self._host_id
+                    contracts.DRAIN_PUBLICATIONS, step, contracts.PublicationResult, self._host_id
                 )
-                if isinstance(route, c.Held) and publication.pending is None:
+                if isinstance(route, contracts.Held) and publication.pending is None:
                     route = await self._prepare(step, begin, started, folded=scope.idle)
-            if isinstance(route, (c.CaughtUp, c.Held)):  # caught up, or held by the gate
+            if isinstance(
+                route, (contracts.CaughtUp, contracts.Held)
+            ):  # caught up, or held by the gate
                 await scope.finish()
                 report = await _step(
-                    c.FINISH_CAUGHT_UP,
-                    c.FinishCaughtUpInput(
+                    contracts.FINISH_CAUGHT_UP,
+                    contracts.FinishCaughtUpInput(
                         **step.model_dump(),
                         now=workflow.now(),
                         generation=begin.generation,
                         heads=not self._heads_known and begin.nonterminal > 0,
                     ),
-                    c.PassReport,
+                    contracts.PassReport,
                     self._host_id,
                 )
             else:
@@ -195,12 +199,17 @@ class MaintenancePass:
         return report
 
     async def _prepare(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, started: datetime, *, folded: bool
-    ) -> c.Route:
+        self,
+        step: contracts.PassStepInput,
+        begin: contracts.BeginPassResult,
+        started: datetime,
+        *,
+        folded: bool,
+    ) -> contracts.Route:
         """Recovery, selection and the head's route, after the publication gate let them."""
         prepared = await _step(
-            c.PREPARE_NATIVE,
-            c.PrepareNativeInput(
+            contracts.PREPARE_NATIVE,
+            contracts.PrepareNativeInput(
                 **step.model_dump(),
                 now=workflow.now(),
                 begun_at=started,
@@ -208,25 +217,29 @@ class MaintenancePass:
                 stalls=begin.stalls,
                 folded=folded,
             ),
-            c.Prepared,
+            contracts.Prepared,
             self._host_id,
         )
         return prepared.route
 
     async def _native(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, route: c.Route, scope: AuxiliaryScope
-    ) -> c.PassReport:
+        self,
+        step: contracts.PassStepInput,
+        begin: contracts.BeginPassResult,
+        route: contracts.Route,
+        scope: AuxiliaryScope,
+    ) -> contracts.PassReport:
         """One head attempt on the selected lane (when one is runnable), then
         finishAuxiliary and the native finish (unless the attempt finished the pass)."""
         self._native_only = True
-        if isinstance(route, c.BeginFailed):
+        if isinstance(route, contracts.BeginFailed):
             raise PassFailed(route.error, native=True)
-        if isinstance(route, c.Stopping):
+        if isinstance(route, contracts.Stopping):
             raise PassStopped()
         selected, other_lanes_at, progressed = None, None, False
-        if isinstance(route, c.Idle):
+        if isinstance(route, contracts.Idle):
             other_lanes_at, progressed = route.other_lanes_at, route.repaired > 0
-        elif isinstance(route, (c.RunHere, c.Dispatch, c.NoPoller)):
+        elif isinstance(route, (contracts.RunHere, contracts.Dispatch, contracts.NoPoller)):
             head = route.head
             if self._on_head is not None:
                 self._on_head(head)
@@ -236,12 +249,12 @@ class MaintenancePass:
                 self._native_only = False
                 return report
             selected, other_lanes_at = head.submission_id, head.other_lanes_at
-            progressed = c.head_progressed(head, result)
+            progressed = contracts.head_progressed(head, result)
         self._native_only = False
         await scope.finish()
         return await _step(
-            c.FINISH_PASS,
-            c.FinishPassInput(
+            contracts.FINISH_PASS,
+            contracts.FinishPassInput(
                 **step.model_dump(),
                 generation=begin.generation,
                 stalls=begin.stalls,
@@ -251,11 +264,11 @@ class MaintenancePass:
                 selected_submission_id=selected,
                 other_lanes_at=other_lanes_at,
             ),
-            c.PassReport,
+            contracts.PassReport,
             self._host_id,
         )
 
-    def _concluded(self, result: c.RunHeadResult) -> c.PassReport | None:
+    def _concluded(self, result: contracts.RunHeadResult) -> contracts.PassReport | None:
         """The head's report when its activity finished the pass (None: the finish follows);
         raises when the pass stopped with its worker or failed."""
         if result.shutdown:
@@ -265,33 +278,35 @@ class MaintenancePass:
         return result.report
 
     async def _attempt(
-        self, route: c.RunHere | c.Dispatch | c.NoPoller, begin: c.BeginPassResult
-    ) -> c.RunHeadResult:
+        self,
+        route: contracts.RunHere | contracts.Dispatch | contracts.NoPoller,
+        begin: contracts.BeginPassResult,
+    ) -> contracts.RunHeadResult:
         """The head attempt where its route says: here (a local activity bounded by the
         inline budget), on the agent's task queue (only workers with that binding poll it), or
         nowhere: no worker with the binding polls, or none started it within
         ``head_start_ms``, and the head backs off as binding-unavailable."""
         head = route.head
-        summary = f"{c.RUN_HEAD} {head.subject}"
-        if isinstance(route, c.RunHere):
+        summary = f"{contracts.RUN_HEAD} {head.subject}"
+        if isinstance(route, contracts.RunHere):
             result = await workflow.execute_local_activity(
-                c.RUN_HEAD,
+                contracts.RUN_HEAD,
                 head,
-                result_type=c.RunHeadResult,
+                result_type=contracts.RunHeadResult,
                 schedule_to_start_timeout=STEP_QUEUE,
                 start_to_close_timeout=timedelta(milliseconds=route.bound_ms),
                 retry_policy=ONE_ATTEMPT,
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=summary,
             )
-            return cast(c.RunHeadResult, result)
-        if isinstance(route, c.Dispatch):
+            return cast(contracts.RunHeadResult, result)
+        if isinstance(route, contracts.Dispatch):
             try:
                 result = await workflow.execute_activity(
-                    c.RUN_HEAD,
+                    contracts.RUN_HEAD,
                     head,
-                    result_type=c.RunHeadResult,
-                    task_queue=c.head_task_queue(
+                    result_type=contracts.RunHeadResult,
+                    task_queue=contracts.head_task_queue(
                         workflow.info().task_queue, head.agent_id, head.agent_digest
                     ),
                     schedule_to_start_timeout=timedelta(milliseconds=begin.head_start_ms),
@@ -303,7 +318,7 @@ class MaintenancePass:
                     cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                     summary=summary,
                 )
-                return cast(c.RunHeadResult, result)
+                return cast(contracts.RunHeadResult, result)
             except ActivityError as error:
                 timeout = error.cause
                 if not (
@@ -312,22 +327,29 @@ class MaintenancePass:
                 ):
                     raise
         return await _step(
-            c.HEAD_UNSTARTED,
-            c.HeadUnstartedInput(
-                head=head, unpolled=isinstance(route, c.NoPoller), waited_ms=begin.head_start_ms
+            contracts.HEAD_UNSTARTED,
+            contracts.HeadUnstartedInput(
+                head=head,
+                unpolled=isinstance(route, contracts.NoPoller),
+                waited_ms=begin.head_start_ms,
             ),
-            c.RunHeadResult,
+            contracts.RunHeadResult,
             head.subject,
         )
 
     async def _rearm(
-        self, step: c.PassStepInput, begin: c.BeginPassResult, message: str, *, native: bool
-    ) -> c.PassReport | None:
+        self,
+        step: contracts.PassStepInput,
+        begin: contracts.BeginPassResult,
+        message: str,
+        *,
+        native: bool,
+    ) -> contracts.PassReport | None:
         workflow.logger.warning("pass failed on host %s: %s", self._host_id, message)
         try:
             return await _step(
-                c.REARM_FAILURE,
-                c.RearmFailureInput(
+                contracts.REARM_FAILURE,
+                contracts.RearmFailureInput(
                     **step.model_dump(),
                     generation=begin.generation,
                     native_only=native,
@@ -335,7 +357,7 @@ class MaintenancePass:
                     jitter=workflow.random().random(),
                     error=message[:500],
                 ),
-                c.PassReport,
+                contracts.PassReport,
                 self._host_id,
             )
         except STEP_FAILURES as rearm_error:

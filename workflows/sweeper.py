@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 from threadwarden.workflows.passes import ONE_ATTEMPT
 
 ITERATIONS_PER_RUN = 200
@@ -28,12 +28,12 @@ SWEEP_FAILURES = (ActivityError, ApplicationError, TemporalTimeoutError)
 """How a failed local activity surfaces: its ApplicationError or TimeoutError itself."""
 
 
-@workflow.defn(name=c.SWEEPER_WORKFLOW)
+@workflow.defn(name=contracts.SWEEPER_WORKFLOW)
 class SweeperWorkflow:
     """Runs bounded sweeps, each scheduling the next, forever (continuing as new now and then)."""
 
     @workflow.run
-    async def run(self, state: c.SweeperInput) -> None:
+    async def run(self, state: contracts.SweeperInput) -> None:
         for _ in range(ITERATIONS_PER_RUN):
             try:
                 result = await _sweep()
@@ -42,17 +42,19 @@ class SweeperWorkflow:
                 workflow.logger.warning("sweep failed: %s", error)
                 interval = FAILED_SWEEP_PAUSE
             await workflow.sleep(interval)
-        workflow.continue_as_new(c.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN))
+        workflow.continue_as_new(
+            contracts.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN)
+        )
 
 
-async def _sweep() -> c.SweepResult:
+async def _sweep() -> contracts.SweepResult:
     result = await workflow.execute_local_activity(
-        c.SWEEP,
-        c.SweepInput(),
-        result_type=c.SweepResult,
+        contracts.SWEEP,
+        contracts.SweepInput(),
+        result_type=contracts.SweepResult,
         start_to_close_timeout=SWEEP_TIMEOUT,
         retry_policy=ONE_ATTEMPT,
         summary=f"sweep {workflow.info().task_queue}",
     )
-    assert isinstance(result, c.SweepResult)
+    assert isinstance(result, contracts.SweepResult)
     return result

@@ -26,7 +26,7 @@ from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.scripted import scripted_binding
 from threadwarden.worker.runtime import connect_temporal
 from threadwarden.worker.settings import Settings
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ async def test_scenario_31_a_wave_ignoring_the_end_of_native_work_is_cut_off(
             lambda d: d.status == WorkflowExecutionStatus.COMPLETED,
             what="the host's run completed",
         )
-        status = await handle.query(c.STATUS_QUERY, result_type=c.WorkflowStatus)
+        status = await handle.query(contracts.STATUS_QUERY, result_type=contracts.WorkflowStatus)
         assert status.last_pass is not None and status.last_pass.host_timed_out
         assert status.last_pass.outcome != "failed"
         # Each pass joined its hung wave on a timer of min(allowance, dispatch_until - now) —
@@ -92,7 +92,7 @@ async def _host_workflow(workers: Workers, host_id: str) -> WorkflowHandle[Any, 
     temporal = await connect_temporal(
         workers.connections.temporal_address, workers.settings.temporal_namespace
     )
-    return temporal.get_workflow_handle(c.host_workflow_id(host_id))
+    return temporal.get_workflow_handle(contracts.host_workflow_id(host_id))
 
 
 async def _joins(handle: WorkflowHandle[Any, Any]) -> tuple[list[timedelta], int]:
@@ -105,7 +105,7 @@ async def _joins(handle: WorkflowHandle[Any, Any]) -> tuple[list[timedelta], int
             timers.append(event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta())
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             attributes = event.activity_task_scheduled_event_attributes
-            if attributes.activity_type.name == c.HOST_WAVE:
+            if attributes.activity_type.name == contracts.HOST_WAVE:
                 waves.add(event.event_id)
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED:
             scheduled = event.activity_task_cancel_requested_event_attributes.scheduled_event_id
@@ -185,7 +185,7 @@ async def _beats_waiting(handle: WorkflowHandle[Any, Any]) -> int:
     described = await handle.describe()
     for pending in described.raw_description.pending_activities:
         payloads = pending.heartbeat_details.payloads
-        if pending.activity_type.name == c.HOST_WAVE and payloads:
+        if pending.activity_type.name == contracts.HOST_WAVE and payloads:
             return int(json.loads(payloads[0].data))
     return 0
 

@@ -24,7 +24,7 @@ from threadwarden.client.client import ThreadwardenClient
 from threadwarden.views import SubmissionView
 from threadwarden.worker.capacity import head_queues
 from threadwarden.worker.settings import Settings
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 # Well under the 60 s a head would wait to be started: reaching it proves no such wait.
 SEEN_WITHIN_S = 30
@@ -51,12 +51,12 @@ async def waits_for_binding(client: ThreadwardenClient, thread: str) -> Submissi
 
 async def run_heads_scheduled(temporal: Client, thread: str) -> int:
     """``run_head`` activities the thread's host workflow scheduled (in all its runs)."""
-    handle = temporal.get_workflow_handle(c.host_workflow_id(thread))
+    handle = temporal.get_workflow_handle(contracts.host_workflow_id(thread))
     count = 0
     async for event in handle.fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             scheduled = event.activity_task_scheduled_event_attributes
-            count += scheduled.activity_type.name == c.RUN_HEAD
+            count += scheduled.activity_type.name == contracts.RUN_HEAD
     return count
 
 

@@ -37,7 +37,7 @@ from threadwarden.worker.embedded import (
 from threadwarden.worker.metrics import ActivityMetering, DomainMetrics
 from threadwarden.worker.runtime import Connections, running_worker
 from threadwarden.worker.settings import Settings
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 
 async def get(url: str) -> tuple[int, str]:
@@ -251,13 +251,13 @@ async def test_metering_keeps_the_activity_name_and_counts_fence_refusals() -> N
     domain = DomainMetrics(MeterProvider(metric_readers=[reader]).get_meter("t"))
     metering = ActivityMetering(domain, pass_deadline_ms=840_000)
 
-    @activity.defn(name=c.FINISH_PASS)
-    async def refused(step: c.FinishPassInput) -> c.PassReport:
+    @activity.defn(name=contracts.FINISH_PASS)
+    async def refused(step: contracts.FinishPassInput) -> contracts.PassReport:
         raise ApplicationError("a newer pass took over", type="StalePass", non_retryable=True)
 
     wrapped = metering.wrap(refused)
-    assert activity._Definition.must_from_callable(wrapped).name == c.FINISH_PASS
-    step = c.FinishPassInput(
+    assert activity._Definition.must_from_callable(wrapped).name == contracts.FINISH_PASS
+    step = contracts.FinishPassInput(
         host_id="h",
         epoch=1,
         generation=1,
@@ -277,6 +277,6 @@ async def test_metering_keeps_the_activity_name_and_counts_fence_refusals() -> N
         for m in sm.metrics
         for p in m.data.data_points
     }
-    refusals = points[("threadwarden_stale_fence_refusals", (("step", c.FINISH_PASS),))]
+    refusals = points[("threadwarden_stale_fence_refusals", (("step", contracts.FINISH_PASS),))]
     assert getattr(refusals, "value") == 1  # noqa: B009 (a sum point)
     assert not any(name == "threadwarden_passes" for name, _ in points)

@@ -19,7 +19,7 @@ from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.worker.settings import Settings
-from threadwarden.workflows import contracts as c
+from threadwarden.workflows import contracts
 
 MARKER = "PAYLOAD-MARKER-7f3e91"
 
@@ -80,7 +80,7 @@ async def test_payloads_never_reach_logs_spans_or_workflow_histories(
     assert MARKER not in caplog.text
     temporal = await connect_temporal(connections.temporal_address, settings.temporal_namespace)
     for host in (ids, to):
-        workflow_id = c.host_workflow_id(host)
+        workflow_id = contracts.host_workflow_id(host)
         runs = [r async for r in temporal.list_workflows(f"WorkflowId = '{workflow_id}'")]
         assert runs
         for run in runs:
