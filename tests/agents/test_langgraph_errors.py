@@ -1,6 +1,6 @@
-"""A graph's errors per SPEC §8: a node's own exception (or the recursion limit) settles the
-turn ``failed`` with the reason; transient trouble (a connection error, an HTTP 429 or 5xx a
-node's client raised) is `Retryable`, the pass retries and the graph resumes from its last
+"""A graph's errors per docs/agents.md "Errors": a node's own exception (or the recursion limit)
+settles the turn ``failed`` with the reason; transient trouble (a connection error, an HTTP 429 or
+5xx a node's client raised) is `Retryable`, the pass retries and the graph resumes from its last
 checkpoint; threadwarden's own errors (a checkpoint save that failed) are never judged as the
 graph's: they fail the pass, and the retry resumes."""
 

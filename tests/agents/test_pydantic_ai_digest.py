@@ -1,5 +1,6 @@
-"""A pydantic-ai binding's digest hashes what defines the agent (SPEC §8 "Digest"): model name,
-instructions, tools with their schemas and the output type; an unnamed agent is refused."""
+"""A pydantic-ai binding's digest hashes what defines the agent (docs/bindings.md "Digest pinning"):
+model name, instructions, tools with their schemas and the output type; an unnamed agent is
+refused."""
 
 from __future__ import annotations
 

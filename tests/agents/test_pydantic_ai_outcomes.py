@@ -1,6 +1,6 @@
-"""What a pydantic-ai turn settles as (issue 20 item 1, SPEC §8 "Errors"): text and structured
-outputs, a rejected request, a usage limit and an invalid output settle ``failed`` with the
-reason; an overloaded endpoint is `Retryable` and the submission completes on a later attempt;
+"""What a pydantic-ai turn settles as (issue 20 item 1, docs/bindings.md "Errors"): text and
+structured outputs, a rejected request, a usage limit and an invalid output settle ``failed`` with
+the reason; an overloaded endpoint is `Retryable` and the submission completes on a later attempt;
 token usage is spent from a delegation's budget."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Every end-to-end test ends with the brief's §5 invariants checked over its whole database.
+"""Every end-to-end test ends with protocol invariants (docs/protocol.md) checked over its whole
+database.
 
 Each test's ledger is its own database (``database_url`` in tests/conftest.py, cloned from the
 migrated template), so the check sees exactly that test's data. It runs after every other

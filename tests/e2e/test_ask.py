@@ -1,5 +1,5 @@
-"""Asking a person (SPEC §9, issue 21 item 1): ``ctx.ask`` suspends the submission without a
-claim (``waiting_for: input``), the inbox lists the question's payload, and an answer (client,
+"""Asking a person (issue 21 item 1, docs/bindings.md): ``ctx.ask`` suspends the submission without
+a claim (``waiting_for: input``), the inbox lists the question's payload, and an answer (client,
 CLI) resumes it with the value, journaled once. The same answer again changes nothing, another
 conflicts, a submission that asks nothing is refused, a value the question's schema refuses is
 refused before anything is written, and an abort while it waits settles it ``aborted``."""

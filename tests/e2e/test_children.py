@@ -1,8 +1,8 @@
-"""Subagent children end to end (children-brief §6, issue 13): a binding delegates with
-``ctx.call_agent``, the parent waits without a claim and resumes, exactly once, on a real
-Temporal server and Postgres.
+"""Subagent children end to end (docs/protocol.md "Subagent children", issue 13): a binding
+delegates with ``ctx.call_agent``, the parent waits without a claim and resumes, exactly once, on a
+real Temporal server and Postgres.
 
-Named ``test_children_scenario_NN_…`` where a test proves one of the brief's scenarios
+Named ``test_children_scenario_NN_…`` where a test proves one of the scenarios of docs/protocol.md
 (docs/protocol.md maps them all).
 """
 

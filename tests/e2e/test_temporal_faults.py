@@ -1,9 +1,10 @@
 """Temporal-specific faults: lost runs, zombie steps, restarted workers, wakes and deadlines.
 
-Temporal replaces the Durable Object's delivery mechanics, not the protocol (brief §6): a host
-run can be terminated or its worker restarted mid-pass, a step of a replaced run can still be
-executing (a zombie), and wakes arrive while a pass runs. Postgres stays the truth, so every one
-of these must converge with exactly one settlement per submission and no stale write.
+Temporal replaces the Durable Object's delivery mechanics, not the protocol (docs/protocol.md,
+"Adaptations to Temporal + Postgres"): a host run can be terminated or its worker restarted
+mid-pass, a step of a replaced run can still be executing (a zombie), and wakes arrive while a pass
+runs. Postgres stays the truth, so every one of these must converge with exactly one settlement per
+submission and no stale write.
 
 A zombie attempt writing after a newer pass began is covered at the ledger boundary by
 ``test_attempt_writes_under_a_replaced_pass_raise_stale_pass`` in ``tests/ledger/
@@ -292,6 +293,6 @@ async def test_failed_pass_step_does_not_fail_the_host_workflow(
     await converged(client, ids)
     assert failpoints.hits["maintenance:finish:before"] == 1
 
-    # SPEC §2: a failed pass step runs rearm_failure and the run goes on waiting for its alarm.
+    # A failed pass step runs rearm_failure and the run goes on waiting for its alarm.
     runs = await host_runs(temporal_client, ids)
     assert WorkflowExecutionStatus.FAILED not in runs, runs

@@ -141,7 +141,7 @@ async def recorded_once(
     return records
 
 
-# --- the brief's §5 preamble over a whole test database ---------------------------------------
+# --- the protocol's invariants over a whole test database ---------------------------------------
 
 _LEDGER_SUBMISSIONS = """
 SELECT s.submission_id, s.thread_id, s.sequence, s.state, s.outcome, t.host_id
@@ -161,7 +161,7 @@ SELECT host_id, dirty, processed, nonterminal, alarm_at, binding_retries FROM th
 
 
 async def ledger_violations(conn: asyncpg.Connection[Any]) -> list[str]:
-    """Every breach of the brief's §5 preamble in the whole database, one line each.
+    """Every breach of the protocol's invariants in the whole database, one line each.
 
     One settlement per submission (none while unsettled); FIFO per thread (settlements in queue
     order; an abort may settle a queued follower before its head); record ids unique; record

@@ -1,6 +1,6 @@
-"""Subagent children at the ledger level (children-brief §6 scenarios 1, 2, 5, 6, 7): one
-transaction establishes a child with its linkage, lineage and the parent's start link; the
-parent's wait, the child-settled marker and the join, against real Postgres."""
+"""Subagent children at the ledger level (docs/protocol.md "Subagent children", scenarios 1, 2, 5,
+6, 7): one transaction establishes a child with its linkage, lineage and the parent's start link;
+the parent's wait, the child-settled marker and the join, against real Postgres."""
 
 from __future__ import annotations
 

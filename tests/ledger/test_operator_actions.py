@@ -1,4 +1,4 @@
-"""Operator mutations at ledger level (brief §2, issue 4 items 5-7): approve, deny, resolve and
+"""Operator mutations at ledger level (issue 4 items 5-7): approve, deny, resolve and
 abort each record their decision canonically, bump ``dirty`` and arm the alarm, or raise
 `NotWaiting` and write nothing."""
 

@@ -1,5 +1,5 @@
-"""Recovery dispositions on real Postgres (brief §2): what `Maintenance.recover` does to each
-stalled head, and that the attempt it replaced can no longer write."""
+"""Recovery dispositions on real Postgres (docs/protocol.md): what `Maintenance.recover` does to
+each stalled head, and that the attempt it replaced can no longer write."""
 
 from __future__ import annotations
 

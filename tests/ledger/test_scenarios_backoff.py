@@ -255,7 +255,8 @@ async def test_scenario_14_mutation_in_the_window_obsoletes_the_retry(scene: Sce
 
     # The mutation races an early, caught-up pass, which must not park the new generation
     # behind the obsolete window. The brief's caught-up finish would set now + wakeScanInterval;
-    # SPEC §2 wins: a racing commit is never postponed, its alarm is now + minDelay.
+    # ours never postpones a racing commit: its alarm is now + minDelay (docs/protocol.md,
+    # "Decisions where the sources were ambiguous").
     early = not_before - 600
     begun = await scene.begin(early)
     assert begun.caught_up

@@ -1,4 +1,4 @@
-"""The pass's pure decisions, tested directly and with hypothesis (brief §3.1, §3.5, §3.6)."""
+"""The pass's pure decisions, tested directly and with hypothesis (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The host workflow's pass paths end to end (real worker, Temporal dev server, Postgres): a fault
-after begin committed rearms with the observed generation (brief §3.6), the caught-up path inside
-an open retry window runs auxiliary work only (scenario 13), and a publication-blocked pass holds
-native work back and rearms at min(native fallback, pending deadline) (scenario 34).
+after begin committed rearms with the observed generation (docs/protocol.md), the caught-up path
+inside an open retry window runs auxiliary work only (scenario 13), and a publication-blocked pass
+holds native work back and rearms at min(native fallback, pending deadline) (scenario 34).
 
 What did (or did not) run is counted with observing failpoints and the rows the native path
 would write; alarms are asserted exactly, or between the formula's values at the earliest and
@@ -41,7 +41,7 @@ def settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"sweep_grace_ms": 30_000})
 
 
-# --- brief §3.6: begin's observed generation ------------------------------------------------
+# --- begin's observed generation ------------------------------------------------
 
 
 async def test_fault_at_begin_before_observes_nothing_and_rearms_nothing(
