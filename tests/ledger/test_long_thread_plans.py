@@ -1,5 +1,7 @@
-"""A claim on a thread of 10,000 records reads the records it hands over, not the thread
-(docs/bindings.md, "What a claim loads"): counted from the plan (EXPLAIN ANALYZE), never timed.
+"""On a thread of 10,000 records and 5,000 settled submissions, a statement reads what it
+returns, not the thread: a claim the records it hands over (docs/bindings.md, "What a claim
+loads"), a repeated admission what it lists. Rows counted from the plan (EXPLAIN ANALYZE),
+never timed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncpg
 from tests.helpers.ledger import BINDINGS, Ledger
 from tests.helpers.long_thread import RECORDS, rows_read, write_long_thread
 from threadwarden.bindings import SUMMARY
+from threadwarden.ledger.admission import KEY_READ
 from threadwarden.ledger.claims import CLAIM_HEAD, CLAIMABLE, HISTORY_LIMIT, history_routes
 
 NEWEST_SUMMARY_AT, NEWEST_COVERS = RECORDS - 11, RECORDS - 20
@@ -71,3 +74,18 @@ async def test_a_claim_on_a_long_thread_reads_only_the_history_it_returns(
         NEWEST_SUMMARY_AT,
         *(n for n in range(NEWEST_COVERS + 1, RECORDS + 1) if n != NEWEST_SUMMARY_AT),
     ]
+
+
+async def test_a_repeated_interrupt_admission_reads_only_what_it_interrupted(
+    pool: asyncpg.Pool[Any], ledger: Ledger, ids: str
+) -> None:
+    await write_long_thread(pool, ids)
+    await ledger.admissions.admit(
+        thread_id=ids, agent_id="echo", input={}, host_id=ids, idempotency_key="again"
+    )
+
+    read, _ = await rows_read(pool, "submissions", KEY_READ, ids, "again", True)
+
+    # The submission the key names and the one busy head: not the thread's 5,000 (the list of
+    # interrupted submissions read every submission of the ledger).
+    assert read <= 3, read
