@@ -138,7 +138,11 @@ history is read (`history_read`: the route and its kinds; an agent not in it rea
 The statement reads from the snapshot it started with, before its lock wait: when the thread's
 record counter moved while it waited (``moved``: a record committed meanwhile), the journal it
 would return may miss that record, so it takes nothing and the caller runs it again. The abort
-request is returned by the update, from the row as locked."""
+request is returned by the update, from the row as locked.
+
+``reads`` carries the taken head's id in the default collation, the records' (submission ids
+are ``COLLATE "C"``): compared in "C", no index on ``records.submission_id`` served the journal
+read, and each claim read the records of every thread."""
 CLAIM_TRIES = 3
 """Claims run again when records committed during their lock wait (then the head is left)."""
 
