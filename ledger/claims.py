@@ -11,68 +11,19 @@ from __future__ import annotations
 import secrets
 import uuid
 from datetime import datetime
-from typing import Any, assert_never
+from typing import Any
 
 import asyncpg
 from pydantic import BaseModel
 
 from threadwarden.bindings import SUMMARY
 from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StalePass
+from threadwarden.ledger.history import HISTORY, HISTORY_LIMIT, history_routes
 from threadwarden.ledger.records import HistoryRecord
 
-HISTORY_LIMIT = 1_000
-"""Most recent records handed as thread history to a binding that reads no summaries."""
 CLAIMABLE = ("admitted", "ready", "input-applied", "running")
 """Head states a claim may take (``running`` only once its lease lapsed)."""
 
-
-_HISTORY = """
-  WHEN 'newest' THEN (SELECT json_agg(n ORDER BY n.sequence) FROM (
-    SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
-      FROM threadwarden.records r
-     WHERE r.thread_id = $2 AND r.submission_id <> (SELECT submission_id FROM reads)
-     ORDER BY r.sequence DESC LIMIT $9) n)
-  WHEN 'newest-of-kinds' THEN (SELECT json_agg(n ORDER BY n.sequence) FROM (
-    SELECT k.* FROM unnest((SELECT kinds FROM reads)) AS wanted (kind), LATERAL (
-        SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
-          FROM threadwarden.records r
-         WHERE r.thread_id = $2 AND r.kind = wanted.kind
-           AND r.submission_id <> (SELECT submission_id FROM reads)
-         ORDER BY r.sequence DESC LIMIT $9) k
-     ORDER BY k.sequence DESC LIMIT $9) n)
-  WHEN 'since-summary' THEN (SELECT json_agg(n ORDER BY n.kind = $12 DESC, n.sequence) FROM (
-    WITH cut AS (
-      SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step,
-             CASE WHEN jsonb_typeof(r.body -> 'last') = 'number'
-                  THEN LEAST(GREATEST((r.body ->> 'last')::numeric, 0), 9e18)::bigint
-                  ELSE 0 END AS covered
-        FROM threadwarden.records r
-       WHERE r.thread_id = $2 AND r.kind = $12
-         AND r.submission_id <> (SELECT submission_id FROM reads)
-       ORDER BY r.sequence DESC LIMIT 1
-    )
-    SELECT sequence, record_id, submission_id, kind, body, step FROM cut
-    UNION ALL
-    SELECT k.* FROM unnest((SELECT kinds FROM reads)) AS wanted (kind), LATERAL (
-        SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
-          FROM threadwarden.records r
-         WHERE r.thread_id = $2 AND r.kind = wanted.kind
-           AND r.sequence > COALESCE((SELECT covered FROM cut), 0)
-           AND r.submission_id <> (SELECT submission_id FROM reads)
-        OFFSET 0) k) n)
-"""
-"""The claimed head's history, by the route its binding reads (`history_read`); the route
-``none`` has no branch, and a ``CASE`` runs only the subquery of the branch it takes, so it
-reads nothing. Each branch walks ``records_by_kind`` or the primary key from where its answer
-starts and stops where it ends: its cost follows what it returns, not the thread's length
-(``newest-of-kinds`` reads at most ``$9`` rows per kind). ``OFFSET 0`` keeps a kind's range
-its own subquery: joined to the kinds instead, it was planned as one range of the primary key
-past the summary, every kind's rows read and most dropped.
-
-``since-summary`` puts the summary first, where what it stands for would be, then the rest in
-sequence order (the turns it left verbatim may precede it in the thread). A summary whose
-``last`` is not a number (a record some binding wrote before summaries had a meaning) covers
-nothing."""
 
 CLAIM_HEAD = f"""
 WITH locked AS (
@@ -124,7 +75,7 @@ SELECT (SELECT pass_epoch FROM locked) AS pass_epoch,
             FROM threadwarden.records r
            WHERE r.submission_id = (SELECT submission_id FROM reads) AND r.step IS NOT NULL) j)
          AS journal,
-       CASE (SELECT route FROM reads) {_HISTORY} END AS history
+       CASE (SELECT route FROM reads) {HISTORY} END AS history
 """
 """A claim in one statement (one round trip, no explicit transaction): lock the host and thread
 rows (in that order), read the thread's head and, when it is claimable here (the pass is
@@ -132,7 +83,7 @@ current, the head is the submission the pass selected and is not leased, this wo
 binding at its pinned digest), take it and bump the producer epoch; with the journal and
 history of a taken head. What was read is returned either way, so the caller raises what
 refused the claim. ``$4``: agent id → digest this worker runs; ``$10``: agent id → how its
-history is read (`history_read`: the route and its kinds; an agent not in it reads the newest
+history is read (`history_routes`: the route and its kinds; an agent not in it reads the newest
 ``$9`` records of every kind); ``$11``: the selected submission; ``$12``: the summary kind.
 
 The statement reads from the snapshot it started with, before its lock wait: when the thread's
@@ -145,57 +96,6 @@ are ``COLLATE "C"``): compared in "C", no index on ``records.submission_id`` ser
 read, and each claim read the records of every thread."""
 CLAIM_TRIES = 3
 """Claims run again when records committed during their lock wait (then the head is left)."""
-
-
-class NoHistory(BaseModel):
-    """The binding reads no history: the claim reads no record of the thread."""
-
-
-class NewestRecords(BaseModel):
-    """The newest `HISTORY_LIMIT` records of ``kinds`` (None: of every kind)."""
-
-    kinds: frozenset[str] | None = None
-
-
-class SinceSummary(BaseModel):
-    """The thread's newest summary, then every record of ``kinds`` after what it covers."""
-
-    kinds: frozenset[str]
-    """The binding's other kinds (`threadwarden.bindings.SUMMARY` left out)."""
-
-
-HistoryRead = NoHistory | NewestRecords | SinceSummary
-
-
-def history_read(kinds: frozenset[str] | None) -> HistoryRead:
-    """How a claim reads the history of a binding whose ``history_kinds`` are ``kinds``
-    (`threadwarden.bindings.Binding` says what each route returns)."""
-    if kinds is None:
-        return NewestRecords()
-    if not kinds:
-        return NoHistory()
-    if SUMMARY in kinds:
-        return SinceSummary(kinds=kinds - {SUMMARY})
-    return NewestRecords(kinds=kinds)
-
-
-def history_routes(history_kinds: dict[str, frozenset[str]]) -> dict[str, dict[str, Any]]:
-    """Agent id → the route its history is read by (`history_read`), as `CLAIM_HEAD`
-    dispatches on it (``$10``)."""
-    return {agent: _route(history_read(kinds)) for agent, kinds in history_kinds.items()}
-
-
-def _route(read: HistoryRead) -> dict[str, Any]:
-    match read:
-        case NoHistory():
-            return {"route": "none", "kinds": []}
-        case NewestRecords(kinds=None):
-            return {"route": "newest", "kinds": []}
-        case NewestRecords(kinds=kinds):
-            return {"route": "newest-of-kinds", "kinds": sorted(kinds or ())}
-        case SinceSummary(kinds=kinds):
-            return {"route": "since-summary", "kinds": sorted(kinds)}
-    assert_never(read)
 
 
 class Claim(BaseModel):
@@ -213,7 +113,7 @@ class Claim(BaseModel):
     ownership_token: str
     history: list[HistoryRecord]
     """Records of the thread's earlier submissions, oldest first, as the binding's
-    ``history_kinds`` select them (`history_read`): what the binding builds on."""
+    ``history_kinds`` select them (`threadwarden.ledger.history`): what the binding builds on."""
     journal: list[HistoryRecord]
     """This submission's committed steps, replayed instead of repeated."""
     admitted_at: datetime | None = None
@@ -247,7 +147,8 @@ class Claims:
         or it cannot be taken now.
 
         ``history_kinds`` maps an agent id to its binding's ``history_kinds`` (an agent not
-        in it loads the newest records of every kind); `history_read` decides what is read.
+        in it loads the newest records of every kind); `threadwarden.ledger.history` says
+        what is read.
 
         ``bindings`` maps agent id to the definition digest this worker can run. A head whose
         agent is missing or pinned to another digest raises `BindingUnavailable` or

@@ -8,7 +8,8 @@ from typing import Any
 from tests.helpers.ledger import BINDINGS, Ledger
 from tests.helpers.long_thread import RECORDS, write_long_thread
 from threadwarden.bindings import SUMMARY
-from threadwarden.ledger.claims import HISTORY_LIMIT, Claim
+from threadwarden.ledger.claims import Claim
+from threadwarden.ledger.history import HISTORY_LIMIT
 
 
 async def _earlier_turn(ledger: Ledger, ids: str) -> None:

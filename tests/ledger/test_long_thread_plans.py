@@ -14,7 +14,8 @@ from tests.helpers.ledger import BINDINGS, Ledger
 from tests.helpers.long_thread import RECORDS, rows_read, write_long_thread
 from threadwarden.bindings import SUMMARY
 from threadwarden.ledger.admission import KEY_READ
-from threadwarden.ledger.claims import CLAIM_HEAD, CLAIMABLE, HISTORY_LIMIT, history_routes
+from threadwarden.ledger.claims import CLAIM_HEAD, CLAIMABLE
+from threadwarden.ledger.history import HISTORY_LIMIT, history_routes
 
 NEWEST_SUMMARY_AT, NEWEST_COVERS = RECORDS - 11, RECORDS - 20
 """The newest summary (in place of a ``note``) and the last sequence it covers: the history
