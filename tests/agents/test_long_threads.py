@@ -143,10 +143,13 @@ async def test_a_turn_still_too_long_after_summarizing_fails_with_the_reason(
 
 
 @pytest.mark.parametrize(
-    "memory", [Memory(), Memory(budget_tokens=2_000)], ids=["no-budget", "budget"]
+    ("memory", "context_limit"),
+    [(Memory(), None), (Memory(budget_tokens=2_000), None), (Memory(), 20_000)],
+    ids=["verbatim", "budget", "far-past-the-context"],
 )
 async def test_a_520_turn_thread_still_covers_its_first_turn(
     memory: Memory,
+    context_limit: int | None,
     agents_worker: AgentsWorker,
     client: ThreadwardenClient,
     server: ChatServer,
@@ -156,8 +159,15 @@ async def test_a_520_turn_thread_still_covers_its_first_turn(
     async with agents_worker(bound(PYDANTIC_AI, server.url, memory)):
         await run_turns(client, ids, PYDANTIC_AI.agent_id, range(1), 40)
         await seed_turns(pool, ids, turns=518, first=1, kind=pydantic_ai.TRANSCRIPT)
+        server.context_limit = context_limit  # 520 turns hold about 52,000 characters
         (last,) = await run_turns(client, ids, PYDANTIC_AI.agent_id, range(519, 520), 40)
     assert last.outcome == "completed"
     request = conversation_requests(server)[-1]
     assert [n for n in range(520) if not covers(request, n)] == []
-    assert characters(request) <= 2_000 * 4 * 1.1 or memory.budget_tokens is None
+    folds = summary_requests(server)
+    if memory.budget_tokens is None and context_limit is None:
+        assert folds == []  # every turn verbatim
+    else:  # folded a part at a time, each summary request sized to fit
+        assert len(folds) > 1
+        fits = memory.budget_tokens * 4 * 1.1 if memory.budget_tokens else context_limit
+        assert max(characters(body) for body in folds) <= (fits or 0)
