@@ -8,6 +8,7 @@ marker it was given, so "turn 0 is covered" reads as "``#0`` is in the request".
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from tests.helpers.model_agents import (
 from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import SUMMARY, Binding, Memory
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.live_text import TextDelta
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +68,19 @@ async def run_turns(
     return [await client.result(r.submission_id, timeout=120) for r in receipts]
 
 
+async def live_text(client: ThreadwardenClient, thread: str, *, settlements: int) -> str:
+    """The thread's live text (every delta) until its ``settlements``-th settlement."""
+    text: list[str] = []
+    async for item in client.stream(thread, wait_for_thread=True):
+        if isinstance(item, TextDelta):
+            text.append(item.text)
+        elif item.kind == "settlement":
+            settlements -= 1
+            if settlements == 0:
+                return "".join(text)
+    raise AssertionError(f"{thread}'s stream ended")
+
+
 def asked(server: ChatServer, which: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     """The answered requests ``which`` selects."""
     return [body for body in server.answered() if which(body)]
@@ -89,9 +104,12 @@ async def test_a_budget_keeps_each_request_near_it_and_summarizes_each_turn_once
 ) -> None:
     budget = 1000  # tokens, about 4,000 characters; a turn adds about 800
     memory = Memory(budget_tokens=budget, keep_turns=2)
+    live = asyncio.create_task(live_text(client, ids, settlements=30))
     async with agents_worker(bound(framework, server.url, memory)):
         results = await run_turns(client, ids, framework.agent_id, range(30), 400)
     assert [r.outcome for r in results] == ["completed"] * 30
+    said = await asyncio.wait_for(live, 30)
+    assert "echo: #29 " in said and "summary:" not in said  # a summary answers no one
 
     requests = conversation_requests(server)
     assert len(requests) == 30
