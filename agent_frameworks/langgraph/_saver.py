@@ -6,15 +6,17 @@ task's pending writes, each deleted thread), checked against the attempt's owner
 stale attempt cannot write. `load` replays that log into a fresh index: the thread's carried
 checkpoint (its newest completed submission's last state) and everything this submission saved.
 
-A checkpoint is stored whole (every channel's value, not only the changed ones), so the
-carried one alone is enough to continue the thread from.
+A checkpoint holds what changed since its parent (`_chain`: a list that only grew saves the
+items it appended), so a turn writes what it changed, not the whole state again; the carried
+checkpoint is rebuilt from the chain the ledger returns (the newest checkpoint saved whole and
+the carried ones after it).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -23,12 +25,23 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_checkpoint_metadata,
 )
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from pydantic_core import to_jsonable_python
 
+from threadwarden.agents.langgraph._chain import (
+    ABSENT,
+    Chain,
+    Empty,
+    Piece,
+    Whole,
+    decode,
+    encode,
+)
 from threadwarden.bindings import AttemptContext, SavedCheckpoint
+from threadwarden.errors import InvalidInput
 
 UPDATE = "graph-update"
 """The record kind of one node's update (its writes to the graph's state), appended with the
@@ -67,9 +80,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         self._ctx = ctx
         self._memory = InMemorySaver(serde=self.serde)
         self._lock = asyncio.Lock()
+        self._chains: dict[tuple[str, str], Chain] = {}
+        self._versions: dict[tuple[str, str, str], ChannelVersions] = {}
         self._own = 0  # how many changes this submission saved (loaded or written)
         self.position = 0
         """The furthest journal position of this submission's saved checkpoints and writes."""
+        self.carried: dict[str, Any] = {}
+        """The channel values of the checkpoint the thread carried to this submission."""
 
     @classmethod
     async def load(
@@ -77,8 +94,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     ) -> LedgerSaver:
         """A saver holding the thread's carried checkpoint and this submission's log."""
         saver = cls(ctx, serde=serde)
-        for saved in await ctx.checkpoints():
-            saver._replay(saved)
+        saved = await ctx.checkpoints()
+        saver._carry([s for s in saved if s.submission_id != ctx.submission_id])
+        for own in saved:
+            if own.submission_id == ctx.submission_id:
+                saver._replay(own)
+                saver._own += 1
+                saver.position = max(saver.position, own.step)
         return saver
 
     @property
@@ -86,15 +108,47 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         """Whether this submission saved anything already (a re-run resumes from it)."""
         return self._own > 0
 
+    def _carry(self, chain: list[SavedCheckpoint]) -> None:
+        """Rebuild the carried checkpoint from its chain; only that one goes into the index."""
+        last: tuple[dict[str, Any], dict[str, Any]] | None = None
+        for saved in chain:
+            if saved.meta["op"] == "put":
+                value = self._loads(saved)
+                self._register(saved.meta, value)
+                last = saved.meta, value
+            else:
+                self._forget(saved.meta["thread_id"])
+                last = None
+        if last is None:
+            return
+        meta, value = last
+        chain_ = self._chains[(meta["thread_id"], meta["ns"])]
+        versions = value["checkpoint"]["channel_versions"]
+        values = {k: chain_.value(k, v) for k, v in versions.items()}
+        self.carried = {k: v for k, v in values.items() if v is not ABSENT}
+        self._memory.put(
+            _config(meta["thread_id"], meta["ns"], value["parent"]),
+            _with_values(value["checkpoint"], self.carried),
+            value["metadata"],
+            versions,
+        )
+
     def _replay(self, saved: SavedCheckpoint) -> None:
         meta = saved.meta
-        value = self.serde.loads_typed((meta["type"], saved.data))
+        value = self._loads(saved)
         if meta["op"] == "put":
+            pieces = self._register(meta, value)
+            chain = self._chains[(meta["thread_id"], meta["ns"])]
+            versions = value["checkpoint"]["channel_versions"]
+            changed = {k: versions[k] for k in pieces}
+            values = {k: chain.value(k, v) for k, v in changed.items()}
             self._memory.put(
                 _config(meta["thread_id"], meta["ns"], value["parent"]),
-                value["checkpoint"],
+                _with_values(
+                    value["checkpoint"], {k: v for k, v in values.items() if v is not ABSENT}
+                ),
                 value["metadata"],
-                value["checkpoint"]["channel_versions"],
+                changed,
             )
         elif meta["op"] == "writes":
             config = _config(meta["thread_id"], meta["ns"], meta["checkpoint_id"])
@@ -103,9 +157,73 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             )
         else:
             self._memory.delete_thread(meta["thread_id"])
-        if saved.submission_id == self._ctx.submission_id:
-            self._own += 1
-            self.position = max(self.position, saved.step)
+            self._forget(meta["thread_id"])
+
+    def _loads(self, saved: SavedCheckpoint) -> Any:
+        return self.serde.loads_typed((saved.meta["type"], saved.data))
+
+    def _register(self, meta: dict[str, Any], value: dict[str, Any]) -> dict[str, Piece]:
+        """Count a saved checkpoint's pieces into its chain; the pieces."""
+        checkpoint = value["checkpoint"]
+        versions = checkpoint["channel_versions"]
+        if "values" in value:
+            pieces = {k: decode(p) for k, p in value["values"].items()}
+            whole = not meta.get("delta", False)
+        else:  # saved whole before checkpoints held what changed (threadwarden < issue 37)
+            values = checkpoint.pop("channel_values")
+            pieces = {
+                k: Whole(self.serde.dumps_typed(values[k])) if k in values else Empty()
+                for k in versions
+            }
+            whole = True
+        key = (meta["thread_id"], meta["ns"])
+        if whole:
+            self._chains[key] = Chain(self.serde)
+        elif key not in self._chains:
+            raise InvalidInput(
+                "checkpoints", f"a chain beginning with a whole checkpoint for {key}"
+            )
+        chain = self._chains[key]
+        for k, piece in pieces.items():
+            chain.add(k, versions[k], piece)
+        self._versions[(*key, checkpoint["id"])] = versions
+        return pieces
+
+    def _forget(self, thread_id: str) -> None:
+        for key in [k for k in self._chains if k[0] == thread_id]:
+            del self._chains[key]
+
+    def _pieces(
+        self,
+        thread_id: str,
+        ns: str,
+        parent: str | None,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+    ) -> tuple[dict[str, Piece], bool]:
+        """What to save of ``checkpoint``: the changed channels' pieces on the chain of its
+        parent, or (no chain to build on, or one holding more superseded bytes than live ones)
+        every channel whole; and whether it is whole."""
+        values = checkpoint["channel_values"]
+        versions = {**checkpoint["channel_versions"], **new_versions}
+        key = (thread_id, ns)
+        chain = self._chains.get(key)
+        before = self._versions.get((*key, parent)) if parent is not None else None
+        if (
+            chain is not None
+            and before is not None
+            and all(chain.knows(k, v) for k, v in versions.items() if k not in new_versions)
+        ):
+            pieces = {k: chain.piece(k, values.get(k, ABSENT), before.get(k)) for k in new_versions}
+            for k, piece in pieces.items():
+                chain.add(k, new_versions[k], piece, values.get(k, ABSENT))
+            if chain.stored <= 2 * chain.live(versions):
+                return pieces, False
+        chain = self._chains[key] = Chain(self.serde)
+        pieces = {k: chain.piece(k, values.get(k, ABSENT), None) for k in versions}
+        for k, piece in pieces.items():
+            chain.add(k, versions[k], piece, values.get(k, ABSENT))
+        return pieces, True
 
     async def _save(
         self,
@@ -136,20 +254,31 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved = self._memory.put(config, checkpoint, metadata, new_versions)
-        whole = self._memory.get_tuple(saved)
-        assert whole is not None
         conf = saved["configurable"]
+        thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
         parent = config["configurable"].get("checkpoint_id")
+        pieces, whole = self._pieces(thread_id, ns, parent, checkpoint, new_versions)
+        self._versions[(thread_id, ns, checkpoint["id"])] = {
+            **checkpoint["channel_versions"],
+            **new_versions,
+        }
+        description = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         await self._save(
             {
                 "op": "put",
-                "thread_id": conf["thread_id"],
-                "ns": conf["checkpoint_ns"],
+                "thread_id": thread_id,
+                "ns": ns,
                 "checkpoint_id": conf["checkpoint_id"],
                 "parent": parent,
+                "delta": not whole,
             },
-            {"checkpoint": whole.checkpoint, "metadata": whole.metadata, "parent": parent},
-            carry=self._root(conf["thread_id"], conf["checkpoint_ns"]),
+            {
+                "checkpoint": description,
+                "metadata": get_checkpoint_metadata(config, metadata),
+                "parent": parent,
+                "values": {k: encode(piece) for k, piece in pieces.items()},
+            },
+            carry=self._root(thread_id, ns),
         )
         return saved
 
@@ -180,6 +309,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._memory.delete_thread(thread_id)
+        self._forget(thread_id)
         await self._save(
             {"op": "delete", "thread_id": thread_id}, None, carry=self._root(thread_id, "")
         )
@@ -209,6 +339,11 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         return self._memory.get_next_version(current, channel)
+
+
+def _with_values(saved: dict[str, Any], values: dict[str, Any]) -> Checkpoint:
+    """A saved checkpoint's description (all but its values) with ``values``."""
+    return cast(Checkpoint, {**saved, "channel_values": values})
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
