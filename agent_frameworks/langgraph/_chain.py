@@ -8,8 +8,9 @@ channel's value): a `Chain`. A thread's next submission reads that chain (the le
 whatever the thread's length; a chain that holds more bytes of superseded values (replaced,
 removed, trimmed) than of live ones is cut by saving the next checkpoint whole, so reading it
 costs at most twice the state it rebuilds (plus each checkpoint's own small description). A
-graph whose state only grows (messages never removed) reads the whole state, as it must, in as
-many pieces as it took turns since its chain began.
+graph whose state only grows (messages never removed) is never cut, as saving it whole again
+would make a turn's writes grow with the thread: it reads its whole state, which LangGraph holds
+whole anyway, in as many pieces as it took supersteps since the thread began.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from threadwarden.errors import InvalidInput
 
 Version = str | int | float
 Blob = tuple[str, bytes]
@@ -161,3 +165,81 @@ class Chain:
             value.extend(self._serde.loads_typed(blob))
         self._values[(channel, version)] = value
         return value
+
+
+class Chains:
+    """The chains of every LangGraph thread and namespace a saver holds, and each checkpoint's
+    channel versions (a checkpoint's pieces are what changed since its parent's)."""
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self._serde = serde
+        self._chains: dict[tuple[str, str], Chain] = {}
+        self._versions: dict[tuple[str, str, str], ChannelVersions] = {}
+
+    def pieces(
+        self,
+        thread_id: str,
+        ns: str,
+        parent: str | None,
+        checkpoint: Checkpoint,
+        new_versions: ChannelVersions,
+    ) -> tuple[dict[str, Piece], bool]:
+        """What to save of ``checkpoint`` (counted in): the changed channels' pieces on the
+        chain of its ``parent``, or (no chain to build on, or one that would hold more
+        superseded bytes than live ones) every channel whole; and whether it is whole."""
+        values = checkpoint["channel_values"]
+        versions = {**checkpoint["channel_versions"], **new_versions}
+        key = (thread_id, ns)
+        self._versions[(*key, checkpoint["id"])] = versions
+        chain = self._chains.get(key)
+        before = self._versions.get((*key, parent)) if parent is not None else None
+        if (
+            chain is not None
+            and before is not None
+            and all(chain.knows(k, v) for k, v in versions.items() if k not in new_versions)
+        ):
+            pieces = {k: chain.piece(k, values.get(k, ABSENT), before.get(k)) for k in new_versions}
+            for k, piece in pieces.items():
+                chain.add(k, new_versions[k], piece, values.get(k, ABSENT))
+            if chain.stored <= 2 * chain.live(versions):
+                return pieces, False
+        chain = self._chains[key] = Chain(self._serde)
+        pieces = {k: chain.piece(k, values.get(k, ABSENT), None) for k in versions}
+        for k, piece in pieces.items():
+            chain.add(k, versions[k], piece, values.get(k, ABSENT))
+        return pieces, True
+
+    def saved(self, meta: dict[str, Any], value: dict[str, Any]) -> dict[str, Piece]:
+        """Count a saved checkpoint (its ``meta`` and payload) in; its pieces."""
+        checkpoint = value["checkpoint"]
+        versions = checkpoint["channel_versions"]
+        if "values" in value:
+            pieces = {k: decode(p) for k, p in value["values"].items()}
+            whole = not meta.get("delta", False)
+        else:  # saved whole, before checkpoints held what changed (issue 37)
+            values = checkpoint.pop("channel_values")
+            pieces = {
+                k: Whole(self._serde.dumps_typed(values[k])) if k in values else Empty()
+                for k in versions
+            }
+            whole = True
+        key = (meta["thread_id"], meta["ns"])
+        if whole:
+            self._chains[key] = Chain(self._serde)
+        elif key not in self._chains:
+            raise InvalidInput("checkpoints", f"a chain that begins with a whole checkpoint {key}")
+        for k, piece in pieces.items():
+            self._chains[key].add(k, versions[k], piece)
+        self._versions[(*key, checkpoint["id"])] = versions
+        return pieces
+
+    def values(self, thread_id: str, ns: str, versions: ChannelVersions) -> dict[str, Any]:
+        """The values at ``versions`` (of channels that hold one)."""
+        chain = self._chains[(thread_id, ns)]
+        values = {k: chain.value(k, v) for k, v in versions.items()}
+        return {k: v for k, v in values.items() if v is not ABSENT}
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the thread's chains (it was deleted)."""
+        for key in [k for k in self._chains if k[0] == thread_id]:
+            del self._chains[key]

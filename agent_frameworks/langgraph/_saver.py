@@ -31,17 +31,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents.langgraph._chain import (
-    ABSENT,
-    Chain,
-    Empty,
-    Piece,
-    Whole,
-    decode,
-    encode,
-)
+from threadwarden.agents.langgraph._chain import Chains, encode
 from threadwarden.bindings import AttemptContext, SavedCheckpoint
-from threadwarden.errors import InvalidInput
 
 UPDATE = "graph-update"
 """The record kind of one node's update (its writes to the graph's state), appended with the
@@ -80,8 +71,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         self._ctx = ctx
         self._memory = InMemorySaver(serde=self.serde)
         self._lock = asyncio.Lock()
-        self._chains: dict[tuple[str, str], Chain] = {}
-        self._versions: dict[tuple[str, str, str], ChannelVersions] = {}
+        self._chains = Chains(self.serde)
         self._own = 0  # how many changes this submission saved (loaded or written)
         self.position = 0
         """The furthest journal position of this submission's saved checkpoints and writes."""
@@ -114,18 +104,16 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         for saved in chain:
             if saved.meta["op"] == "put":
                 value = self._loads(saved)
-                self._register(saved.meta, value)
+                self._chains.saved(saved.meta, value)
                 last = saved.meta, value
             else:
-                self._forget(saved.meta["thread_id"])
+                self._chains.forget(saved.meta["thread_id"])
                 last = None
         if last is None:
             return
         meta, value = last
-        chain_ = self._chains[(meta["thread_id"], meta["ns"])]
         versions = value["checkpoint"]["channel_versions"]
-        values = {k: chain_.value(k, v) for k, v in versions.items()}
-        self.carried = {k: v for k, v in values.items() if v is not ABSENT}
+        self.carried = self._chains.values(meta["thread_id"], meta["ns"], versions)
         self._memory.put(
             _config(meta["thread_id"], meta["ns"], value["parent"]),
             _with_values(value["checkpoint"], self.carried),
@@ -137,16 +125,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         meta = saved.meta
         value = self._loads(saved)
         if meta["op"] == "put":
-            pieces = self._register(meta, value)
-            chain = self._chains[(meta["thread_id"], meta["ns"])]
             versions = value["checkpoint"]["channel_versions"]
-            changed = {k: versions[k] for k in pieces}
-            values = {k: chain.value(k, v) for k, v in changed.items()}
+            changed = {k: versions[k] for k in self._chains.saved(meta, value)}
+            values = self._chains.values(meta["thread_id"], meta["ns"], changed)
             self._memory.put(
                 _config(meta["thread_id"], meta["ns"], value["parent"]),
-                _with_values(
-                    value["checkpoint"], {k: v for k, v in values.items() if v is not ABSENT}
-                ),
+                _with_values(value["checkpoint"], values),
                 value["metadata"],
                 changed,
             )
@@ -157,73 +141,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             )
         else:
             self._memory.delete_thread(meta["thread_id"])
-            self._forget(meta["thread_id"])
+            self._chains.forget(meta["thread_id"])
 
     def _loads(self, saved: SavedCheckpoint) -> Any:
         return self.serde.loads_typed((saved.meta["type"], saved.data))
-
-    def _register(self, meta: dict[str, Any], value: dict[str, Any]) -> dict[str, Piece]:
-        """Count a saved checkpoint's pieces into its chain; the pieces."""
-        checkpoint = value["checkpoint"]
-        versions = checkpoint["channel_versions"]
-        if "values" in value:
-            pieces = {k: decode(p) for k, p in value["values"].items()}
-            whole = not meta.get("delta", False)
-        else:  # saved whole before checkpoints held what changed (threadwarden < issue 37)
-            values = checkpoint.pop("channel_values")
-            pieces = {
-                k: Whole(self.serde.dumps_typed(values[k])) if k in values else Empty()
-                for k in versions
-            }
-            whole = True
-        key = (meta["thread_id"], meta["ns"])
-        if whole:
-            self._chains[key] = Chain(self.serde)
-        elif key not in self._chains:
-            raise InvalidInput(
-                "checkpoints", f"a chain beginning with a whole checkpoint for {key}"
-            )
-        chain = self._chains[key]
-        for k, piece in pieces.items():
-            chain.add(k, versions[k], piece)
-        self._versions[(*key, checkpoint["id"])] = versions
-        return pieces
-
-    def _forget(self, thread_id: str) -> None:
-        for key in [k for k in self._chains if k[0] == thread_id]:
-            del self._chains[key]
-
-    def _pieces(
-        self,
-        thread_id: str,
-        ns: str,
-        parent: str | None,
-        checkpoint: Checkpoint,
-        new_versions: ChannelVersions,
-    ) -> tuple[dict[str, Piece], bool]:
-        """What to save of ``checkpoint``: the changed channels' pieces on the chain of its
-        parent, or (no chain to build on, or one holding more superseded bytes than live ones)
-        every channel whole; and whether it is whole."""
-        values = checkpoint["channel_values"]
-        versions = {**checkpoint["channel_versions"], **new_versions}
-        key = (thread_id, ns)
-        chain = self._chains.get(key)
-        before = self._versions.get((*key, parent)) if parent is not None else None
-        if (
-            chain is not None
-            and before is not None
-            and all(chain.knows(k, v) for k, v in versions.items() if k not in new_versions)
-        ):
-            pieces = {k: chain.piece(k, values.get(k, ABSENT), before.get(k)) for k in new_versions}
-            for k, piece in pieces.items():
-                chain.add(k, new_versions[k], piece, values.get(k, ABSENT))
-            if chain.stored <= 2 * chain.live(versions):
-                return pieces, False
-        chain = self._chains[key] = Chain(self.serde)
-        pieces = {k: chain.piece(k, values.get(k, ABSENT), None) for k in versions}
-        for k, piece in pieces.items():
-            chain.add(k, versions[k], piece, values.get(k, ABSENT))
-        return pieces, True
 
     async def _save(
         self,
@@ -257,11 +178,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         conf = saved["configurable"]
         thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
         parent = config["configurable"].get("checkpoint_id")
-        pieces, whole = self._pieces(thread_id, ns, parent, checkpoint, new_versions)
-        self._versions[(thread_id, ns, checkpoint["id"])] = {
-            **checkpoint["channel_versions"],
-            **new_versions,
-        }
+        pieces, whole = self._chains.pieces(thread_id, ns, parent, checkpoint, new_versions)
         description = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         await self._save(
             {
@@ -309,7 +226,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._memory.delete_thread(thread_id)
-        self._forget(thread_id)
+        self._chains.forget(thread_id)
         await self._save(
             {"op": "delete", "thread_id": thread_id}, None, carry=self._root(thread_id, "")
         )
