@@ -168,6 +168,30 @@ async def test_langgraph_checkpointer_cuts_the_chain_where_replaced_values_outwe
     assert turns[-1][1] == {"note": "n11", "notes": notes, "draft": "n11" * 300}
 
 
+async def test_langgraph_checkpointer_rebuilds_a_submissions_own_checkpoints_from_their_pieces(
+    ledger: Ledger, ids: str
+) -> None:
+    """A re-run reads this submission's checkpoints back (pieces on the carried chain, some
+    saved whole): every one of them holds the values the run that saved them had."""
+    for note in ("n00", "n01", "n02"):
+        await pad_turn(ledger, ids, note)
+    await ledger.admit(ids)
+    claim = await ledger.claim(ids)
+    ran = pad().compile(checkpointer=await LedgerSaver.load(context(ledger, claim)))
+    for note in ("n03", "n04", "n05"):  # three runs in one submission
+        await ran.ainvoke({"note": note}, config(ids), durability="sync")
+
+    saved = await ledger.pool.fetch(
+        "SELECT meta FROM threadwarden.checkpoints WHERE submission_id = $1", claim.submission_id
+    )
+    assert {r["meta"].get("delta") for r in saved} == {True, False, None}  # and pending writes
+
+    rerun = pad().compile(checkpointer=await LedgerSaver.load(context(ledger, claim)))
+    history = [s async for s in ran.aget_state_history(config(ids))]
+    assert [s async for s in rerun.aget_state_history(config(ids))] == history
+    assert len(history) == 1 + 3 * 3 and history[0].values["notes"][-1] == "n05"
+
+
 async def test_langgraph_checkpointer_continues_from_a_checkpoint_saved_whole(
     ledger: Ledger, ids: str
 ) -> None:
