@@ -256,8 +256,10 @@ class AttemptContext(Protocol):
         Not a journal step: it remembers the journal position it holds the work of (``step``,
         at most `steps_taken`; by default `steps_taken`), so a binding that resumes from it
         calls `advance_to` with that step and its later steps line up with the journal.
-        ``carry`` marks state the thread's next submission may start from (`checkpoints`
-        returns the newest carried one of an earlier submission that settled completed).
+        ``carry`` marks state the thread's next submission may start from; a carried one whose
+        ``meta`` is a JSON object with ``"delta": true`` holds only what changed since the
+        carried ones before it (`checkpoints` returns them back to the newest one that does
+        not).
         ``records`` (kind and JSON body each, kinds other than threadwarden's own) are appended
         in the same transaction, as plain records: what the saved step did, for ``watch`` and
         the console. A stale attempt saves nothing.
@@ -265,9 +267,10 @@ class AttemptContext(Protocol):
         ...
 
     async def checkpoints(self) -> list[SavedCheckpoint]:
-        """The thread's carried checkpoint (the newest of its earlier submissions for the same
-        agent that settled completed, if any), then every checkpoint this submission saved,
-        oldest first. One read, on first use."""
+        """The thread's carried checkpoints (of its earlier submissions for the same agent that
+        settled completed: the newest that is not marked ``"delta": true`` in its ``meta`` and
+        every one after it, none if there is none), then every checkpoint this submission
+        saved, oldest first. One read, on first use, bounded by those rows."""
         ...
 
     @property

@@ -41,15 +41,32 @@ SELECT submission_id, step, meta, data, carry FROM threadwarden.checkpoints
  WHERE submission_id = $1 ORDER BY sequence
 """
 CARRIED = """
-SELECT c.submission_id, c.step, c.meta, c.data, c.carry
-  FROM threadwarden.checkpoints c JOIN threadwarden.submissions s USING (submission_id)
- WHERE c.thread_id = $1 AND c.carry AND c.submission_id <> $2
-   AND s.state = 'settled' AND s.outcome = 'completed' AND s.agent_id = $3
- ORDER BY c.sequence DESC LIMIT 1
+WITH RECURSIVE back AS (
+    (SELECT c.sequence, c.submission_id, c.step, c.meta, c.data, c.carry,
+            s.state = 'settled' AND s.outcome = 'completed' AND s.agent_id = $3 AS kept
+       FROM threadwarden.checkpoints c JOIN threadwarden.submissions s USING (submission_id)
+      WHERE c.thread_id = $1 AND c.carry AND c.submission_id <> $2
+      ORDER BY c.sequence DESC LIMIT 1)
+    UNION ALL
+    SELECT older.*
+      FROM back CROSS JOIN LATERAL (
+           SELECT c.sequence, c.submission_id, c.step, c.meta, c.data, c.carry,
+                  s.state = 'settled' AND s.outcome = 'completed' AND s.agent_id = $3
+             FROM threadwarden.checkpoints c JOIN threadwarden.submissions s USING (submission_id)
+            WHERE c.thread_id = $1 AND c.carry AND c.submission_id <> $2
+              AND c.sequence < back.sequence
+            ORDER BY c.sequence DESC LIMIT 1) older
+     WHERE back.meta @> '{"delta": true}' OR NOT back.kept
+)
+SELECT submission_id, step, meta, data, carry FROM back WHERE kept ORDER BY sequence
 """
-"""The newest carried row of the thread's completed submissions for the same agent: a failed
-or aborted turn's state does not carry (as its messages are no part of an agent's memory), nor
-another agent's on the same thread."""
+"""The thread's carried chain: its newest carried row that is whole (not marked ``"delta":
+true`` in its meta) and the carried rows after it, each of the thread's completed submissions
+for the same agent. A failed or aborted turn's state does not carry (as its messages are no
+part of an agent's memory), nor another agent's on the same thread. The walk goes back one
+row at a time on ``checkpoints_carried`` (newest first) and stops at that whole row: a read
+bounded by the chain (and the rows of other turns among it), not by the thread, whatever the
+planner estimates."""
 
 
 class Checkpoints:
@@ -85,8 +102,9 @@ class Checkpoints:
             return [await append_in(conn, claim, kind, body) for kind, body in records]
 
     async def load(self, claim: Claim) -> list[CheckpointRow]:
-        """The newest carried checkpoint of the thread's earlier completed submissions for the
-        same agent (if any), then every checkpoint this submission saved, in order."""
+        """The carried chain of the thread's earlier completed submissions for the same agent
+        (`CARRIED`: the newest whole carried checkpoint and the carried ones after it, if any),
+        then every checkpoint this submission saved, in order."""
         async with self._pool.acquire() as conn:
             carried = await conn.fetch(
                 CARRIED, claim.thread_id, claim.submission_id, claim.agent_id

@@ -13,6 +13,7 @@ from langgraph.types import Command
 from pydantic_core import to_jsonable_python
 
 from threadwarden.agents._common import digest, judged
+from threadwarden.agents.langgraph._chain import ABSENT, appended
 from threadwarden.agents.langgraph._errors import verdict
 from threadwarden.agents.langgraph._saver import LedgerSaver
 from threadwarden.agents.langgraph._tools import journal_tools, running, tool_nodes
@@ -35,6 +36,18 @@ def graph_input(value: Any, *, messages: bool) -> Any:
         return {"messages": [HumanMessage(content=value)]}
     expected = "a JSON object of the graph's input keys"
     raise InvalidInput("input", expected + (" or a non-empty string" if messages else ""), value)
+
+
+def turn_result(values: dict[str, Any], carried: dict[str, Any]) -> dict[str, Any]:
+    """A turn's result: the graph's final state ``values``, with each list the turn only
+    appended to since the ``carried`` state (``messages``) cut to the items it appended, so
+    that the result does not grow with the thread (a list the turn removed from or reordered
+    stays whole)."""
+    result = {}
+    for key, value in values.items():
+        items = appended(carried.get(key, ABSENT), value)
+        result[key] = value if items is None else items
+    return result
 
 
 def _definition(builder: StateGraph[Any, Any, Any, Any]) -> dict[str, Any]:
@@ -101,7 +114,7 @@ class _Runner:
             except (Exception, BaseExceptionGroup) as raised:
                 return judged(raised, verdict)
         state = await graph.aget_state(config)
-        return Completed(result=_jsonable(state.values))
+        return Completed(result=_jsonable(turn_result(state.values, saver.carried)))
 
 
 async def _answers(

@@ -6,15 +6,17 @@ task's pending writes, each deleted thread), checked against the attempt's owner
 stale attempt cannot write. `load` replays that log into a fresh index: the thread's carried
 checkpoint (its newest completed submission's last state) and everything this submission saved.
 
-A checkpoint is stored whole (every channel's value, not only the changed ones), so the
-carried one alone is enough to continue the thread from.
+A checkpoint holds what changed since its parent (`_chain`: a list that only grew saves the
+items it appended), so a turn writes what it changed, not the whole state again; the carried
+checkpoint is rebuilt from the chain the ledger returns (the newest checkpoint saved whole and
+the carried ones after it).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -23,11 +25,13 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_checkpoint_metadata,
 )
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from pydantic_core import to_jsonable_python
 
+from threadwarden.agents.langgraph._chain import Chains, encode
 from threadwarden.bindings import AttemptContext, SavedCheckpoint
 
 UPDATE = "graph-update"
@@ -67,9 +71,12 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         self._ctx = ctx
         self._memory = InMemorySaver(serde=self.serde)
         self._lock = asyncio.Lock()
+        self._chains = Chains(self.serde)
         self._own = 0  # how many changes this submission saved (loaded or written)
         self.position = 0
         """The furthest journal position of this submission's saved checkpoints and writes."""
+        self.carried: dict[str, Any] = {}
+        """The channel values of the checkpoint the thread carried to this submission."""
 
     @classmethod
     async def load(
@@ -77,8 +84,13 @@ class LedgerSaver(BaseCheckpointSaver[str]):
     ) -> LedgerSaver:
         """A saver holding the thread's carried checkpoint and this submission's log."""
         saver = cls(ctx, serde=serde)
-        for saved in await ctx.checkpoints():
-            saver._replay(saved)
+        saved = await ctx.checkpoints()
+        saver._carry([s for s in saved if s.submission_id != ctx.submission_id])
+        for own in saved:
+            if own.submission_id == ctx.submission_id:
+                saver._replay(own)
+                saver._own += 1
+                saver.position = max(saver.position, own.step)
         return saver
 
     @property
@@ -86,15 +98,41 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         """Whether this submission saved anything already (a re-run resumes from it)."""
         return self._own > 0
 
+    def _carry(self, chain: list[SavedCheckpoint]) -> None:
+        """Rebuild the carried checkpoint from its chain; only that one goes into the index."""
+        last: tuple[dict[str, Any], dict[str, Any]] | None = None
+        for saved in chain:
+            if saved.meta["op"] == "put":
+                value = self._loads(saved)
+                self._chains.saved(saved.meta, value)
+                last = saved.meta, value
+            else:
+                self._chains.forget(saved.meta["thread_id"])
+                last = None
+        if last is None:
+            return
+        meta, value = last
+        versions = value["checkpoint"]["channel_versions"]
+        self.carried = self._chains.values(meta["thread_id"], meta["ns"], versions)
+        self._memory.put(
+            _config(meta["thread_id"], meta["ns"], value["parent"]),
+            _with_values(value["checkpoint"], self.carried),
+            value["metadata"],
+            versions,
+        )
+
     def _replay(self, saved: SavedCheckpoint) -> None:
         meta = saved.meta
-        value = self.serde.loads_typed((meta["type"], saved.data))
+        value = self._loads(saved)
         if meta["op"] == "put":
+            versions = value["checkpoint"]["channel_versions"]
+            changed = {k: versions[k] for k in self._chains.saved(meta, value)}
+            values = self._chains.values(meta["thread_id"], meta["ns"], changed)
             self._memory.put(
                 _config(meta["thread_id"], meta["ns"], value["parent"]),
-                value["checkpoint"],
+                _with_values(value["checkpoint"], values),
                 value["metadata"],
-                value["checkpoint"]["channel_versions"],
+                changed,
             )
         elif meta["op"] == "writes":
             config = _config(meta["thread_id"], meta["ns"], meta["checkpoint_id"])
@@ -103,9 +141,10 @@ class LedgerSaver(BaseCheckpointSaver[str]):
             )
         else:
             self._memory.delete_thread(meta["thread_id"])
-        if saved.submission_id == self._ctx.submission_id:
-            self._own += 1
-            self.position = max(self.position, saved.step)
+            self._chains.forget(meta["thread_id"])
+
+    def _loads(self, saved: SavedCheckpoint) -> Any:
+        return self.serde.loads_typed((saved.meta["type"], saved.data))
 
     async def _save(
         self,
@@ -136,20 +175,27 @@ class LedgerSaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         saved = self._memory.put(config, checkpoint, metadata, new_versions)
-        whole = self._memory.get_tuple(saved)
-        assert whole is not None
         conf = saved["configurable"]
+        thread_id, ns = conf["thread_id"], conf["checkpoint_ns"]
         parent = config["configurable"].get("checkpoint_id")
+        pieces, whole = self._chains.pieces(thread_id, ns, parent, checkpoint, new_versions)
+        description = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         await self._save(
             {
                 "op": "put",
-                "thread_id": conf["thread_id"],
-                "ns": conf["checkpoint_ns"],
+                "thread_id": thread_id,
+                "ns": ns,
                 "checkpoint_id": conf["checkpoint_id"],
                 "parent": parent,
+                "delta": not whole,
             },
-            {"checkpoint": whole.checkpoint, "metadata": whole.metadata, "parent": parent},
-            carry=self._root(conf["thread_id"], conf["checkpoint_ns"]),
+            {
+                "checkpoint": description,
+                "metadata": get_checkpoint_metadata(config, metadata),
+                "parent": parent,
+                "values": {k: encode(piece) for k, piece in pieces.items()},
+            },
+            carry=self._root(thread_id, ns),
         )
         return saved
 
@@ -180,6 +226,7 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._memory.delete_thread(thread_id)
+        self._chains.forget(thread_id)
         await self._save(
             {"op": "delete", "thread_id": thread_id}, None, carry=self._root(thread_id, "")
         )
@@ -209,6 +256,11 @@ class LedgerSaver(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         return self._memory.get_next_version(current, channel)
+
+
+def _with_values(saved: dict[str, Any], values: dict[str, Any]) -> Checkpoint:
+    """A saved checkpoint's description (all but its values) with ``values``."""
+    return cast(Checkpoint, {**saved, "channel_values": values})
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
