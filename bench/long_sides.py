@@ -20,6 +20,7 @@ threadwarden host is idle, so that work trailing a turn is counted in every deci
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -112,6 +113,7 @@ async def measure(
             if decile == DECILES - 1 and settle is not None:
                 await settle()
             run.edges.append(await written())
+            print(f"bench: {run.side}: {run.completed}/{run.turns} turns", file=sys.stderr)
     except Exception as error:  # reported beside the figures so far, not a traceback
         run.error = f"turn {run.completed}: {type(error).__name__}: {error}"
     run.seconds = time.perf_counter() - started

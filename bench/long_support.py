@@ -62,7 +62,7 @@ def _text(seed: str, size: int) -> str:
     draw = random.Random(hashlib.sha256(seed.encode()).digest())
     words: list[str] = []
     length = 0
-    while length < size:
+    while length <= size:  # the joined text is length - 1 characters
         word = "".join(draw.choices(_LETTERS, k=draw.randint(2, 9)))
         words.append(word)
         length += len(word) + 1
