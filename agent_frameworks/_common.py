@@ -1,4 +1,4 @@
-"""What every framework adapter shares: the user turn, memory records, digests, approvals,
+"""What every framework adapter shares: the user turn, digests, approvals,
 the model steps' tokens spent from a delegation's budget, the errors every adapter judges
 alike, and the unwrapping of the runtime's stops from exception groups."""
 
@@ -14,7 +14,8 @@ from typing import Any
 
 from opentelemetry import trace
 
-from threadwarden.bindings import AttemptContext, Failed, ThreadRecord
+from threadwarden.agents._compaction import TooLong
+from threadwarden.bindings import AttemptContext, Failed
 from threadwarden.errors import BudgetExceeded, InvalidInput
 
 MODEL_TOOL = "model-request"
@@ -103,28 +104,6 @@ def user_prompt(value: Any) -> str:
     raise InvalidInput("input", 'a non-empty JSON string or {"prompt": "..."}', value)
 
 
-def memory_kinds(transcript: str) -> frozenset[str]:
-    """The record kinds an adapter whose turns are ``transcript`` records reads from the
-    thread's history (`Binding.history_kinds`): those, and the settlements that say which
-    turns completed."""
-    return frozenset({"settlement", transcript})
-
-
-def transcripts(history: list[ThreadRecord], kind: str) -> Iterator[Any]:
-    """The bodies of ``kind`` records of earlier submissions that settled ``completed``, oldest
-    first: the exchanges that count as the conversation (a failed or aborted turn does not)."""
-    completed = {
-        r.submission_id
-        for r in history
-        if r.kind == "settlement"
-        and isinstance(r.body, dict)
-        and r.body.get("outcome") == "completed"
-    }
-    for record in history:
-        if record.kind == kind and record.submission_id in completed:
-            yield record.body
-
-
 def digest(framework: str, definition: dict[str, Any]) -> str:
     """A short, stable hash of what defines an agent (model, instructions, tools, output)."""
     text = json.dumps({"framework": framework, **definition}, sort_keys=True, default=repr)
@@ -166,13 +145,16 @@ def run_failure(
 ) -> Failed | None:
     """`Failed` for what every model adapter judges alike: the framework's ``usage_limit``
     error, its error for an output the model got wrong (``bad_output``), a spent budget
-    (`BudgetSpent`); else None."""
+    (`BudgetSpent`), a request too long for the model even after summarizing (`TooLong`);
+    else None."""
     if isinstance(error, usage_limit):
         return Failed(f"usage limit: {error}")
     if isinstance(error, bad_output):
         return Failed(f"model output: {short(error)}")
     if isinstance(error, BudgetSpent):
         return Failed(f"budget: {error}")
+    if isinstance(error, TooLong):
+        return Failed(f"context: {error}")
     return None
 
 

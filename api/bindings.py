@@ -274,6 +274,40 @@ class AttemptContext(Protocol):
 Handler = Callable[[AttemptContext], Awaitable[Outcome]]
 
 
+SUMMARY = "summary"
+"""The record kind of a summary of a thread's earlier turns (docs/agents.md, "Long threads"):
+``{"of": transcript kind, "first": sequence, "last": sequence, "turns": count, "text": str}``.
+It stands for every record of the thread up to sequence ``last``; the records stay."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """How an agent adapter keeps a long thread inside its model's context (docs/agents.md,
+    "Long threads"). Compaction adds a `SUMMARY` record and never removes one.
+
+    ``budget_tokens``: when the next request would carry more than this (tokens as the adapter
+    estimates them, about four characters each), the oldest turns not yet summarized are
+    summarized first, keeping at least ``keep_turns`` turns verbatim. None: nothing is
+    summarized until the model refuses a request for its length; then the adapter summarizes
+    and sends it again, once (also with a budget). ``summarizer``: the model that writes
+    summaries (that framework's model object; default: the agent's own).
+    """
+
+    budget_tokens: int | None = None
+    keep_turns: int = 4
+    summarizer: Any = None
+
+    def __post_init__(self) -> None:
+        budget = self.budget_tokens
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+        ):
+            raise InvalidInput("budget_tokens", "a positive number of tokens, or None", budget)
+        keep = self.keep_turns
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise InvalidInput("keep_turns", "a number of turns, 0 or more", keep)
+
+
 @dataclass(frozen=True)
 class Binding:
     """An agent definition that can run submissions addressed to ``agent_id``.

@@ -21,18 +21,20 @@ from agents.run_config import ToolExecutionConfig
 from pydantic_core import to_jsonable_python
 
 from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
+from threadwarden.agents._compaction import Compactor, memory_definition, remember
 from threadwarden.agents.openai_agents._definition import read_definition
 from threadwarden.agents.openai_agents._errors import verdict
 from threadwarden.agents.openai_agents._memory import (
     MEMORY_KINDS,
     TRANSCRIPT,
     earlier_items,
+    render,
     transcript,
 )
 from threadwarden.agents.openai_agents._model import JournaledModel
 from threadwarden.agents.openai_agents._tools import journaled_agents
 from threadwarden.agents.openai_agents._tracing import warn_if_traces_go_to_openai
-from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
+from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Memory, Outcome
 from threadwarden.errors import InvalidInput
 
 Context = Callable[[AttemptContext], Any]
@@ -63,6 +65,7 @@ class _Runner:
     context: Context | None
     max_turns: int
     provider: ModelProvider | None
+    memory: Memory
 
     async def handle(self, ctx: AttemptContext) -> Outcome:
         warn_if_traces_go_to_openai()  # once per process; tracing stays the application's
@@ -70,17 +73,28 @@ class _Runner:
             prompt = user_prompt(ctx.input)
         except InvalidInput as refused:
             return Failed(str(refused))
-        earlier = earlier_items(ctx.history)
+        model = JournaledModel(ctx, self.provider or MultiProvider())
+
+        async def ask(instructions: str, text: str, size: int) -> str:
+            chosen = self.memory.summarizer or self.agent.model
+            return await model.summarize(chosen, instructions, text)
+
+        compactor = Compactor(ctx, self.memory, TRANSCRIPT, ask)
         try:
             with attempt(ctx):
-                result = await self._run(ctx, [*earlier, {"role": "user", "content": prompt}])
+                model.memory = await remember(
+                    compactor, ctx.history, prompt, render=render, build=earlier_items
+                )
+                earlier = model.memory.given
+                result = await self._run(
+                    ctx, model, [*earlier, {"role": "user", "content": prompt}]
+                )
         except (Exception, BaseExceptionGroup) as raised:
             return judged(raised, verdict)
         await ctx.append(TRANSCRIPT, transcript(result.to_input_list(), len(earlier)))
         return Completed(result=to_jsonable_python(result.final_output, fallback=str))
 
-    async def _run(self, ctx: AttemptContext, items: list[Any]) -> RunResult:
-        model = JournaledModel(ctx, self.provider or MultiProvider())
+    async def _run(self, ctx: AttemptContext, model: JournaledModel, items: list[Any]) -> RunResult:
         config = RunConfig(
             model=model,
             call_model_input_filter=model.note_agent,
@@ -115,6 +129,7 @@ def agent_binding(
     context: Context | None = None,
     max_turns: int = 10,
     model_provider: ModelProvider | None = None,
+    memory: Memory | None = None,
 ) -> Binding:
     """A `Binding` that runs ``agent`` (OpenAI Agents SDK) inside threadwarden's attempts.
 
@@ -130,17 +145,23 @@ def agent_binding(
             Tracing stays the application's choice (the SDK's own settings apply); the first
             run in a process logs one warning when the SDK would send traces to OpenAI without
             a real key or while ``OPENAI_BASE_URL`` names another server.
+        memory: How the thread is kept within the model's context (default ``Memory()``: no
+            budget; a request the model refuses for its length is summarized and sent again).
+            Its ``summarizer`` is a `Model` or a model name; a budget or a summarizer is part
+            of the digest.
     """
     name = agent_id if agent_id is not None else agent.name
     if not name:
         raise InvalidInput("agent.name", "a named agent or agent_id=")
-    definition = read_definition(agent)
+    memory = memory if memory is not None else Memory()
+    definition = {**read_definition(agent), **memory_definition(memory)}
     runner = _Runner(
         agent,
         idempotent=frozenset(idempotent_tools),
         context=context,
         max_turns=max_turns,
         provider=model_provider,
+        memory=memory,
     )
     return Binding(
         agent_id=name,

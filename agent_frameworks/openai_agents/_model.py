@@ -7,8 +7,10 @@ model, and records the response before the run sees it. A model that streams is 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import openai
 from agents import Agent, Model, ModelProvider, ModelResponse, ModelSettings, ModelTracing, Usage
 from agents.agent_output import AgentOutputSchemaBase
 from agents.exceptions import ModelBehaviorError
@@ -17,11 +19,20 @@ from agents.items import TResponseInputItem, TResponseOutputItem, TResponseStrea
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool import Tool
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseOutputMessage, ResponseOutputText
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from threadwarden.agents._common import MODEL_TOOL, model_span, spend
+from threadwarden.agents._common import MODEL_TOOL, model_span, short, spend
+from threadwarden.agents._compaction import (
+    HeldMemory,
+    TooLong,
+    refusal,
+    refused,
+    says_too_long,
+    tokens,
+)
+from threadwarden.agents.openai_agents._memory import render_items
 from threadwarden.bindings import AttemptContext
 
 _OUTPUT: TypeAdapter[list[TResponseOutputItem]] = TypeAdapter(list[TResponseOutputItem])
@@ -91,14 +102,70 @@ def completed(response: Response, done: list[TResponseOutputItem]) -> ModelRespo
     )
 
 
+@dataclass(frozen=True)
+class _Request:
+    """One request's arguments, but its input (a retry after compaction sends another)."""
+
+    system_instructions: str | None
+    model_settings: ModelSettings
+    tools: list[Tool]
+    output_schema: AgentOutputSchemaBase | None
+    handoffs: list[Handoff]
+    tracing: ModelTracing
+    previous_response_id: str | None = None
+    conversation_id: str | None = None
+    prompt: ResponsePromptParam | None = None
+
+    def send(
+        self,
+        method: Callable[..., T],
+        settings: ModelSettings,
+        input: str | list[TResponseInputItem],
+    ) -> T:
+        """``method`` (a model's `get_response` or `stream_response`) asked this request."""
+        return method(
+            self.system_instructions,
+            input,
+            settings,
+            self.tools,
+            self.output_schema,
+            self.handoffs,
+            self.tracing,
+            previous_response_id=self.previous_response_id,
+            conversation_id=self.conversation_id,
+            prompt=self.prompt,
+        )
+
+    def size(self, input: str | list[TResponseInputItem]) -> int:
+        """The request's size in tokens, as the adapters estimate it."""
+        shown = input if isinstance(input, str) else render_items(input)
+        return tokens((self.system_instructions or "") + shown)
+
+
+def too_long(error: Exception) -> bool:
+    """Whether the endpoint refused a request for its length (its context window)."""
+    return (
+        isinstance(error, openai.APIStatusError)
+        and error.status_code in (400, 413)
+        and (getattr(error, "code", None) == "context_length_exceeded" or says_too_long(error))
+    )
+
+
 class JournaledModel(Model):
     """Every request of one attempt's run: replayed from the journal, or asked of the model of
-    the agent the run is at (`note_agent` is the run's ``call_model_input_filter``)."""
+    the agent the run is at (`note_agent` is the run's ``call_model_input_filter``).
 
-    def __init__(self, ctx: AttemptContext, provider: ModelProvider) -> None:
+    A request the model refuses for its length is recorded as a refusal; with the run's
+    ``memory``, the thread is compacted and the request sent again, once, carrying the summary
+    instead of the turns it folds in; else, or refused again, the run fails (`TooLong`)."""
+
+    def __init__(
+        self, ctx: AttemptContext, provider: ModelProvider, memory: HeldMemory | None = None
+    ) -> None:
         self._ctx = ctx
         self._provider = provider
         self._agent: Agent[Any] | None = None
+        self.memory = memory
 
     def note_agent(self, data: CallModelData[Any]) -> ModelInputData:
         """Remember which agent asks next; the input passes unchanged."""
@@ -107,7 +174,10 @@ class JournaledModel(Model):
 
     def _model(self) -> tuple[str, Model]:
         assert self._agent is not None, "call_model_input_filter runs before each request"
-        chosen = self._agent.model
+        return self.resolve(self._agent.model)
+
+    def resolve(self, chosen: str | Model | None) -> tuple[str, Model]:
+        """A model's name and the model (a name is the provider's)."""
         if isinstance(chosen, Model):
             return model_name(chosen), chosen
         return model_name(chosen), self._provider.get_model(chosen)
@@ -127,39 +197,85 @@ class JournaledModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         name, model = self._model()
+        request = _Request(
+            system_instructions,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id,
+            conversation_id,
+            prompt,
+        )
+        agent = self._agent.name if self._agent is not None else None
+        memory = self.memory
 
-        def send(method: Callable[..., T], settings: ModelSettings) -> T:
-            """``method`` (the model's `get_response` or `stream_response`) asked this request
-            with ``settings``."""
-            return method(
-                system_instructions,
-                input,
-                settings,
-                tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
+        def carried() -> str | list[TResponseInputItem]:
+            return input if memory is None or isinstance(input, str) else memory.rewrite(input)
+
+        recorded = await self.step(name, model, request, carried(), agent)
+        if refused(recorded):
+            if memory is None:
+                raise TooLong(name, recorded["message"], recorded["tokens"])
+            await memory.overflowed(name, recorded["tokens"], recorded["message"])
+            recorded = await self.step(name, model, request, carried(), agent)
+            if refused(recorded):
+                message = f"{recorded['message']} (still too long after summarizing)"
+                raise TooLong(name, message, recorded["tokens"])
+        await spend(self._ctx, name, recorded["usage"])
+        return load(recorded)
+
+    async def step(
+        self,
+        name: str,
+        model: Model,
+        request: _Request,
+        input: str | list[TResponseInputItem],
+        agent: str | None,
+    ) -> Any:
+        """One journal step: the response as recorded (answered now, or replayed), or the
+        model's refusal of the request for its length."""
+        output_schema = request.output_schema
+        forward = output_schema is None or output_schema.is_plain_text()
 
         def streamed() -> AsyncIterator[TResponseStreamEvent]:
-            return send(model.stream_response, with_usage(model_settings))
-
-        forward = output_schema is None or output_schema.is_plain_text()
+            settings = with_usage(request.model_settings)
+            return request.send(model.stream_response, settings, input)
 
         async def ask(_: dict[str, Any]) -> Any:
             with model_span("openai-agents", name, self._ctx):
-                response = await self._streamed(streamed, forward)
-                if response is None:  # a model that answers whole responses only
-                    response = await send(model.get_response, model_settings)
+                try:
+                    response = await self._streamed(streamed, forward)
+                    if response is None:  # a model that answers whole responses only
+                        settings = request.model_settings
+                        response = await request.send(model.get_response, settings, input)
+                except openai.APIStatusError as error:
+                    if not too_long(error):
+                        raise
+                    return refusal(short(error.message), request.size(input))
             return dump(response)
 
-        agent = self._agent.name if self._agent is not None else None
-        recorded = await self._ctx.tool(MODEL_TOOL, {"model": name, "agent": agent}, ask)
+        return await self._ctx.tool(MODEL_TOOL, {"model": name, "agent": agent}, ask)
+
+    async def summarize(self, chosen: str | Model | None, instructions: str, text: str) -> str:
+        """One summary request (`threadwarden.agents._compaction.Ask`) to ``chosen``, a journal
+        step of its own; `TooLong` when the model refuses it for its length."""
+        name, model = self.resolve(chosen)
+        request = _Request(instructions, ModelSettings(), [], None, [], ModelTracing.DISABLED)
+        user: list[TResponseInputItem] = [{"role": "user", "content": text}]
+        recorded = await self.step(name, model, request, user, None)
+        if refused(recorded):
+            raise TooLong(name, recorded["message"], recorded["tokens"])
         await spend(self._ctx, name, recorded["usage"])
-        return load(recorded)
+        response = load(recorded)
+        return "".join(
+            part.text
+            for item in response.output
+            if isinstance(item, ResponseOutputMessage)
+            for part in item.content
+            if isinstance(part, ResponseOutputText)
+        )
 
     async def _streamed(
         self, streamed: Callable[[], AsyncIterator[TResponseStreamEvent]], forward: bool

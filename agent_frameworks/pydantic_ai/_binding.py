@@ -23,16 +23,19 @@ from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_jsonable_python
 
 from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
+from threadwarden.agents._compaction import Compactor, HeldMemory, memory_definition, remember
 from threadwarden.agents.pydantic_ai._definition import read_definition
 from threadwarden.agents.pydantic_ai._errors import verdict
-from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled
+from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled, summarize
 from threadwarden.agents.pydantic_ai._memory import (
     MEMORY_KINDS,
     TRANSCRIPT,
     message_history,
+    render,
+    standing,
     transcript,
 )
-from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
+from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Memory, Outcome
 from threadwarden.errors import InvalidInput
 
 _Decide = Callable[[RunContext[Any], DeferredToolRequests], Awaitable[DeferredToolResults]]
@@ -54,6 +57,7 @@ class _Runner:
     idempotent: frozenset[str]
     deps: Deps | None
     usage_limits: UsageLimits | None
+    memory: Memory
     _model: Model | None = field(default=None, init=False)
     """The agent's model, inferred on first use."""
 
@@ -63,10 +67,25 @@ class _Runner:
             self._model = infer_model(self.agent.model)
         return self._model
 
+    def _summarizer(self, ctx: AttemptContext) -> JournaledModel:
+        chosen = self.memory.summarizer
+        return JournaledModel(self._base_model() if chosen is None else infer_model(chosen), ctx)
+
+    async def _remember(self, ctx: AttemptContext, prompt: str) -> HeldMemory:
+        """The thread's memory for this turn, compacted first when it would pass the budget."""
+        summarizer = self._summarizer(ctx)
+
+        async def ask(instructions: str, text: str, size: int) -> str:
+            return await summarize(summarizer, instructions, text, size)
+
+        compactor = Compactor(ctx, self.memory, TRANSCRIPT, ask, extra=standing)
+        return await remember(compactor, ctx.history, prompt, render=render, build=message_history)
+
     async def _run(self, ctx: AttemptContext, prompt: str, decide: _Decide) -> AgentRunResult[Any]:
         agent = self.agent
         toolsets = [journaled(t, ctx, self.idempotent) for t in agent.toolsets]
-        model = JournaledModel(self._base_model(), ctx)
+        memory = await self._remember(ctx, prompt)
+        model = JournaledModel(self._base_model(), ctx, memory)
         with (
             attempt(ctx),
             agent.override(model=model, toolsets=toolsets, tools=[]),
@@ -74,7 +93,7 @@ class _Runner:
         ):
             return await agent.run(
                 prompt,
-                message_history=message_history(ctx.history),
+                message_history=memory.given,
                 # Both ids are in the messages: fixed, a re-run rebuilds the same transcript.
                 run_id=ctx.submission_id,
                 conversation_id=ctx.thread_id,
@@ -131,6 +150,7 @@ def agent_binding(
     idempotent_tools: Collection[str] = (),
     deps: Deps | None = None,
     usage_limits: UsageLimits | None = None,
+    memory: Memory | None = None,
 ) -> Binding:
     """A `Binding` that runs ``agent`` (pydantic-ai) inside threadwarden's attempts.
 
@@ -141,13 +161,21 @@ def agent_binding(
             interrupted call waits as ``unknown`` for an operator.
         deps: Builds the run's ``deps`` from the attempt context (default: none).
         usage_limits: pydantic-ai usage limits for each run; exceeding one fails the turn.
+        memory: How the thread is kept within the model's context (default ``Memory()``: no
+            budget; a request the model refuses for its length is summarized and sent again).
+            A budget or a summarizer is part of the digest.
     """
     name = agent_id if agent_id is not None else agent.name
     if not name:
         raise InvalidInput("agent.name", "a named agent (Agent(..., name=...)) or agent_id=")
-    definition = read_definition(agent)
+    memory = memory if memory is not None else Memory()
+    definition = {**read_definition(agent), **memory_definition(memory)}
     runner = _Runner(
-        agent, idempotent=frozenset(idempotent_tools), deps=deps, usage_limits=usage_limits
+        agent,
+        idempotent=frozenset(idempotent_tools),
+        deps=deps,
+        usage_limits=usage_limits,
+        memory=memory,
     )
     return Binding(
         agent_id=name,

@@ -13,20 +13,26 @@ from typing import Any
 from pydantic_ai import (
     ApprovalRequired,
     CallDeferred,
+    ModelContextWindowExceededError,
+    ModelHTTPError,
     ModelMessagesTypeAdapter,
     ModelRetry,
     RunContext,
     UserError,
     WrapperToolset,
 )
+from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import (
     ModelMessage,
+    ModelRequest,
     ModelResponse,
     ModelResponseStreamEvent,
     PartDeltaEvent,
     PartStartEvent,
+    SystemPromptPart,
     TextPart,
     TextPartDelta,
+    UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.fallback import FallbackModel
@@ -42,19 +48,37 @@ from threadwarden.agents._common import (
     MODEL_TOOL,
     RETRY,
     model_span,
+    short,
     spend,
 )
+from threadwarden.agents._compaction import (
+    HeldMemory,
+    TooLong,
+    refusal,
+    refused,
+    says_too_long,
+    tokens,
+)
 from threadwarden.agents.pydantic_ai._delegation import DELEGATION
+from threadwarden.agents.pydantic_ai._memory import render_messages
 from threadwarden.bindings import AttemptContext
 
 
 class JournaledModel(WrapperModel):
     """A model whose every response is recorded (before it is used) as one journal step, and
-    replayed from the journal on a re-run: a step once answered is never asked again."""
+    replayed from the journal on a re-run: a step once answered is never asked again.
 
-    def __init__(self, wrapped: Model, ctx: AttemptContext) -> None:
+    A request the model refuses for its length is recorded as a refusal (`refusal`); with the
+    run's ``memory``, the thread is compacted and the request sent again, once, carrying the
+    summary instead of the turns it folds in; else, or refused again, the run fails (`TooLong`).
+    """
+
+    def __init__(
+        self, wrapped: Model, ctx: AttemptContext, memory: HeldMemory | None = None
+    ) -> None:
         super().__init__(wrapped)
         self._ctx = ctx
+        self._memory = memory
 
     async def request(
         self,
@@ -62,12 +86,41 @@ class JournaledModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        asked: list[ModelResponse] = []
+        memory = self._memory
+        sent = messages if memory is None else memory.rewrite(messages)
+        recorded = await self._step(sent, model_settings, model_request_parameters)
+        if refused(recorded):
+            if memory is None:
+                raise TooLong(self.model_name, recorded["message"], recorded["tokens"])
+            await memory.overflowed(self.model_name, recorded["tokens"], recorded["message"])
+            sent = memory.rewrite(messages)
+            recorded = await self._step(sent, model_settings, model_request_parameters)
+            if refused(recorded):
+                message = f"{recorded['message']} (still too long after summarizing)"
+                raise TooLong(self.model_name, message, recorded["tokens"])
+        (response,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
+        assert isinstance(response, ModelResponse)
+        await spend(self._ctx, self.model_name, recorded["usage"])
+        return response
+
+    async def _step(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> Any:
+        """One journal step: the model's response and usage as recorded (answered now, or
+        replayed), or its refusal for the request's length."""
 
         async def ask(_: dict[str, Any]) -> Any:
             with model_span("pydantic-ai", self.model_name, self._ctx):
-                response = await self._ask(messages, model_settings, model_request_parameters)
-            asked.append(response)
+                try:
+                    response = await self._ask(messages, model_settings, model_request_parameters)
+                except ModelAPIError as error:
+                    if not too_long(error):
+                        raise
+                    size = tokens(render_messages(_dumped(messages)))
+                    return refusal(short(getattr(error, "body", None) or error), size)
             usage = response.usage
             return {
                 "response": ModelMessagesTypeAdapter.dump_python([response], mode="json")[0],
@@ -75,15 +128,7 @@ class JournaledModel(WrapperModel):
             }
 
         args = {"model": self.model_name, "messages": len(messages)}
-        recorded = await self._ctx.tool(MODEL_TOOL, args, ask)
-        if asked:  # answered now, and recorded: the response itself
-            response = asked[0]
-        else:  # a replayed step: the recorded response
-            (replayed,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
-            assert isinstance(replayed, ModelResponse)
-            response = replayed
-        await spend(self._ctx, self.model_name, recorded["usage"])
-        return response
+        return await self._ctx.tool(MODEL_TOOL, args, ask)
 
     async def _ask(
         self,
@@ -127,6 +172,29 @@ class JournaledModel(WrapperModel):
             " Streaming)"
         )
         yield  # pragma: no cover
+
+
+def _dumped(messages: list[ModelMessage]) -> list[Any]:
+    return list(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
+
+
+def too_long(error: ModelAPIError) -> bool:
+    """Whether the model refused a request for its length (its context window)."""
+    if isinstance(error, ModelContextWindowExceededError):
+        return True
+    return (
+        isinstance(error, ModelHTTPError)
+        and error.status_code in (400, 413)
+        and (says_too_long(error.body) or says_too_long(error.message))
+    )
+
+
+async def summarize(model: JournaledModel, instructions: str, text: str, size: int) -> str:
+    """One summary request (`threadwarden.agents._compaction.Ask`): a journaled model step."""
+    del size  # the refusal measures the request itself
+    request = ModelRequest(parts=[SystemPromptPart(instructions), UserPromptPart(text)])
+    response = await model.request([request], None, ModelRequestParameters())
+    return response.text or ""
 
 
 def streams(model: Model) -> bool:

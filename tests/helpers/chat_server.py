@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from threadwarden.agents._compaction import SUMMARY_INSTRUCTIONS
+
 USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 
 
@@ -40,6 +42,24 @@ class ChatServer:
     connections: set[asyncio.StreamWriter] = field(default_factory=set)
     streams_started: int = 0
     streams_finished: int = 0
+    context_limit: int | None = None
+    """Refuse requests whose messages hold more characters than this (400, too long)."""
+    hold_after_summary: bool = False
+    """Once a summary is answered, hold the next other request unanswered (until the server
+    stops): a worker can be killed between a summary and the request that carries it."""
+    held: int = 0
+    """Requests held so far."""
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    _armed: bool = False
+
+    def holds(self, body: dict[str, Any]) -> bool:
+        """Whether to hold ``body`` (`hold_after_summary`)."""
+        if self.hold_after_summary and summarizes(body):
+            self._armed = True
+        elif self._armed and self.hold_after_summary:
+            self.held += 1
+            return True
+        return False
 
     @property
     def url(self) -> str:
@@ -55,6 +75,15 @@ class ChatServer:
 
     def reply(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         self.requests.append(body)
+        size = characters(body)
+        if self.context_limit is not None and size > self.context_limit:
+            self.statuses.append(400)
+            message = (
+                f"This model's maximum context length is {self.context_limit} characters;"
+                f" the messages hold {size}."
+            )
+            error = {"message": message, "type": "invalid_request_error"}
+            return 400, {"error": {**error, "code": "context_length_exceeded"}}
         if self.failures:
             status, message = self.failures.pop(0)
             self.statuses.append(status)
@@ -75,12 +104,36 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+def characters(body: dict[str, Any]) -> int:
+    """How many characters a request's messages hold (their text and tool calls)."""
+    return sum(
+        len(_text(m.get("content"))) + len(json.dumps(m.get("tool_calls") or ""))
+        for m in body.get("messages", [])
+    )
+
+
+def summarizes(body: dict[str, Any]) -> bool:
+    """Whether a request asks for a summary (the adapters' summary instructions)."""
+    return any(
+        m.get("role") in ("system", "developer")
+        and _text(m.get("content")).startswith(SUMMARY_INSTRUCTIONS)
+        for m in body.get("messages", [])
+    )
+
+
+def markers(text: str) -> list[str]:
+    """The ``#N`` markers in ``text``, in number order, each once."""
+    return sorted(set(re.findall(r"#\d+", text)), key=lambda m: int(m[1:]))
+
+
 def _completion(body: dict[str, Any], number: int) -> dict[str, Any]:
     last = body["messages"][-1]
     message: dict[str, Any] = {"role": "assistant", "content": None}
     text = _text(last.get("content"))
     said = re.fullmatch(r"say (\d+)", text.strip())
-    if last.get("role") == "tool":
+    if summarizes(body):
+        message["content"] = "summary: " + " ".join(markers(text))
+    elif last.get("role") == "tool":
         message["content"] = f"final: {text}"
     elif text.startswith("call "):
         name, _, args = text[5:].partition(" ")
@@ -199,6 +252,9 @@ async def _serve(
             body = json.loads(
                 await reader.readexactly(int(headers.get("content-length", "0"))) or b"{}"
             )
+            if server.holds(body):
+                await server.released.wait()
+                break
             status, answer = server.reply(body)
             if status == 200 and body.get("stream") is True:
                 await _stream(server, writer, answer, body)
@@ -225,6 +281,7 @@ async def chat_server() -> AsyncIterator[ChatServer]:
     try:
         yield state
     finally:
+        state.released.set()
         listener.close()
         for writer in list(state.connections):  # idle keep-alive connections end with EOF
             writer.close()

@@ -11,6 +11,7 @@ real run to ``$TW_TEST_TOOL_DIR/<tool>``; the first run with each result of a to
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from threadwarden.agents import openai_agents, pydantic_ai
-from threadwarden.bindings import Binding
+from threadwarden.bindings import Binding, Memory
 
 PYDANTIC_AGENT = "support-pa"
 OPENAI_AGENT = "support-oa"
@@ -137,7 +138,16 @@ PYDANTIC_AI = Framework("pydantic-ai", PYDANTIC_AGENT, pydantic_ai_bindings)
 OPENAI_AGENTS = Framework("openai-agents", OPENAI_AGENT, openai_agents_bindings)
 
 
+def remembering_bindings(base_url: str, memory: Memory) -> list[Binding]:
+    """The pydantic-ai support agent's binding with ``memory``."""
+    return [pydantic_ai.agent_binding(pydantic_agent(base_url), memory=memory)]
+
+
 def __getattr__(name: str) -> Any:
-    if name == "bindings":  # read when a worker process loads this module
+    # Read when a worker process loads this module.
+    if name == "bindings":
         return all_bindings(os.environ["TW_TEST_MODEL_URL"])
+    if name == "remembering":  # ``TW_TEST_MEMORY``: `Memory`'s arguments as JSON
+        memory = Memory(**json.loads(os.environ["TW_TEST_MEMORY"]))
+        return remembering_bindings(os.environ["TW_TEST_MODEL_URL"], memory)
     raise AttributeError(name)
