@@ -216,8 +216,7 @@ def _long_thread(args: argparse.Namespace, logs: Path) -> Outcome:
     from bench.long_sides import LongShape, bench_long_thread
 
     shape = LongShape(args.turns, args.timeout)
-    runs, memory = asyncio.run(bench_long_thread(shape, logs))
-    data = long_report.result(runs, shape, memory=memory)
+    data = long_report.result(asyncio.run(bench_long_thread(shape, logs)), shape)
     return data, long_report.table(data), long_report.complete(data)
 
 

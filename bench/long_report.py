@@ -73,21 +73,16 @@ def side(run: LongRun) -> dict[str, Any]:
     }
 
 
-def result(runs: dict[str, LongRun], shape: LongShape, *, memory: bool) -> dict[str, Any]:
-    """The JSON object: the shape, threadwarden's memory (``applied``: the installed adapter
-    took it), each side's deciles and growth, and whether threadwarden is within issue 37's
-    bounds (``within_bounds``)."""
+def result(runs: dict[str, LongRun], shape: LongShape) -> dict[str, Any]:
+    """The JSON object: the shape, threadwarden's memory, each side's deciles and growth, and
+    whether threadwarden is within issue 37's bounds (``within_bounds``)."""
     sides = {name: side(runs[name]) for name in SIDES}
     growth = sides["threadwarden"]["growth"]
     p50, written = growth["p50_ms"], growth["bytes_written_per_turn"]
     return {
         "shape": "long-thread",
         "turns": shape.turns,
-        "memory": {
-            "budget_tokens": shape.budget_tokens,
-            "keep_turns": KEEP_TURNS,
-            "applied": memory,
-        },
+        "memory": {"budget_tokens": shape.budget_tokens, "keep_turns": KEEP_TURNS},
         "bounds": {"p50_ms": P50_BOUND, "bytes_written_per_turn": BYTES_BOUND},
         "within_bounds": (
             None if p50 is None or written is None else p50 <= P50_BOUND and written <= BYTES_BOUND
@@ -111,10 +106,9 @@ _COLUMNS = (
 def table(data: dict[str, Any]) -> str:
     """One row per decile; per side its p50, WAL bytes and statements per turn."""
     memory = data["memory"]
-    applied = "" if memory["applied"] else " (not applied: this adapter takes no memory=)"
     lines = [
         f"shape=long-thread turns={data['turns']} one thread; threadwarden memory"
-        f" budget_tokens={memory['budget_tokens']} keep_turns={memory['keep_turns']}{applied}",
+        f" budget_tokens={memory['budget_tokens']} keep_turns={memory['keep_turns']}",
         f"{'':<12}" + "".join(f"{name:>36}" for name in SIDES),
         f"{'turns':<12}" + "".join(f"{h:>12}" for _ in SIDES for h, _ in _COLUMNS),
     ]

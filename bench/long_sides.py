@@ -3,8 +3,8 @@ one thread of N turns, one turn after another, each adding ~1 KB of conversation
 model on every side (bench/long_support.py).
 
 - *threadwarden*: one ``threadwarden worker --bindings bench.long_support:bindings`` process on
-  a fresh database: the pydantic-ai binding with a memory budget (`long_support.BUDGET_TOKENS`;
-  without it while the installed adapter takes no ``memory=``). Each turn is submitted once the
+  a fresh database: the pydantic-ai binding with a memory budget (`long_support.BUDGET_TOKENS`,
+  ``keep_turns`` `long_support.KEEP_TURNS`). Each turn is submitted once the
   previous one settled; its latency runs from just before the submit to ``settled_at``.
 - *bare*: the same agent in this process, ``agent.run`` with the whole message history carried in
   memory; its latency is the call's.
@@ -39,7 +39,6 @@ from bench.long_support import (
     BUDGET_TOKENS,
     WARM_UP,
     long_thread_agent,
-    memory_supported,
     prompt,
 )
 from bench.measure import wait_until
@@ -230,9 +229,8 @@ async def threadwarden_side(
 
 async def bench_long_thread(
     shape: LongShape, logs: Path, *, stack: BenchStack | None = None
-) -> tuple[dict[str, LongRun], bool]:
-    """Every side once, on one stack (a fresh one unless given); and whether the threadwarden
-    side ran with its memory budget."""
+) -> dict[str, LongRun]:
+    """Every side once, on one stack (a fresh one unless given)."""
     if stack is None:
         async with bench_stack() as fresh:
             return await bench_long_thread(shape, logs, stack=fresh)
@@ -242,8 +240,7 @@ async def bench_long_thread(
         "langgraph_postgres": langgraph_side(stack, shape),
         "threadwarden": threadwarden_side(stack, shape, temporal, logs),
     }
-    runs = {side: await _guarded(side, shape, measured[side]) for side in SIDES}
-    return runs, memory_supported()
+    return {side: await _guarded(side, shape, measured[side]) for side in SIDES}
 
 
 async def _guarded(side: str, shape: LongShape, measured: Awaitable[LongRun]) -> LongRun:

@@ -10,13 +10,12 @@ as a `FunctionModel`; the LangGraph side wraps the same `answer` in a LangChain 
 (bench/long_graph.py).
 
 Worker processes load ``bench.long_support:bindings``; ``BENCH_MEMORY_BUDGET`` (tokens) sets the
-memory budget of the binding (`binding`).
+memory budget of the binding (`binding`, ``threadwarden.Memory``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import random
 import string
@@ -113,25 +112,10 @@ def long_thread_agent() -> Agent[None, str]:
     return Agent(model, name=AGENT, instructions=INSTRUCTIONS)
 
 
-def memory_supported() -> bool:
-    """Whether the installed pydantic-ai adapter takes ``memory=`` (issue 37 item 1)."""
-    parameters = inspect.signature(pydantic_ai.agent_binding).parameters
-    return "memory" in parameters and hasattr(threadwarden, "Memory")
-
-
-def _memory(budget_tokens: int) -> dict[str, Any]:
-    """``memory=`` for the binding. Until threadwarden.Memory exists on this checkout, spelled
-    through ``getattr``, so the bench type-checks on either side of that change."""
-    memory = getattr(threadwarden, "Memory")  # noqa: B009
-    return {"memory": memory(budget_tokens=budget_tokens, keep_turns=KEEP_TURNS)}
-
-
 def binding(budget_tokens: int | None) -> Binding:
-    """The agent's binding, with a memory of ``budget_tokens`` when given and supported."""
-    agent = long_thread_agent()
-    if budget_tokens is None or not memory_supported():
-        return pydantic_ai.agent_binding(agent)
-    return pydantic_ai.agent_binding(agent, **_memory(budget_tokens))
+    """The agent's binding, with a memory of ``budget_tokens`` (None: no budget)."""
+    memory = threadwarden.Memory(budget_tokens=budget_tokens, keep_turns=KEEP_TURNS)
+    return pydantic_ai.agent_binding(long_thread_agent(), memory=memory)
 
 
 def __getattr__(name: str) -> Any:

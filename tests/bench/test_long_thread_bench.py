@@ -7,7 +7,7 @@ import json
 
 import pytest
 from pydantic_ai.direct import model_request
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelRequest, SystemPromptPart, UserPromptPart
 from pydantic_ai.models import Model
 
 from bench import long_report
@@ -16,7 +16,9 @@ from bench.long_graph import OfflineChatModel
 from bench.long_sides import SIDES, LongRun, LongShape, decile_edges
 from bench.long_support import (
     ANSWER_CHARS,
+    BUDGET_TOKENS,
     INSTRUCTIONS,
+    KEEP_TURNS,
     SUMMARY_CHARS,
     answer,
     asks_for_summary,
@@ -24,6 +26,7 @@ from bench.long_support import (
     prompt,
 )
 from bench.sqlstats import Written
+from threadwarden.agents._compaction import SUMMARY_INSTRUCTIONS
 
 DECILE_KEYS = {
     "turns",
@@ -83,9 +86,8 @@ async def test_the_agent_and_the_graph_model_answer_the_same() -> None:
 async def test_the_agents_summary_request_gets_a_summary() -> None:
     model = long_thread_agent().model
     assert isinstance(model, Model)
-    request = ModelRequest(
-        parts=[UserPromptPart("turn 0: …")], instructions="Summarize the conversation."
-    )
+    # as the adapter asks for a summary (agent_frameworks/pydantic_ai/_journal.py, summarize)
+    request = ModelRequest(parts=[SystemPromptPart(SUMMARY_INSTRUCTIONS), UserPromptPart("…")])
     response = await model_request(model, [request])
     assert len(response.text or "") == SUMMARY_CHARS
 
@@ -113,9 +115,10 @@ def test_json_has_ten_deciles_per_side_and_their_growth() -> None:
         "langgraph_postgres": _run("langgraph_postgres", growing=True),
     }
     runs["threadwarden"].summaries = 1
-    data = long_report.result(runs, LongShape(20, 60.0), memory=True)
+    data = long_report.result(runs, LongShape(20, 60.0))
     json.dumps(data)  # serialisable
-    assert (data["shape"], data["turns"], data["memory"]["applied"]) == ("long-thread", 20, True)
+    assert (data["shape"], data["turns"]) == ("long-thread", 20)
+    assert data["memory"] == {"budget_tokens": BUDGET_TOKENS, "keep_turns": KEEP_TURNS}
     assert data["sides"].keys() == set(SIDES)
     for side in data["sides"].values():
         assert len(side["deciles"]) == 10
@@ -144,9 +147,9 @@ def test_a_side_that_stopped_early_keeps_its_deciles_and_is_incomplete() -> None
     stopped.latencies_ms, stopped.edges = stopped.latencies_ms[:9], stopped.edges[:5]
     stopped.error = "turn 9: TimeoutError: … settled not reached within 60.0s"
     runs = {"threadwarden": stopped, "bare": _run("bare"), "langgraph_postgres": _run("lg")}
-    data = long_report.result(runs, LongShape(20, 60.0), memory=False)
+    data = long_report.result(runs, LongShape(20, 60.0))
     assert len(data["sides"]["threadwarden"]["deciles"]) == 4
     assert data["sides"]["threadwarden"]["growth"]["p50_ms"] is None
     assert data["within_bounds"] is None and not long_report.complete(data)
     text = long_report.table(data)
-    assert "threadwarden: error: turn 9" in text and "not applied" in text
+    assert "threadwarden: error: turn 9" in text
