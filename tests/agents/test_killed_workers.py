@@ -3,7 +3,8 @@
 One worker process runs a turn per case, each held inside its tool; it is killed once, and a new
 worker takes over. An idempotent tool simply runs again, a side effect waits as ``unknown``
 until ``resolve --outcome ran --result X`` and the model then sees X; either way the scripted
-server answers each model step once.
+server answers each model step once. In the same worker, a turn of a long thread is killed after
+its summary was answered (docs/agents.md, "Long threads"): the summary is never asked again.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from pathlib import Path
 import pytest
 
 from tests.agents.conftest import AgentsWorker, WorkerProcess, head_in, tool_runs
-from tests.helpers.chat_server import ChatServer
+from tests.helpers.agent_records import bodies
+from tests.helpers.chat_server import ChatServer, summarizes
 from tests.helpers.cli import run_cli
-from tests.helpers.model_agents import OPENAI_AGENT, PYDANTIC_AGENT, all_bindings
+from tests.helpers.model_agents import (
+    OPENAI_AGENT,
+    PYDANTIC_AGENT,
+    REMEMBERING_AGENT,
+    all_bindings,
+)
 from tests.helpers.polling import eventually
+from threadwarden.bindings import SUMMARY
 from threadwarden.client.client import ThreadwardenClient
 
 SPEC = "tests.helpers.model_agents:bindings"
@@ -35,6 +43,11 @@ def _asked(server: ChatServer, prompt: str) -> int:
         for body in server.requests
         if any(m["role"] == "user" and m.get("content") == prompt for m in body["messages"])
     )
+
+
+def _long(turn: int) -> str:
+    """A long thread's turn: about 400 characters."""
+    return f"#{turn} " + "x" * 396
 
 
 def _prompt(tool: str, agent: str) -> str:
@@ -55,7 +68,18 @@ async def test_agents_worker_killed_inside_tools_replays_idempotent_and_waits_on
     ids: str,
 ) -> None:
     monkeypatch.setenv("TW_TEST_HOLD", "lookup,charge")
+    long = f"{ids}-long"
     async with worker_processes("w1", SPEC) as first:
+        for turn in range(2):  # within the memory budget
+            done = await client.submit(long, agent_id=REMEMBERING_AGENT, input=_long(turn))
+            assert (await client.result(done.submission_id, timeout=60)).outcome == "completed"
+        server.hold_after_summary = True  # the request after the next summary never answers
+        summarized = await client.submit(long, agent_id=REMEMBERING_AGENT, input=_long(2))
+        await eventually(
+            lambda: asyncio.sleep(0, server.held),
+            lambda held: held == 1,
+            what="the long thread's request after its summary held",
+        )
         receipts = {
             (short, tool): await client.submit(
                 f"{ids}-{short}-{tool}", agent_id=agent, input=_prompt(tool, short)
@@ -70,7 +94,12 @@ async def test_agents_worker_killed_inside_tools_replays_idempotent_and_waits_on
         )
         first.kill()  # SIGKILL: no cleanup, the claims lapse
         await first.wait()
+    summaries = [body for body in server.requests if summarizes(body)]
     async with agents_worker(*all_bindings(server.url)):
+        after = await client.result(summarized.submission_id, timeout=60)
+        assert after.outcome == "completed"
+        assert [body for body in server.requests if summarizes(body)] == summaries
+        assert len(summaries) == 1 and len(bodies(await client.records(long), SUMMARY)) == 1
         for short in AGENTS:
             replayed = await client.result(receipts[short, "lookup"].submission_id, timeout=60)
             assert (replayed.outcome, replayed.result) == (

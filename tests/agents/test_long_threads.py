@@ -8,18 +8,18 @@ marker it was given, so "turn 0 is covered" reads as "``#0`` is in the request".
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 import pytest
 
-from tests.agents.conftest import AgentsWorker, WorkerProcess, each_framework
+from tests.agents.conftest import AgentsWorker, each_framework
 from tests.helpers.agent_records import bodies
 from tests.helpers.chat_server import ChatServer, characters, summarizes
+from tests.helpers.long_threads import seed_turns
 from tests.helpers.model_agents import (
     OPENAI_AGENTS,
     PYDANTIC_AI,
@@ -27,12 +27,9 @@ from tests.helpers.model_agents import (
     openai_agent,
     pydantic_agent,
 )
-from tests.helpers.polling import eventually
 from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import SUMMARY, Binding, Memory
 from threadwarden.client.client import ThreadwardenClient
-
-MEMORY_SPEC = "tests.helpers.model_agents:remembering"
 
 
 @pytest.fixture(autouse=True)
@@ -145,44 +142,22 @@ async def test_a_turn_still_too_long_after_summarizing_fails_with_the_reason(
     assert "no earlier turn left to summarize" in (result.reason or "")
 
 
-async def test_a_summary_answered_before_the_worker_died_is_never_asked_again(
+@pytest.mark.parametrize(
+    "memory", [Memory(), Memory(budget_tokens=2_000)], ids=["no-budget", "budget"]
+)
+async def test_a_520_turn_thread_still_covers_its_first_turn(
+    memory: Memory,
+    agents_worker: AgentsWorker,
     client: ThreadwardenClient,
     server: ChatServer,
-    tools: Any,
-    worker_processes: WorkerProcess,
-    monkeypatch: pytest.MonkeyPatch,
+    pool: asyncpg.Pool[Any],
     ids: str,
 ) -> None:
-    monkeypatch.setenv("TW_TEST_MEMORY", json.dumps({"budget_tokens": 300, "keep_turns": 1}))
-    async with worker_processes("w1", MEMORY_SPEC) as first:
-        await run_turns(client, ids, PYDANTIC_AI.agent_id, range(2), 400)  # within the budget
-        server.hold_after_summary = True  # the request after the next summary never answers
-        receipt = await client.submit(ids, agent_id=PYDANTIC_AI.agent_id, input=prompt(2, 400))
-        await eventually(
-            lambda: asyncio.sleep(0, server.held),
-            lambda held: held > 0,
-            what="the turn's request after its summary held",
-        )
-        first.kill()
-        await first.wait()
-    server.hold_after_summary = False
-    summaries = len(summary_requests(server))
-    assert server.held == 1
-    async with worker_processes("w2", MEMORY_SPEC):
-        result = await client.result(receipt.submission_id, timeout=60)
-    assert result.outcome == "completed"
-    assert len(summary_requests(server)) == summaries == 1
-    written = bodies(await client.records(ids), SUMMARY)
-    assert len(written) == 1
-
-
-async def test_a_long_thread_still_covers_its_first_turn(
-    agents_worker: AgentsWorker, client: ThreadwardenClient, server: ChatServer, ids: str
-) -> None:
-    memory = Memory(budget_tokens=2_000, keep_turns=4)
-    binding = dataclasses.replace(bound(PYDANTIC_AI, server.url, memory), inline=True)
-    async with agents_worker(binding):
-        results = await run_turns(client, ids, PYDANTIC_AI.agent_id, range(520), 40)
-    assert {r.outcome for r in results} == {"completed"}
-    last = conversation_requests(server)[-1]
-    assert all(covers(last, n) for n in range(520))
+    async with agents_worker(bound(PYDANTIC_AI, server.url, memory)):
+        await run_turns(client, ids, PYDANTIC_AI.agent_id, range(1), 40)
+        await seed_turns(pool, ids, turns=518, first=1, kind=pydantic_ai.TRANSCRIPT)
+        (last,) = await run_turns(client, ids, PYDANTIC_AI.agent_id, range(519, 520), 40)
+    assert last.outcome == "completed"
+    request = conversation_requests(server)[-1]
+    assert [n for n in range(520) if not covers(request, n)] == []
+    assert characters(request) <= 2_000 * 4 * 1.1 or memory.budget_tokens is None

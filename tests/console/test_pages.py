@@ -6,6 +6,8 @@ import httpx
 
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import submit_until, wait_for_state
+from tests.helpers.workers import Workers, with_bindings
+from threadwarden.bindings import SUMMARY, AttemptContext, Binding, Completed
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.shapes import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
 from threadwarden.worker.settings import Settings
@@ -120,3 +122,19 @@ async def test_console_host_page_links_the_hosts_runs_in_the_temporal_ui(
         f"?query=WorkflowId%3D%22threadwarden-host%2F{ids}%22"
     )
     assert f'href="{host["workflow_url"]}"' in page.text
+
+
+async def test_console_thread_page_shows_the_range_a_summary_covers(
+    workers: Workers, client: ThreadwardenClient, http: httpx.AsyncClient, ids: str
+) -> None:
+    async def summarize(ctx: AttemptContext) -> Completed:
+        await ctx.append(SUMMARY, {"of": "notes", "first": 1, "last": 7, "turns": 3, "text": "…"})
+        return Completed(result="summarized")
+
+    binding = Binding(agent_id="summarizer", digest="summarizer-1", handler=summarize)
+    async with workers.running(with_bindings(binding)):
+        receipt = await client.submit(ids, agent_id="summarizer", input="go")
+        await client.result(receipt.submission_id, timeout=30)
+
+    html = await http.get(f"/threads/{ids}")
+    assert "covers 3 turns, records #1–#7 (they stay below)" in html.text

@@ -45,8 +45,8 @@ class ChatServer:
     context_limit: int | None = None
     """Refuse requests whose messages hold more characters than this (400, too long)."""
     hold_after_summary: bool = False
-    """Once a summary is answered, hold the next other request unanswered (until the server
-    stops): a worker can be killed between a summary and the request that carries it."""
+    """Once a summary is asked for, hold the next other request unanswered (until the server
+    stops), once: a worker can be killed between a summary and the request that carries it."""
     held: int = 0
     """Requests held so far."""
     released: asyncio.Event = field(default_factory=asyncio.Event)
@@ -58,6 +58,7 @@ class ChatServer:
             self._armed = True
         elif self._armed and self.hold_after_summary:
             self.held += 1
+            self._armed = False
             return True
         return False
 

@@ -11,7 +11,6 @@ real run to ``$TW_TEST_TOOL_DIR/<tool>``; the first run with each result of a to
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,10 @@ from threadwarden.bindings import Binding, Memory
 
 PYDANTIC_AGENT = "support-pa"
 OPENAI_AGENT = "support-oa"
+REMEMBERING_AGENT = "support-pa-memory"
+"""The pydantic-ai support agent with a small memory budget (`REMEMBERING`)."""
+REMEMBERING = Memory(budget_tokens=300, keep_turns=1)
+"""About 1,200 characters: a third turn of 400-character prompts summarizes the first."""
 CLIENT_RETRIES = 1
 """The OpenAI client's own retries: a script needs 1 + this many 503s to get past them."""
 
@@ -119,9 +122,19 @@ def openai_agents_bindings(base_url: str) -> list[Binding]:
     return [openai_agents.agent_binding(openai_agent(base_url), idempotent_tools={"lookup"})]
 
 
+def remembering_bindings(base_url: str) -> list[Binding]:
+    """The pydantic-ai support agent under `REMEMBERING_AGENT`, with `REMEMBERING`."""
+    agent = pydantic_agent(base_url)
+    return [pydantic_ai.agent_binding(agent, agent_id=REMEMBERING_AGENT, memory=REMEMBERING)]
+
+
 def all_bindings(base_url: str) -> list[Binding]:
-    """Both support agents."""
-    return [*pydantic_ai_bindings(base_url), *openai_agents_bindings(base_url)]
+    """Both support agents, and the pydantic-ai one with a memory budget."""
+    return [
+        *pydantic_ai_bindings(base_url),
+        *openai_agents_bindings(base_url),
+        *remembering_bindings(base_url),
+    ]
 
 
 @dataclass(frozen=True)
@@ -138,16 +151,8 @@ PYDANTIC_AI = Framework("pydantic-ai", PYDANTIC_AGENT, pydantic_ai_bindings)
 OPENAI_AGENTS = Framework("openai-agents", OPENAI_AGENT, openai_agents_bindings)
 
 
-def remembering_bindings(base_url: str, memory: Memory) -> list[Binding]:
-    """The pydantic-ai support agent's binding with ``memory``."""
-    return [pydantic_ai.agent_binding(pydantic_agent(base_url), memory=memory)]
-
-
 def __getattr__(name: str) -> Any:
     # Read when a worker process loads this module.
     if name == "bindings":
         return all_bindings(os.environ["TW_TEST_MODEL_URL"])
-    if name == "remembering":  # ``TW_TEST_MEMORY``: `Memory`'s arguments as JSON
-        memory = Memory(**json.loads(os.environ["TW_TEST_MEMORY"]))
-        return remembering_bindings(os.environ["TW_TEST_MODEL_URL"], memory)
     raise AttributeError(name)
