@@ -69,7 +69,7 @@ def side(run: LongRun) -> dict[str, Any]:
         "error": run.error,
         "deciles": rows,
         "growth": {key: _growth(rows, key) for key in ("p50_ms", "bytes_written_per_turn")},
-        **({} if run.summaries is None else {"summaries": run.summaries}),
+        **({} if run.records is None else run.records),
     }
 
 
@@ -128,7 +128,7 @@ def table(data: dict[str, Any]) -> str:
             f"{name}: last decile / first: p50 x{cell(growth['p50_ms'])},"
             f" bytes/turn x{cell(growth['bytes_written_per_turn'])};"
             f" {s['completed']}/{s['turns']} turns in {cell(s['seconds'])} s"
-            + (f"; {s['summaries']} summaries" if "summaries" in s else "")
+            + (f"; {s['records']} records, {s['summaries']} summaries" if "records" in s else "")
         )
         if s["error"]:
             lines.append(f"{name}: error: {s['error']}")

@@ -55,7 +55,10 @@ _SETTLED = (
     "SELECT outcome, extract(epoch FROM settled_at)::float8 AS at"
     "  FROM threadwarden.submissions WHERE submission_id = $1 AND state = 'settled'"
 )
-_SUMMARIES = "SELECT count(*) FROM threadwarden.records WHERE thread_id = $1 AND kind = 'summary'"
+_RECORDS = (
+    "SELECT count(*) AS records, count(*) FILTER (WHERE kind = 'summary') AS summaries"
+    "  FROM threadwarden.records WHERE thread_id = $1"
+)
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,9 @@ class LongRun:
     edges: list[sqlstats.Written] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
-    summaries: int | None = None
-    """threadwarden: the thread's ``summary`` records at the end."""
+    records: dict[str, int] | None = None
+    """threadwarden: the thread's ``records`` and ``summaries`` (records of that kind) at the
+    end."""
 
     @property
     def completed(self) -> int:
@@ -222,7 +226,9 @@ async def threadwarden_side(
             lambda: sqlstats.written(admin, observer, database),
             settle=lambda: hosts_idle(temporal, queue),
         )
-        run.summaries = int(await observer.fetchval(_SUMMARIES, thread))
+        counted = await observer.fetchrow(_RECORDS, thread)
+        assert counted is not None
+        run.records = {key: int(value) for key, value in counted.items()}
     await history.terminate_open(temporal, await history.list_runs(temporal, queue, set()))
     return run
 

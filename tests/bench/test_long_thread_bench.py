@@ -114,7 +114,7 @@ def test_json_has_ten_deciles_per_side_and_their_growth() -> None:
         "bare": LongRun("bare", 20, latencies_ms=[1.0] * 20, edges=[Written(0, 0, 0)] * 11),
         "langgraph_postgres": _run("langgraph_postgres", growing=True),
     }
-    runs["threadwarden"].summaries = 1
+    runs["threadwarden"].records = {"records": 50, "summaries": 1}
     data = long_report.result(runs, LongShape(20, 60.0))
     json.dumps(data)  # serialisable
     assert (data["shape"], data["turns"]) == ("long-thread", 20)
@@ -139,7 +139,8 @@ def test_json_has_ten_deciles_per_side_and_their_growth() -> None:
     assert long_report.complete(data)
     text = long_report.table(data)
     assert "threadwarden: last decile / first: p50 x2.71, bytes/turn x1.00" in text
-    assert "1 summaries" in text and "error" not in text
+    assert "50 records, 1 summaries" in text and "error" not in text
+    assert "records" not in data["sides"]["bare"]
 
 
 def test_a_side_that_stopped_early_keeps_its_deciles_and_is_incomplete() -> None:
