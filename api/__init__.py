@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from threadwarden.bindings import (
+    SUMMARY,
     ApprovalDecision,
     AttemptContext,
     Binding,
@@ -128,6 +129,7 @@ __all__ = [
     "ResultTimeout",
     "Retryable",
     "SavedCheckpoint",
+    "SUMMARY",
     "SchemaVersionMismatch",
     "Settings",
     "StackAlreadyRunning",

@@ -82,6 +82,16 @@ class SavedCheckpoint:
     """Whether it may seed the thread's next submission."""
 
 
+SUMMARY = "summary"
+"""The record kind of a summary of a thread's older turns, written by a binding that compacts
+its memory. Its body is ``{"of": KIND, "first": SEQUENCE, "last": SEQUENCE, "turns": N,
+"text": STR}``: it stands for every record of the thread up to and including sequence
+``last`` (``of``: the kind of the transcript records it summarizes; ``first``: the oldest
+sequence it covers; ``turns``: how many turns). The records it covers stay in the thread; a
+binding whose ``history_kinds`` include it loads the newest summary and what follows it
+(`Binding`; the agent adapters: docs/agents.md, "Long threads")."""
+
+
 @dataclass(frozen=True)
 class ThreadRecord:
     """One canonical record of a thread's history, as a binding sees it."""
@@ -108,8 +118,12 @@ class AttemptContext(Protocol):
 
     @property
     def history(self) -> list[ThreadRecord]:
-        """Canonical records of the thread before this submission's attempt began, oldest
-        first: the newest 1,000 of the binding's ``history_kinds`` (every kind by default)."""
+        """Canonical records of earlier submissions of the thread, as the binding's
+        ``history_kinds`` select them (`Binding`): nothing for an empty set; with `SUMMARY`
+        among them, the newest summary first, then every record of the other kinds after the
+        last sequence it covers, oldest first (all of them when there is no summary yet);
+        otherwise the newest 1,000 records of those kinds (of every kind by default), oldest
+        first."""
         ...
 
     @property
@@ -274,12 +288,6 @@ class AttemptContext(Protocol):
 Handler = Callable[[AttemptContext], Awaitable[Outcome]]
 
 
-SUMMARY = "summary"
-"""The record kind of a summary of a thread's earlier turns (docs/agents.md, "Long threads"):
-``{"of": transcript kind, "first": sequence, "last": sequence, "turns": count, "text": str}``.
-It stands for every record of the thread up to sequence ``last``; the records stay."""
-
-
 @dataclass(frozen=True)
 class Memory:
     """How an agent adapter keeps a long thread inside its model's context (docs/agents.md,
@@ -315,9 +323,16 @@ class Binding:
     ``digest`` identifies the exact definition (model, prompt, toolkit). Work pinned to one digest
     never runs under another.
 
-    ``history_kinds`` names the record kinds the handler reads from `AttemptContext.history`:
-    only those are loaded with the claim (fewer rows on a long thread, and the newest 1,000
-    are of those kinds). None, the default, loads every kind.
+    ``history_kinds`` names the record kinds the handler reads from `AttemptContext.history`;
+    the claim loads only those, and what it loads decides what a turn costs on a long thread:
+
+    - an empty set loads nothing (a binding whose memory is elsewhere, or that has none);
+    - a set with `SUMMARY` loads the thread's newest ``summary`` record (first), then every
+      record of the other kinds after the last sequence it covers, oldest first, with no limit
+      (before the first summary: every record of those kinds). The binding compacts (writes a
+      newer summary) to keep this small; nothing is ever dropped unsaid;
+    - any other set, or None (the default: every kind), loads the newest 1,000 records of
+      those kinds: an older record is not loaded, and nothing says so.
 
     ``inline`` declares the handler's turns short (seconds, not minutes): a pass whose worker
     has this binding runs the head there, as a local activity inside the pass's workflow task,

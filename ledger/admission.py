@@ -31,11 +31,12 @@ def payload_digest(
     return hashlib.sha256(canonical_json(fields).encode()).hexdigest()
 
 
-_READ = """
+KEY_READ = """
 SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest,
        CASE WHEN s.submission_id IS NOT NULL AND $3 THEN ARRAY(
          SELECT i.submission_id FROM threadwarden.submissions i
-          WHERE i.thread_id = q.thread_id AND i.interrupted_by = s.submission_id
+          WHERE i.interrupted_by = s.submission_id COLLATE "default"
+            AND i.thread_id = q.thread_id
           ORDER BY i.sequence) END AS interrupted,
        CASE WHEN $3 THEN EXISTS (
          SELECT 1 FROM threadwarden.submissions b
@@ -45,10 +46,12 @@ SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest,
   LEFT JOIN threadwarden.submissions s ON s.thread_id = q.thread_id AND s.idempotency_key = $2
 """
 """The thread's owner and the submission an idempotency key already names, if any; with ``$3``
-(``if_busy`` other than ``enqueue``) also what that submission interrupted and whether the
-thread has a submission that has not settled (``submissions_lane``). An ``enqueue`` admission,
-the hot path, evaluates neither subquery (a ``CASE`` runs a branch's subquery only when taken;
-only an ``interrupt`` admission ever sets ``interrupted_by``)."""
+(``if_busy`` other than ``enqueue``) also what that submission interrupted
+(``submissions_interrupted``; compared in the column's default collation, as the ids are
+``COLLATE "C"``, or no index serves it) and whether the thread has a submission that has not
+settled (``submissions_lane``). An ``enqueue`` admission, the hot path, evaluates neither
+subquery (a ``CASE`` runs a branch's subquery only when taken; only an ``interrupt``
+admission ever sets ``interrupted_by``)."""
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended('threadwarden:thread:' || $1, 0))"
 """Serialises ``reject`` and ``interrupt`` admissions of one thread (the thread's row may not
 exist yet), so that two of them never both see it idle."""
@@ -154,13 +157,13 @@ class Admissions:
         if if_busy != "enqueue":
             await conn.execute(_LOCK_THREAD, thread_id)
         checks = if_busy != "enqueue"
-        found = await conn.fetchrow(_READ, thread_id, key, checks)
+        found = await conn.fetchrow(KEY_READ, thread_id, key, checks)
         assert found is not None
         owner = found["owner"]
         host = request.get("host_id") or owner or thread_id
         if if_busy != "enqueue" and owner is not None:
             await conn.execute(_LOCK_HOST, owner)
-            found = await conn.fetchrow(_READ, thread_id, key, checks)  # as of the lock
+            found = await conn.fetchrow(KEY_READ, thread_id, key, checks)  # as of the lock
             assert found is not None
         if owner is not None and owner != host:
             raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")

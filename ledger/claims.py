@@ -16,16 +16,16 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
+from threadwarden.bindings import SUMMARY
 from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StalePass
+from threadwarden.ledger.history import HISTORY, HISTORY_LIMIT, history_routes
 from threadwarden.ledger.records import HistoryRecord
 
-HISTORY_LIMIT = 1_000
-"""Most recent canonical records handed to a binding as thread history."""
 CLAIMABLE = ("admitted", "ready", "input-applied", "running")
 """Head states a claim may take (``running`` only once its lease lapsed)."""
 
 
-_CLAIM = """
+CLAIM_HEAD = f"""
 WITH locked AS (
   SELECT h.pass_epoch, t.producer_epoch, t.next_record
     FROM threadwarden.hosts h JOIN threadwarden.threads t ON t.host_id = h.host_id
@@ -56,6 +56,11 @@ WITH locked AS (
   RETURNING u.submission_id, u.epoch, head.agent_id, u.abort_requested
 ), t AS (
   UPDATE threadwarden.threads SET producer_epoch = s.epoch FROM s WHERE thread_id = $2
+), reads AS (
+  SELECT s.submission_id COLLATE "default" AS submission_id,
+         COALESCE($10::jsonb -> s.agent_id ->> 'route', 'newest') AS route,
+         ARRAY(SELECT jsonb_array_elements_text($10::jsonb -> s.agent_id -> 'kinds')) AS kinds
+    FROM s
 )
 SELECT (SELECT pass_epoch FROM locked) AS pass_epoch,
        (SELECT producer_epoch FROM locked) AS producer_epoch,
@@ -67,28 +72,28 @@ SELECT (SELECT pass_epoch FROM locked) AS pass_epoch,
        (SELECT abort_requested FROM s) AS abort_requested,
        (SELECT json_agg(j ORDER BY j.sequence) FROM (
           SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
-            FROM threadwarden.records r, s
-           WHERE r.submission_id = s.submission_id AND r.step IS NOT NULL) j) AS journal,
-       (SELECT json_agg(n ORDER BY n.sequence) FROM (
-          SELECT r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step
-            FROM threadwarden.records r, s
-           WHERE r.thread_id = $2 AND r.submission_id <> s.submission_id
-             AND (NOT ($10::jsonb ? s.agent_id)
-                  OR r.kind IN (SELECT jsonb_array_elements_text($10::jsonb -> s.agent_id)))
-           ORDER BY r.sequence DESC LIMIT $9) n) AS history
+            FROM threadwarden.records r
+           WHERE r.submission_id = (SELECT submission_id FROM reads) AND r.step IS NOT NULL) j)
+         AS journal,
+       CASE (SELECT route FROM reads) {HISTORY} END AS history
 """
 """A claim in one statement (one round trip, no explicit transaction): lock the host and thread
 rows (in that order), read the thread's head and, when it is claimable here (the pass is
 current, the head is the submission the pass selected and is not leased, this worker has its
 binding at its pinned digest), take it and bump the producer epoch; with the journal and
 history of a taken head. What was read is returned either way, so the caller raises what
-refused the claim. ``$4``: agent id → digest this worker runs; ``$10``: agent id → the only
-record kinds its history loads; ``$11``: the selected submission.
+refused the claim. ``$4``: agent id → digest this worker runs; ``$10``: agent id → how its
+history is read (`history_routes`: the route and its kinds; an agent not in it reads the newest
+``$9`` records of every kind); ``$11``: the selected submission; ``$12``: the summary kind.
 
 The statement reads from the snapshot it started with, before its lock wait: when the thread's
 record counter moved while it waited (``moved``: a record committed meanwhile), the journal it
 would return may miss that record, so it takes nothing and the caller runs it again. The abort
-request is returned by the update, from the row as locked."""
+request is returned by the update, from the row as locked.
+
+``reads`` carries the taken head's id in the default collation, the records' (submission ids
+are ``COLLATE "C"``): compared in "C", no index on ``records.submission_id`` served the journal
+read, and each claim read the records of every thread."""
 CLAIM_TRIES = 3
 """Claims run again when records committed during their lock wait (then the head is left)."""
 
@@ -107,7 +112,8 @@ class Claim(BaseModel):
     attempt_id: str
     ownership_token: str
     history: list[HistoryRecord]
-    """Thread records before this submission's first record (what the binding builds on)."""
+    """Records of the thread's earlier submissions, oldest first, as the binding's
+    ``history_kinds`` select them (`threadwarden.ledger.history`): what the binding builds on."""
     journal: list[HistoryRecord]
     """This submission's committed steps, replayed instead of repeated."""
     admitted_at: datetime | None = None
@@ -140,8 +146,9 @@ class Claims:
         not ``submission_id`` (the head the pass selected; None, for tests and tools: any head)
         or it cannot be taken now.
 
-        ``history_kinds`` maps an agent id to the only record kinds its history loads (an
-        agent not in it loads every kind).
+        ``history_kinds`` maps an agent id to its binding's ``history_kinds`` (an agent not
+        in it loads the newest records of every kind); `threadwarden.ledger.history` says
+        what is read.
 
         ``bindings`` maps agent id to the definition digest this worker can run. A head whose
         agent is missing or pinned to another digest raises `BindingUnavailable` or
@@ -149,11 +156,11 @@ class Claims:
         stays pending and nothing is written.
         """
         attempt_id, token = f"att_{uuid.uuid4().hex}", secrets.token_hex(16)
-        kinds = {agent: sorted(k) for agent, k in (history_kinds or {}).items()}
+        routes = history_routes(history_kinds or {})
         found: asyncpg.Record | None = None
         for _ in range(CLAIM_TRIES):
             found = await self._pool.fetchrow(
-                _CLAIM,
+                CLAIM_HEAD,
                 host_id,
                 thread_id,
                 pass_epoch,
@@ -163,8 +170,9 @@ class Claims:
                 self._lease_ms,
                 list(CLAIMABLE),
                 HISTORY_LIMIT,
-                kinds,
+                routes,
                 submission_id,
+                SUMMARY,
             )
             assert found is not None  # one row, always
             if not found["moved"]:

@@ -233,11 +233,14 @@ class JournaledModel(Model):
         request: _Request,
         input: str | list[TResponseInputItem],
         agent: str | None,
+        *,
+        live: bool = True,
     ) -> Any:
         """One journal step: the response as recorded (answered now, or replayed), or the
-        model's refusal of the request for its length."""
+        model's refusal of the request for its length. Readers see its text as it arrives when
+        ``live`` (not a summary's: it answers no one)."""
         output_schema = request.output_schema
-        forward = output_schema is None or output_schema.is_plain_text()
+        forward = live and (output_schema is None or output_schema.is_plain_text())
 
         def streamed() -> AsyncIterator[TResponseStreamEvent]:
             settings = with_usage(request.model_settings)
@@ -264,7 +267,7 @@ class JournaledModel(Model):
         name, model = self.resolve(chosen)
         request = _Request(instructions, ModelSettings(), [], None, [], ModelTracing.DISABLED)
         user: list[TResponseInputItem] = [{"role": "user", "content": text}]
-        recorded = await self.step(name, model, request, user, None)
+        recorded = await self.step(name, model, request, user, None, live=False)
         if refused(recorded):
             raise TooLong(name, recorded["message"], recorded["tokens"])
         await spend(self._ctx, name, recorded["usage"])

@@ -69,7 +69,8 @@ class _Runner:
 
     def _summarizer(self, ctx: AttemptContext) -> JournaledModel:
         chosen = self.memory.summarizer
-        return JournaledModel(self._base_model() if chosen is None else infer_model(chosen), ctx)
+        model = self._base_model() if chosen is None else infer_model(chosen)
+        return JournaledModel(model, ctx, live=False)
 
     async def _remember(self, ctx: AttemptContext, prompt: str) -> HeldMemory:
         """The thread's memory for this turn, compacted first when it would pass the budget."""

@@ -74,11 +74,18 @@ class JournaledModel(WrapperModel):
     """
 
     def __init__(
-        self, wrapped: Model, ctx: AttemptContext, memory: HeldMemory | None = None
+        self,
+        wrapped: Model,
+        ctx: AttemptContext,
+        memory: HeldMemory | None = None,
+        *,
+        live: bool = True,
     ) -> None:
         super().__init__(wrapped)
         self._ctx = ctx
         self._memory = memory
+        self._live = live
+        """Whether readers see its text as it arrives (not a summary's: it answers no one)."""
 
     async def request(
         self,
@@ -139,7 +146,7 @@ class JournaledModel(WrapperModel):
         """The wrapped model's whole response: streamed when it can stream, its text forwarded
         to readers (`AttemptContext.text_delta`) as it arrives; else asked in one request."""
         if streams(self.wrapped):
-            forward = not structured(model_request_parameters)
+            forward = self._live and not structured(model_request_parameters)
             opened = False
             try:
                 async with self.wrapped.request_stream(

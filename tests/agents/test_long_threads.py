@@ -8,6 +8,7 @@ marker it was given, so "turn 0 is covered" reads as "``#0`` is in the request".
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from tests.helpers.model_agents import (
 from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import SUMMARY, Binding, Memory
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.client.live_text import TextDelta
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +68,19 @@ async def run_turns(
     return [await client.result(r.submission_id, timeout=120) for r in receipts]
 
 
+async def live_text(client: ThreadwardenClient, thread: str, *, settlements: int) -> str:
+    """The thread's live text (every delta) until its ``settlements``-th settlement."""
+    text: list[str] = []
+    async for item in client.stream(thread, wait_for_thread=True):
+        if isinstance(item, TextDelta):
+            text.append(item.text)
+        elif item.kind == "settlement":
+            settlements -= 1
+            if settlements == 0:
+                return "".join(text)
+    raise AssertionError(f"{thread}'s stream ended")
+
+
 def asked(server: ChatServer, which: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
     """The answered requests ``which`` selects."""
     return [body for body in server.answered() if which(body)]
@@ -89,9 +104,12 @@ async def test_a_budget_keeps_each_request_near_it_and_summarizes_each_turn_once
 ) -> None:
     budget = 1000  # tokens, about 4,000 characters; a turn adds about 800
     memory = Memory(budget_tokens=budget, keep_turns=2)
+    live = asyncio.create_task(live_text(client, ids, settlements=30))
     async with agents_worker(bound(framework, server.url, memory)):
         results = await run_turns(client, ids, framework.agent_id, range(30), 400)
     assert [r.outcome for r in results] == ["completed"] * 30
+    said = await asyncio.wait_for(live, 30)
+    assert "echo: #29 " in said and "summary:" not in said  # a summary answers no one
 
     requests = conversation_requests(server)
     assert len(requests) == 30
@@ -143,10 +161,13 @@ async def test_a_turn_still_too_long_after_summarizing_fails_with_the_reason(
 
 
 @pytest.mark.parametrize(
-    "memory", [Memory(), Memory(budget_tokens=2_000)], ids=["no-budget", "budget"]
+    ("memory", "context_limit"),
+    [(Memory(), None), (Memory(budget_tokens=2_000), None), (Memory(), 20_000)],
+    ids=["verbatim", "budget", "far-past-the-context"],
 )
 async def test_a_520_turn_thread_still_covers_its_first_turn(
     memory: Memory,
+    context_limit: int | None,
     agents_worker: AgentsWorker,
     client: ThreadwardenClient,
     server: ChatServer,
@@ -156,8 +177,15 @@ async def test_a_520_turn_thread_still_covers_its_first_turn(
     async with agents_worker(bound(PYDANTIC_AI, server.url, memory)):
         await run_turns(client, ids, PYDANTIC_AI.agent_id, range(1), 40)
         await seed_turns(pool, ids, turns=518, first=1, kind=pydantic_ai.TRANSCRIPT)
+        server.context_limit = context_limit  # 520 turns hold about 52,000 characters
         (last,) = await run_turns(client, ids, PYDANTIC_AI.agent_id, range(519, 520), 40)
     assert last.outcome == "completed"
     request = conversation_requests(server)[-1]
     assert [n for n in range(520) if not covers(request, n)] == []
-    assert characters(request) <= 2_000 * 4 * 1.1 or memory.budget_tokens is None
+    folds = summary_requests(server)
+    if memory.budget_tokens is None and context_limit is None:
+        assert folds == []  # every turn verbatim
+    else:  # folded a part at a time, each summary request sized to fit
+        assert len(folds) > 1
+        fits = memory.budget_tokens * 4 * 1.1 if memory.budget_tokens else context_limit
+        assert max(characters(body) for body in folds) <= (fits or 0)
