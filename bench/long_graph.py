@@ -37,8 +37,8 @@ class OfflineChatModel(BaseChatModel):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        users = [m for m in messages if isinstance(m, HumanMessage)]
-        text = str(users[-1].content) if users else ""
+        last = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        text = "" if last is None else str(last.content)
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer(text)))])
 
 

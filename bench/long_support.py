@@ -92,11 +92,13 @@ def _last_user_text(messages: list[ModelMessage]) -> str:
 
 
 def _instructions(messages: list[ModelMessage], info: AgentInfo) -> str:
+    """The request's instructions and the system prompts of its first message (where both
+    pydantic-ai and the adapter's summary request put them): the rest is not read, so the
+    model's own cost does not grow with a history carried whole."""
     texts = [info.instructions or ""]
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            texts.append(message.instructions or "")
-            texts += [p.content for p in message.parts if isinstance(p, SystemPromptPart)]
+    first = messages[0] if messages else None
+    if isinstance(first, ModelRequest):
+        texts += [p.content for p in first.parts if isinstance(p, SystemPromptPart)]
     return "\n".join(texts)
 
 
