@@ -191,7 +191,7 @@ async def threadwarden_side(
             timeout_s=shape.timeout_s,
             what="the warm-up turn settled",
         )
-        await _idle(temporal, queue)
+        await hosts_idle(temporal, queue)
         async with _readers(stack, dsn, threads, readers, logs / tag) as watch:
             await sqlstats.reset(admin)
             processes = {"workers": group.pids, **stack.server_pids()}
@@ -200,7 +200,7 @@ async def threadwarden_side(
             before, asked = cpu.snapshot(processes), len(server.requests)
             submitted = await _drive(client, observer, group, threads, shape, run)
             if run.error is None:
-                await _idle(temporal, queue)
+                await hosts_idle(temporal, queue)
             spent = cpu.used(before, cpu.snapshot(processes))
             run.cpu_s = spent.pop("workers")
             run.servers_cpu_s = spent
@@ -301,7 +301,7 @@ async def _drive(
     return submitted
 
 
-async def _idle(temporal: Client, queue: str) -> None:
+async def hosts_idle(temporal: Client, queue: str) -> None:
     """Wait until no host workflow of ``queue`` runs (the sweeper's may)."""
 
     async def open_hosts() -> int:

@@ -1,7 +1,8 @@
 """``python -m bench``: threadwarden against a bare-Temporal baseline, each worker in its own
 process, on one embedded stack; repeated, alternating which side goes first; medians reported.
 ``--shape agent``: a pydantic-ai agent's turns under threadwarden against the same agent run
-bare (bench/agent_sides.py)."""
+bare (bench/agent_sides.py). ``--shape long-thread``: one thread of ``--turns`` turns under
+threadwarden with a memory budget, bare, and on LangGraph's PostgresSaver (bench/long_sides.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from bench.side import Shape, Side, run_side
 from bench.stack import BenchStack, bench_stack
 from bench.threadwarden_run import ThreadwardenSide
 
-SHAPES = ("scripted", "agent")
+SHAPES = ("scripted", "agent", "long-thread")
+LONG_THREAD_TURNS = 1000
 
 
 def _positive_int(text: str) -> int:
@@ -60,7 +62,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=SHAPES,
         default="scripted",
         help="scripted: the scripted agent against bare Temporal (default);"
-        " agent: a pydantic-ai agent's turns against the same agent run bare",
+        " agent: a pydantic-ai agent's turns against the same agent run bare;"
+        " long-thread: one thread's turns, by decile, under threadwarden, bare and LangGraph",
+    )
+    add(
+        "--turns",
+        type=_positive_int,
+        metavar="N",
+        help=f"long-thread: turns of the thread (default {LONG_THREAD_TURNS}, at least 10)",
     )
     add("--hosts", type=_positive_int, default=4, help="hosts, or agent threads (default 4)")
     add(
@@ -71,7 +80,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add("--workers", type=_positive_int, default=1, help="worker processes per side (default 1)")
     add("--repeat", type=_positive_int, default=3, help="repetitions, medians reported (default 3)")
-    add("--timeout", type=_positive_float, default=300.0, help="deadline per side run, s (300)")
+    add(
+        "--timeout",
+        type=_positive_float,
+        default=300.0,
+        help="deadline per side run, s (300); long-thread: per turn",
+    )
     add("--json", action="store_true", help="print one JSON object")
     add(
         "--top",
@@ -125,6 +139,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--stream: only with --shape agent (not --soak)")
     if args.readers is not None and not args.stream:
         parser.error("--readers: expected together with --stream")
+    if args.turns is not None and args.shape != "long-thread":
+        parser.error("--turns: only with --shape long-thread")
+    if args.shape == "long-thread":
+        if args.soak is not None:
+            parser.error("--soak: not with --shape long-thread")
+        args.turns = LONG_THREAD_TURNS if args.turns is None else args.turns
+        if args.turns < 10:
+            parser.error(f"--turns: at least 10 (one per decile), got {args.turns}")
     if args.readers is None:
         args.readers = 1 if args.stream else 0
     return args
@@ -188,6 +210,16 @@ def _agent_shape(args: argparse.Namespace, shape: Shape, logs: Path) -> Outcome:
     return data, agent_report.table(data), agent_report.complete(data)
 
 
+def _long_thread(args: argparse.Namespace, logs: Path) -> Outcome:
+    """The long-thread shape's three sides (LangGraph imported only here)."""
+    from bench import long_report
+    from bench.long_sides import LongShape, bench_long_thread
+
+    shape = LongShape(args.turns, args.timeout)
+    data = long_report.result(asyncio.run(bench_long_thread(shape, logs)), shape)
+    return data, long_report.table(data), long_report.complete(data)
+
+
 def _soak(args: argparse.Namespace, shape: Shape, logs: Path) -> Outcome:
     """The soak's figures and a readable summary."""
     from bench.soak import soak
@@ -218,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     with _log_dir(args.logs) as logs:
         if args.soak is not None:
             data, text, complete = _soak(args, shape, logs)
+        elif args.shape == "long-thread":
+            data, text, complete = _long_thread(args, logs)
         elif args.shape == "agent":
             data, text, complete = _agent_shape(args, shape, logs)
         else:

@@ -113,6 +113,57 @@ async def statements(admin: asyncpg.Connection[Any], database: str, *, top: int)
     )
 
 
+_WRITTEN = """
+SELECT s.query, sum(s.calls)::bigint AS calls, sum(s.wal_bytes)::bigint AS wal_bytes
+  FROM pg_stat_statements s
+  JOIN pg_database d ON d.oid = s.dbid
+  JOIN pg_roles r ON r.oid = s.userid
+ WHERE d.datname = $1 AND r.rolname <> $2
+ GROUP BY s.query
+"""
+_TABLE_BYTES = """
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+"""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a database's clients had PostgreSQL do so far (cumulative: subtract two)."""
+
+    statements: int
+    """Top-level statements other than BEGIN/COMMIT/ROLLBACK, the observer's left out."""
+    wal_bytes: int
+    """WAL those statements generated (``pg_stat_statements.wal_bytes``: rows, index entries,
+    TOAST, full-page images), the observer's left out."""
+    table_bytes: int
+    """The database's tables with their indexes and TOAST, on disk (``pg_total_relation_size``)."""
+
+    def __sub__(self, other: Written) -> Written:
+        return Written(
+            self.statements - other.statements,
+            self.wal_bytes - other.wal_bytes,
+            self.table_bytes - other.table_bytes,
+        )
+
+
+NOTHING_WRITTEN = Written(0, 0, 0)
+
+
+async def written(
+    admin: asyncpg.Connection[Any], observer: asyncpg.Connection[Any], database: str
+) -> Written:
+    """`Written` of ``database`` now; ``observer`` is connected to it as `OBSERVER`."""
+    rows = await admin.fetch(_WRITTEN, database, OBSERVER)
+    counted = [r for r in rows if not is_transaction_control(r["query"])]
+    return Written(
+        statements=sum(int(r["calls"]) for r in counted),
+        wal_bytes=sum(int(r["wal_bytes"]) for r in rows),
+        table_bytes=int(await observer.fetchval(_TABLE_BYTES)),
+    )
+
+
 def transactions(before: Counters, after: Counters, observer_calls: int) -> int:
     """Transactions of the side: the counter's rise, less session starts and ``observer_calls``
     (statements outside any transaction: the observer's, the console's)."""
