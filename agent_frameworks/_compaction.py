@@ -181,9 +181,9 @@ def recall(history: list[ThreadRecord], transcript: str, render: Callable[[Any],
     return Recall(summary, turns)
 
 
-Ask = Callable[[str, str, int], Awaitable[str]]
-"""One journaled summary request: (instructions, the conversation as text, its size in tokens)
-to the summary's text; raises `TooLong` when the model refused it for its length."""
+Ask = Callable[[str, str], Awaitable[str]]
+"""One journaled summary request: (instructions, the conversation as text) to the summary's
+text; raises `TooLong` when the model refused it for its length."""
 Extra = Callable[[Summary | None, list[Turn]], dict[str, Any]]
 """What an adapter keeps beside a new summary's text, from the previous summary and the turns
 the new one folds in."""
@@ -239,7 +239,7 @@ class Compactor:
             folded = list(_fitting(summary, pending, limit)) if limit else list(pending)
             text = conversation(summary, folded)
             try:
-                written = await self.ask(SUMMARY_INSTRUCTIONS, text, tokens(text))
+                written = await self.ask(SUMMARY_INSTRUCTIONS, text)
             except TooLong as refused_request:
                 if len(folded) == 1:
                     raise

@@ -75,7 +75,7 @@ class _Runner:
             return Failed(str(refused))
         model = JournaledModel(ctx, self.provider or MultiProvider())
 
-        async def ask(instructions: str, text: str, size: int) -> str:
+        async def ask(instructions: str, text: str) -> str:
             chosen = self.memory.summarizer or self.agent.model
             return await model.summarize(chosen, instructions, text)
 

@@ -76,8 +76,8 @@ class _Runner:
         """The thread's memory for this turn, compacted first when it would pass the budget."""
         summarizer = self._summarizer(ctx)
 
-        async def ask(instructions: str, text: str, size: int) -> str:
-            return await summarize(summarizer, instructions, text, size)
+        async def ask(instructions: str, text: str) -> str:
+            return await summarize(summarizer, instructions, text)
 
         compactor = Compactor(ctx, self.memory, TRANSCRIPT, ask, extra=standing)
         return await remember(compactor, ctx.history, prompt, render=render, build=message_history)

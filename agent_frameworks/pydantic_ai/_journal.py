@@ -196,9 +196,8 @@ def too_long(error: ModelAPIError) -> bool:
     )
 
 
-async def summarize(model: JournaledModel, instructions: str, text: str, size: int) -> str:
+async def summarize(model: JournaledModel, instructions: str, text: str) -> str:
     """One summary request (`threadwarden.agents._compaction.Ask`): a journaled model step."""
-    del size  # the refusal measures the request itself
     request = ModelRequest(parts=[SystemPromptPart(instructions), UserPromptPart(text)])
     response = await model.request([request], None, ModelRequestParameters())
     return response.text or ""

@@ -32,6 +32,7 @@ from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import SUMMARY, Binding, Memory
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.live_text import TextDelta
+from threadwarden.errors import InvalidInput
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +46,7 @@ def covers(body: dict[str, Any], turn: int) -> bool:
     return re.search(rf"#{turn}(?!\d)", json.dumps(body)) is not None
 
 
-def bound(framework: Framework, url: str, memory: Memory) -> Binding:
+def bound(framework: Framework, url: str, memory: Memory | None) -> Binding:
     """The framework's support agent bound with ``memory``."""
     if framework is PYDANTIC_AI:
         return pydantic_ai.agent_binding(pydantic_agent(url), memory=memory)
@@ -189,3 +190,22 @@ async def test_a_520_turn_thread_still_covers_its_first_turn(
         assert len(folds) > 1
         fits = memory.budget_tokens * 4 * 1.1 if memory.budget_tokens else context_limit
         assert max(characters(body) for body in folds) <= (fits or 0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [({"budget_tokens": 0}, "budget_tokens"), ({"keep_turns": -1}, "keep_turns")],
+)
+def test_memory_refuses_a_bad_setting_naming_it(arguments: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        Memory(**arguments)
+    assert refused.value.field == field
+
+
+def test_a_budget_is_part_of_the_digest_and_the_default_memory_is_not() -> None:
+    url = "http://127.0.0.1:9/v1"
+    plain, default, budget = (
+        bound(PYDANTIC_AI, url, memory).digest
+        for memory in (None, Memory(), Memory(budget_tokens=1_000))
+    )
+    assert plain == default != budget
