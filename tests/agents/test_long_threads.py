@@ -20,7 +20,7 @@ import pytest
 from tests.agents.conftest import AgentsWorker, each_framework
 from tests.helpers.agent_records import bodies
 from tests.helpers.chat_server import ChatServer, characters, summarizes
-from tests.helpers.long_threads import seed_turns
+from tests.helpers.long_thread import seed_turns
 from tests.helpers.model_agents import (
     OPENAI_AGENTS,
     PYDANTIC_AI,
