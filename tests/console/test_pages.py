@@ -129,6 +129,9 @@ async def test_console_thread_page_shows_the_range_a_summary_covers(
 ) -> None:
     async def summarize(ctx: AttemptContext) -> Completed:
         await ctx.append(SUMMARY, {"of": "notes", "first": 1, "last": 7, "turns": 3, "text": "…"})
+        hostile = {"of": "notes", "first": "<b>1</b>", "last": "<script>x</script>", "turns": 1}
+        await ctx.append(SUMMARY, hostile)  # what an agent wrote is shown, never run
+        await ctx.append(SUMMARY, ["not", "a", "summary body"])
         return Completed(result="summarized")
 
     binding = Binding(agent_id="summarizer", digest="summarizer-1", handler=summarize)
@@ -137,4 +140,7 @@ async def test_console_thread_page_shows_the_range_a_summary_covers(
         await client.result(receipt.submission_id, timeout=30)
 
     html = await http.get(f"/threads/{ids}")
+    assert html.status_code == 200
     assert "covers 3 turns, records #1–#7 (they stay below)" in html.text
+    assert "records #&lt;b&gt;1&lt;/b&gt;–#&lt;script&gt;x&lt;/script&gt;" in html.text
+    assert "<script>x</script>" not in html.text
