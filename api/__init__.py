@@ -62,6 +62,8 @@ if TYPE_CHECKING:
         SubmissionDetail,
         SubmissionView,
         ThreadStatus,
+        TurnPage,
+        TurnView,
     )
     from threadwarden.worker.plugin import ThreadwardenPlugin
     from threadwarden.worker.settings import Settings
@@ -80,6 +82,8 @@ _LAZY = {
     "ThreadStatus": "threadwarden.views",
     "ThreadStream": "threadwarden.client.feed",
     "ThreadwardenClient": "threadwarden.client.client",
+    "TurnPage": "threadwarden.views",
+    "TurnView": "threadwarden.views",
     "ThreadwardenPlugin": "threadwarden.worker.plugin",
 }
 """Names that need Temporal, asyncpg or pydantic, imported when first used (PEP 562)."""
@@ -147,4 +151,6 @@ __all__ = [
     "ThreadBusy",
     "ThreadwardenError",
     "ThreadwardenPlugin",
+    "TurnPage",
+    "TurnView",
 ]

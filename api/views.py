@@ -98,10 +98,46 @@ class SubmissionDetail(SubmissionView):
 
     thread_id: str
     host_id: str
+    input: Any = None
+    """What was submitted (the admission's ``input``)."""
     result: Any = None
     """What the binding returned (``completed``); None until then."""
     interrupted_by: str | None = None
     """The submission admitted with ``if_busy="interrupt"`` that asked this one to abort."""
+
+
+class TurnView(BaseModel):
+    """One turn of a thread's conversation (`ThreadwardenClient.turns`): what was submitted,
+    where it stands and what came of it, as a chat page shows it. ``state``, ``outcome``,
+    ``waiting_for``, ``reason`` and ``result`` are those of `SubmissionDetail`."""
+
+    submission_id: str
+    sequence: int
+    agent: str
+    """The agent id of the binding that runs it."""
+    input: Any
+    """What was submitted: the user's message."""
+    state: SubmissionState
+    outcome: FinalOutcome | None
+    result: Any = None
+    """What the binding returned (``completed``); None until then."""
+    waiting_for: WaitingFor | None = None
+    reason: str | None = None
+    """Why it failed or was aborted, or why it waits for a binding."""
+    created_at: datetime
+    settled_at: datetime | None = None
+
+
+class TurnPage(BaseModel):
+    """A page of a thread's turns, newest first; ``next_before`` is the ``before`` of the next
+    (older) page, None when no turn is older."""
+
+    turns: list[TurnView]
+    next_before: int | None
+    last_record: int
+    """The thread's latest record sequence when the page was read (0: none yet), in the same
+    snapshot as its turns: follow the thread's records after it (``events?after=``) and none
+    is missed or seen twice."""
 
 
 class ThreadStatus(BaseModel):

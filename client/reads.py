@@ -17,12 +17,28 @@ from threadwarden.errors import InvalidInput
 from threadwarden.ledger.inbox import InboxPage, InboxReader
 from threadwarden.ledger.messages import Message, Messages
 from threadwarden.ledger.projection import Projection, ThreadSummary
-from threadwarden.ledger.status import StatusReader
+from threadwarden.ledger.status import TOP_SEQUENCE, StatusReader
 from threadwarden.validation import validate_id
-from threadwarden.views import FinalOutcome, HostStatus, SubmissionDetail, ThreadStatus
+from threadwarden.views import (
+    FinalOutcome,
+    HostStatus,
+    SubmissionDetail,
+    ThreadStatus,
+    TurnPage,
+)
 
 INBOX_MAX_LIMIT = 1_000
 """The most entries one `ThreadwardenClient.inbox` call returns."""
+TURNS_PAGE = 20
+"""The turns one `ThreadwardenClient.turns` call returns by default."""
+TURNS_MAX_LIMIT = 100
+"""The most turns one `ThreadwardenClient.turns` call returns."""
+TURNS_LIMIT = f"an integer from 1 to {TURNS_MAX_LIMIT}"
+"""What `ThreadwardenClient.turns` expects of ``limit`` (its refusal says it)."""
+TURN_SEQUENCE = "a turn's sequence (an integer, 1 or more)"
+"""What `ThreadwardenClient.turns` expects of ``before``."""
+INBOX_LIMIT = f"an integer from 1 to {INBOX_MAX_LIMIT}"
+"""What `ThreadwardenClient.inbox` expects of ``limit``."""
 
 
 class SubmissionResult(BaseModel):
@@ -75,6 +91,23 @@ class ClientReads:
         validate_id("submission", submission_id)
         return await self._status.submission(submission_id)
 
+    async def turns(
+        self, thread_id: str, *, limit: int = TURNS_PAGE, before: int | None = None
+    ) -> TurnPage:
+        """The thread's turns (its submissions), newest first: each one's input, state,
+        outcome, result and what it waits for, as a chat page shows its conversation.
+
+        At most ``limit`` turns (1 to `TURNS_MAX_LIMIT`), those with a sequence below
+        ``before`` (None: the latest); pass the page's ``next_before`` to read the older ones
+        (None: no turn is older). One index-backed statement per page, however long the
+        thread. Raises `NotFound` for an unknown thread.
+        """
+        validate_id("thread", thread_id)
+        _check_count("limit", limit, TURNS_MAX_LIMIT, TURNS_LIMIT)
+        if before is not None:
+            _check_count("before", before, TOP_SEQUENCE, TURN_SEQUENCE)
+        return await self._status.turns(thread_id, limit=limit, before=before)
+
     async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
         """The projected summary of a thread (None until the projection reached it)."""
         validate_id("thread", thread_id)
@@ -118,10 +151,12 @@ class ClientReads:
 
         At most ``limit`` entries (1 to `INBOX_MAX_LIMIT`); ``more`` says whether others wait.
         """
-        if (
-            isinstance(limit, bool)
-            or not isinstance(limit, int)
-            or not 1 <= limit <= INBOX_MAX_LIMIT
-        ):
-            raise InvalidInput("limit", f"an integer from 1 to {INBOX_MAX_LIMIT}", limit)
+        _check_count("limit", limit, INBOX_MAX_LIMIT, INBOX_LIMIT)
         return await InboxReader(self._pool).waiting(limit)
+
+
+def _check_count(field: str, value: object, most: int, expected: str) -> None:
+    """Refuse ``value`` unless it is an integer from 1 to ``most`` (`InvalidInput` naming
+    ``field`` and what it ``expected``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise InvalidInput(field, expected, value)

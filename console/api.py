@@ -61,6 +61,7 @@ def create_api() -> Starlette:
         Route("/threads/{thread_id}/submissions", threads.submit, methods=["POST"]),
         Route("/threads/{thread_id}", threads.thread),
         Route("/threads/{thread_id}/events", threads.events),
+        Route("/threads/{thread_id}/turns", threads.turns),
         Route("/inbox", submissions.inbox),
         Route("/submissions/{submission_id}", submissions.submission),
         Route("/submissions/{submission_id}/result", submissions.result),

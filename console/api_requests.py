@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from threadwarden.console.security import BodyTooLarge
+from threadwarden.console.security import BodyTooLarge, is_number
 from threadwarden.console.web import api_error, console_of, error_status
 from threadwarden.errors import (
     DecisionConflict,
@@ -105,6 +105,19 @@ async def read_body(request: Request, model: type[Body]) -> Body:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "body"
         raise ApiError(400, "invalid_input", f"{field}: {first['msg']}", field) from error
+
+
+def query_count(request: Request, name: str, expected: str) -> int | None:
+    """The query parameter ``name`` as a number (None when absent), or an `ApiError` naming it
+    and what it ``expected``; the handler's client checks its range."""
+    text = request.query_params.get(name)
+    if text is None:
+        return None
+    if not is_number(text, 18):
+        raise ApiError(
+            400, "invalid_input", f"{name}: expected {expected}, got {text[:40]!r}", name
+        )
+    return int(text)
 
 
 def path_id(request: Request, name: str) -> str:

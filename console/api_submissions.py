@@ -11,9 +11,16 @@ from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response
 
+from threadwarden.client.reads import INBOX_LIMIT
 from threadwarden.console import openapi
-from threadwarden.console.api_requests import ApiError, handled, path_id, read_body, reply
-from threadwarden.console.security import is_number
+from threadwarden.console.api_requests import (
+    ApiError,
+    handled,
+    path_id,
+    query_count,
+    read_body,
+    reply,
+)
 from threadwarden.console.web import Console, Decision, caller_of, console_of, decision_of
 from threadwarden.views import SubmissionDetail
 
@@ -74,12 +81,8 @@ def _wait(text: str) -> float:
 @handled
 async def inbox(request: Request) -> Response:
     """``GET /v1/inbox?limit=N``: what waits for a person, oldest first."""
-    text = request.query_params.get("limit", "100")
-    if not is_number(text, 6):
-        raise ApiError(
-            400, "invalid_input", f"limit: expected 1 to 1000, got {text[:40]!r}", "limit"
-        )
-    page = await console_of(request).client.inbox(limit=int(text))
+    limit = query_count(request, "limit", INBOX_LIMIT)
+    page = await console_of(request).client.inbox(limit=100 if limit is None else limit)
     return reply(page.model_dump(mode="json"))
 
 

@@ -10,12 +10,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from threadwarden.client.reads import TURN_SEQUENCE, TURNS_LIMIT, TURNS_PAGE
 from threadwarden.client.shapes import thread_json
 from threadwarden.console import openapi
 from threadwarden.console.api_requests import (
     ApiError,
     handled,
     path_id,
+    query_count,
     read_body,
     refusal,
     reply,
@@ -69,6 +71,20 @@ async def thread(request: Request) -> Response:
     client = console_of(request).client
     status = await client.thread_status(thread_id)
     return reply(thread_json(status, await client.messages_sent(thread_id)))
+
+
+@handled
+async def turns(request: Request) -> Response:
+    """``GET /v1/threads/{thread_id}/turns?limit=N&before=SEQUENCE``: a page of the thread's
+    turns, newest first (`ThreadwardenClient.turns`)."""
+    thread_id = path_id(request, "thread_id")
+    limit = query_count(request, "limit", TURNS_LIMIT)
+    page = await console_of(request).client.turns(
+        thread_id,
+        limit=TURNS_PAGE if limit is None else limit,
+        before=query_count(request, "before", TURN_SEQUENCE),
+    )
+    return reply(page.model_dump(mode="json"))
 
 
 @handled

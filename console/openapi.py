@@ -13,9 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
+from threadwarden.client.reads import TURNS_MAX_LIMIT, TURNS_PAGE
 from threadwarden.ledger.inbox import InboxPage
 from threadwarden.validation import IfBusy
-from threadwarden.views import OperatorResult, Receipt, SubmissionDetail, SubmissionView
+from threadwarden.views import OperatorResult, Receipt, SubmissionDetail, SubmissionView, TurnPage
 
 
 class _Body(BaseModel):
@@ -104,6 +105,7 @@ _MODELS: list[type[BaseModel]] = [
     Receipt,
     SubmissionDetail,
     ThreadDocument,
+    TurnPage,
     InboxPage,
     Decision,
     Error,
@@ -221,6 +223,24 @@ def document() -> dict[str, Any]:
                 "thread_id",
                 "get",
                 _operation("A thread's status", {"200": _json(ThreadDocument, "Its status")}),
+            ),
+            "/v1/threads/{thread_id}/turns": _on(
+                "thread_id",
+                "get",
+                _operation(
+                    "A page of a thread's turns, newest first",
+                    {"200": _json(TurnPage, "The turns; next_before pages back")},
+                ),
+                _query(
+                    "limit",
+                    {"type": "integer", "minimum": 1, "maximum": TURNS_MAX_LIMIT},
+                    f"The most turns (default {TURNS_PAGE}).",
+                ),
+                _query(
+                    "before",
+                    {"type": "integer", "minimum": 1},
+                    "Only turns with a lower sequence (a page's next_before).",
+                ),
             ),
             "/v1/threads/{thread_id}/events": _on(
                 "thread_id",

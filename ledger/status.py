@@ -18,8 +18,13 @@ from threadwarden.views import (
     SubmissionDetail,
     SubmissionView,
     ThreadStatus,
+    TurnPage,
+    TurnView,
     WaitingFor,
 )
+
+TOP_SEQUENCE = 2**63 - 1
+"""Above every sequence (``bigint``): ``before`` it is every turn."""
 
 _RECORDS_AFTER = (
     "SELECT sequence, record_id, submission_id, kind, body, epoch"
@@ -58,11 +63,14 @@ CASE WHEN {s}.state = 'suspended' THEN (
 END"""
 
 
-THREAD_SUBMISSIONS = f"""
-SELECT s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, s.epoch,
+_VIEW_COLUMNS = f"""
+       s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, s.epoch,
        s.reason, s.source_thread_id, s.source_message_id, s.created_at, s.settled_at,
-       s.parent_submission_id, p.thread_id AS parent_thread_id,
-       {latest_wait("s")} AS wait
+       s.parent_submission_id, p.thread_id AS parent_thread_id, {latest_wait("s")} AS wait"""
+"""The columns of a `SubmissionView` of the submission ``s`` (``p``: its parent, joined)."""
+
+THREAD_SUBMISSIONS = f"""
+SELECT {_VIEW_COLUMNS}
   FROM threadwarden.submissions s
   LEFT JOIN threadwarden.submissions p ON p.submission_id = s.parent_submission_id
  WHERE s.thread_id = $1
@@ -73,10 +81,7 @@ wait (a suspended one): one statement, on the thread's submission index, ``submi
 per child and `latest_wait`'s indexes per suspended row."""
 
 SUBMISSION = f"""
-SELECT s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, s.epoch,
-       s.reason, s.source_thread_id, s.source_message_id, s.created_at, s.settled_at,
-       s.parent_submission_id, p.thread_id AS parent_thread_id, s.thread_id, t.host_id,
-       s.interrupted_by, {latest_wait("s")} AS wait,
+SELECT {_VIEW_COLUMNS}, s.thread_id, t.host_id, s.interrupted_by, s.input,
        (SELECT r.body FROM threadwarden.records r
          WHERE r.submission_id = $1 AND r.kind = 'settlement') AS settlement,
        EXISTS (SELECT 1 FROM jsonb_array_elements(h.binding_retries) e
@@ -90,6 +95,32 @@ SELECT s.submission_id, s.sequence, s.state, s.outcome, s.agent_id, s.attempts, 
 """One submission with its thread and host, its latest wait, its settlement body and whether
 it waits for a binding: ``submissions_pkey``, ``records_one_settlement`` (compared with the
 parameter: see `SETTLEMENT_OF`), the thread's and host's keys."""
+
+TURNS = f"""
+SELECT h.binding_retries, t.next_record - 1 AS last_record, v.*
+  FROM threadwarden.threads t
+  JOIN threadwarden.hosts h ON h.host_id = t.host_id
+  LEFT JOIN LATERAL (
+    SELECT {_VIEW_COLUMNS}, s.input,
+           (SELECT r.body FROM threadwarden.records r
+             WHERE r.submission_id = s.submission_id COLLATE "default"
+               AND r.kind = 'settlement') AS settlement
+      FROM threadwarden.submissions s
+      LEFT JOIN threadwarden.submissions p ON p.submission_id = s.parent_submission_id
+     WHERE s.thread_id = $1 AND s.sequence < $2
+     ORDER BY s.sequence DESC LIMIT $3) v ON true
+ WHERE t.thread_id = $1
+ ORDER BY v.sequence DESC
+"""
+"""The ``$3`` latest submissions of the thread ``$1`` below sequence ``$2``, newest first, each
+with its input, its latest wait and its settlement body, beside the host's binding retries and
+the thread's latest record sequence (in the same snapshot as the turns): no
+row for an unknown thread, one row of nulls for a thread without such submissions. One
+statement whatever the thread's length: the thread's and host's keys, the ``(thread_id,
+sequence)`` unique index of submissions read backwards and stopped by the limit, then per turn
+``submissions_pkey`` (a child's parent), `latest_wait`'s indexes (a suspended one) and
+``records_one_settlement`` (compared with the default collation: see `SETTLEMENT_OF`).
+tests/console/test_scale.py checks the plan on a thread of 5,000 turns."""
 
 SETTLEMENT_OF = (
     "SELECT s.thread_id, r.body FROM threadwarden.submissions s"
@@ -131,11 +162,28 @@ class StatusReader:
         row = await self._pool.fetchrow(SUBMISSION, submission_id)
         if row is None:
             raise NotFound(f"submission: no submission {submission_id!r}")
-        fields = dict(row)
-        settlement, blocked = fields.pop("settlement"), fields.pop("blocked")
-        view = _submission_view(fields, {submission_id} if blocked else set())
-        result = settlement.get("result") if isinstance(settlement, dict) else None
-        return SubmissionDetail(**view.model_dump(), **_where(fields), result=result)
+        view = _submission_view(row, {submission_id} if row["blocked"] else set())
+        return SubmissionDetail(
+            **view.model_dump(),
+            **{name: row[name] for name in ("thread_id", "host_id", "interrupted_by", "input")},
+            result=settled_result(row["settlement"]),
+        )
+
+    async def turns(self, thread_id: str, *, limit: int, before: int | None) -> TurnPage:
+        """The thread's ``limit`` latest submissions below sequence ``before`` (None: all),
+        newest first, as turns of its conversation; one statement (`TURNS`)."""
+        below = TOP_SEQUENCE if before is None else before
+        rows = await self._pool.fetch(TURNS, thread_id, below, limit + 1)
+        if not rows:
+            raise NotFound(f"thread: no thread {thread_id!r}")
+        blocked = {r["submission_id"] for r in rows[0]["binding_retries"] or []}
+        turns = [_turn(row, blocked) for row in rows[:limit] if row["submission_id"] is not None]
+        more = len(rows) > limit
+        return TurnPage(
+            turns=turns,
+            next_before=turns[-1].sequence if more else None,
+            last_record=rows[0]["last_record"],
+        )
 
     async def host(self, host_id: str) -> HostStatus:
         """A host's maintenance state: generations, alarm, cursor and retry records."""
@@ -209,17 +257,39 @@ async def settlement_of(conn: Connection, submission_id: str) -> tuple[str, Any]
     return row["thread_id"], row["body"]
 
 
-def _where(fields: dict[str, Any]) -> dict[str, Any]:
-    return {name: fields[name] for name in ("thread_id", "host_id", "interrupted_by")}
+def settled_result(settlement: Any) -> Any:
+    """What the binding returned, from a submission's settlement body (None: not settled, or
+    settled without a result)."""
+    return settlement.get("result") if isinstance(settlement, dict) else None
 
 
-def _submission_view(row: asyncpg.Record | dict[str, Any], blocked: set[str]) -> SubmissionView:
-    fields = {
-        name: value
-        for name, value in dict(row).items()
-        if name not in ("thread_id", "host_id", "interrupted_by")
-    }
-    wait = fields.pop("wait")
+def _turn(row: asyncpg.Record, blocked: set[str]) -> TurnView:
+    view = _submission_view(row, blocked)
+    return TurnView(
+        **view.model_dump(include=_TURN_FIELDS),
+        agent=view.agent_id,
+        input=row["input"],
+        result=settled_result(row["settlement"]),
+    )
+
+
+_TURN_FIELDS = {
+    "submission_id",
+    "sequence",
+    "state",
+    "outcome",
+    "waiting_for",
+    "reason",
+    "created_at",
+    "settled_at",
+}
+"""The fields a turn takes from its submission's view."""
+
+
+def _submission_view(row: asyncpg.Record, blocked: set[str]) -> SubmissionView:
+    """The view of a row with `_VIEW_COLUMNS` (and others, left out)."""
+    fields = {name: row[name] for name in SubmissionView.model_fields if name in row}
+    wait = row["wait"]
     waiting = waiting_for(row["state"], wait, row["submission_id"] in blocked)
     if waiting == "binding" and fields["reason"] is None:
         fields["reason"] = binding_wait_reason(row["agent_id"])

@@ -189,6 +189,7 @@ BAD_IDS: list[tuple[str, str, int, bool]] = [
 ID_ENDPOINTS: list[tuple[str, str, bytes | None]] = [
     ("GET", "/v1/threads/{id}", None),
     ("GET", "/v1/threads/{id}/events", None),
+    ("GET", "/v1/threads/{id}/turns", None),
     ("POST", "/v1/threads/{id}/submissions", b'{"agent": "scripted", "input": [{"say": "x"}]}'),
     ("GET", "/v1/submissions/{id}", None),
     ("GET", "/v1/submissions/{id}/result?wait=0", None),

@@ -131,6 +131,7 @@ async def test_the_openapi_document_is_valid_and_names_every_route(
         "/v1/threads/{thread_id}/submissions",
         "/v1/threads/{thread_id}",
         "/v1/threads/{thread_id}/events",
+        "/v1/threads/{thread_id}/turns",
         "/v1/submissions/{submission_id}",
         "/v1/submissions/{submission_id}/result",
         "/v1/inbox",

@@ -1,7 +1,7 @@
 """On a thread of 10,000 records and 5,000 settled submissions, a statement reads what it
 returns, not the thread: a claim the records it hands over (docs/bindings.md, "What a claim
-loads"), a repeated admission what it lists. Rows counted from the plan (EXPLAIN ANALYZE),
-never timed.
+loads"), a repeated admission what it lists, a page of turns its page. Rows counted from the
+plan (EXPLAIN ANALYZE), never timed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from threadwarden.bindings import SUMMARY
 from threadwarden.ledger.admission import KEY_READ
 from threadwarden.ledger.claims import CLAIM_HEAD, CLAIMABLE
 from threadwarden.ledger.history import HISTORY_LIMIT, history_routes
+from threadwarden.ledger.status import TURNS, StatusReader
 
 NEWEST_SUMMARY_AT, NEWEST_COVERS = RECORDS - 11, RECORDS - 20
 """The newest summary (in place of a ``note``) and the last sequence it covers: the history
@@ -90,3 +91,20 @@ async def test_a_repeated_interrupt_admission_reads_only_what_it_interrupted(
     # The submission the key names and the one busy head: not the thread's 5,000 (the list of
     # interrupted submissions read every submission of the ledger).
     assert read <= 3, read
+
+
+async def test_a_page_of_turns_on_a_long_thread_reads_its_page_in_one_statement(
+    pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    await write_long_thread(pool, ids)
+    page = await StatusReader(pool).turns(ids, limit=20, before=2_501)
+    assert [t.sequence for t in page.turns] == list(range(2_500, 2_480, -1))
+    assert page.next_before == 2_481
+
+    # `turns` is this one statement; its limit is the page and one more (is there an older?).
+    submissions, scans = await rows_read(pool, "submissions", TURNS, ids, 2_501, 21)
+    records, _ = await rows_read(pool, "records", TURNS, ids, 2_501, 21)
+    # The page's 21 rows of the thread's 5,000 (no parent to look up), and each one's
+    # settlement by its index: 21 records of the thread's 10,000.
+    assert submissions <= 21 + 2, (submissions, scans)
+    assert records <= 21 + 2, records
