@@ -105,7 +105,7 @@ async def _say(page: Page, text: str) -> None:
 
 
 async def test_chat_page_streams_the_answer_shows_tools_and_approvals_and_reloads_the_turns(
-    support: None, browser: Browser, origin: str, api: str, ids: str
+    support: None, origin: str, api: str, browser: Browser, ids: str
 ) -> None:
     page = await browser.new_page()
     await page.goto(_address(origin, api, ids))
@@ -145,7 +145,7 @@ async def test_chat_page_streams_the_answer_shows_tools_and_approvals_and_reload
 
 
 async def test_chat_page_says_on_the_page_when_the_api_cannot_be_reached(
-    browser: Browser, origin: str, api: str, ids: str
+    origin: str, api: str, browser: Browser, ids: str
 ) -> None:
     page = await browser.new_page()
     error = page.locator("#error")
