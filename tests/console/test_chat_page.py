@@ -94,8 +94,8 @@ async def support(workers: Workers) -> AsyncIterator[None]:
         yield
 
 
-def _address(origin: str, api: str, thread: str) -> str:
-    query = urlencode({"api": api, "agent": PYDANTIC_AGENT, "thread": thread})
+def _address(origin: str, api: str, thread: str, **more: str) -> str:
+    query = urlencode({"api": api, "agent": PYDANTIC_AGENT, "thread": thread, **more})
     return f"{origin}/index.html?{query}"
 
 
@@ -113,7 +113,9 @@ async def test_chat_page_streams_the_answer_shows_tools_and_approvals_and_reload
     await _say(page, LOOKUP)
 
     turn = page.locator("#chat > li").first
-    await expect(turn.locator(".step")).to_have_text("calling lookup…", timeout=30_000)
+    await expect(turn.locator(".step")).to_have_text(
+        'calling lookup {"q":"<b>42</b>"}…', timeout=30_000
+    )
     await expect(turn.locator(".answer")).to_have_text(ANSWER, timeout=30_000)
     await expect(turn.locator(".you")).to_have_text(LOOKUP)
     await expect(turn.locator(".live")).to_have_count(0)  # the answer replaced the live text
@@ -133,7 +135,9 @@ async def test_chat_page_streams_the_answer_shows_tools_and_approvals_and_reload
     await expect(refund.locator(".wait")).to_have_count(0)
     assert await page.locator("#chat b").count() == 0  # markup was shown as text
 
-    await page.reload()  # the conversation again, from GET /turns, each turn once
+    await page.goto(_address(origin, api, ids, turns="1"))  # again, from GET /turns, a turn a page
+    await expect(page.locator("#chat > li .answer")).to_have_text(["final: refunded 500"])
+    await page.get_by_role("button", name="Older messages").click()
     await expect(page.locator("#chat > li .answer")).to_have_text(
         [ANSWER, "final: refunded 500"], timeout=30_000
     )
@@ -141,6 +145,8 @@ async def test_chat_page_streams_the_answer_shows_tools_and_approvals_and_reload
         [LOOKUP, 'call refund {"cents": 500}']
     )
     await expect(page.locator("#chat .step, #chat .wait")).to_have_count(0)
+    await expect(page.locator("#older")).to_be_hidden()  # no turn is older
+    assert await page.locator("#chat b").count() == 0
     await expect(page.locator("#error")).to_be_hidden()
 
 
