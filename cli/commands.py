@@ -20,7 +20,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from threadwarden.bindings import BindingRegistry
 from threadwarden.cli import demo as demo_module
-from threadwarden.cli.output import print_host, print_inbox, print_json, print_thread
+from threadwarden.cli.output import (
+    invocation,
+    print_host,
+    print_inbox,
+    print_json,
+    print_thread,
+)
 from threadwarden.cli.parser import WAIT_FOREVER
 from threadwarden.cli.stack import embedded_stack, stopped_by_signals
 from threadwarden.cli.watch import watch as watch_thread
@@ -109,7 +115,9 @@ async def _run_dev(
             print(f"  metrics    {metrics_url}")
         print(f"  console    {console_url}")
         print(f"  api        {console_url}/v1  (docs/api.md)")
-        print("Ctrl-C to stop. In another shell here: threadwarden submit / status …", flush=True)
+        print(
+            f"Ctrl-C to stop. In another shell here: {invocation()} submit / status …", flush=True
+        )
         await _until_interrupted()
 
 

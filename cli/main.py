@@ -74,6 +74,11 @@ def _subject(args: argparse.Namespace) -> str | None:
     )
 
 
+CONSOLE_COMMANDS = {"dev", "console"}
+"""Commands that serve the console and log its audit lines on stderr: each submission and
+decision made through its pages or the HTTP API (INFO on ``threadwarden.console``: ``api:
+approve sub_… by web-app (changed)``), as docs/api.md and docs/console.md show them. Not
+``demo``: its own story is its output."""
 EMBEDDED_COMMANDS = {"dev", "demo"}
 """Commands that run their own embedded Temporal server: Temporal's envconfig (which describes
 another server) does not apply to them."""
@@ -179,6 +184,8 @@ def _run(argv: list[str]) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command in CONSOLE_COMMANDS:
+        logging.getLogger("threadwarden.console").setLevel(logging.INFO)
     return _execute(args, as_json)
 
 

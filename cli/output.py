@@ -2,14 +2,35 @@
 The JSON documents' shapes are the client's (`threadwarden.client.shapes`)."""
 
 import json
+import shlex
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from threadwarden.client.shapes import HOST_STATUS_FIELDS, thread_json
 from threadwarden.ledger.inbox import InboxPage
 from threadwarden.ledger.messages import Message
 from threadwarden.views import HostStatus, SubmissionView, ThreadStatus
+
+
+def invocation(argv0: str | None = None) -> str:
+    """How to run this CLI from the current directory, for the hints it prints:
+    ``threadwarden`` when that name on ``PATH`` is this very program, else the path it was
+    started by (``.venv/bin/threadwarden`` under ``make dev``, where the venv is not on
+    ``PATH``), or ``python -m threadwarden.cli.main`` when started so."""
+    script = Path(argv0 if argv0 is not None else sys.argv[0]).absolute()
+    if script.name != "threadwarden":
+        return f"{shlex.quote(sys.executable)} -m threadwarden.cli.main"
+    found = shutil.which("threadwarden")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "threadwarden"
+    try:
+        shown = str(script.relative_to(Path.cwd()))
+    except ValueError:  # started from elsewhere: its whole path
+        shown = str(script)
+    return shlex.quote(shown if "/" in shown else f"./{shown}")
 
 
 def print_json(value: Any) -> None:

@@ -7,7 +7,6 @@ from typing import Any
 import asyncpg
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
@@ -16,6 +15,7 @@ from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console import actions, events, login, pages
 from threadwarden.console.api import create_api
 from threadwarden.console.feed import LedgerFeed
+from threadwarden.console.origins import ApiCors, OriginPolicy
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import BodyLimit, Guard, HttpMiddleware
 from threadwarden.console.web import STATIC, Authenticate, Console, decision_routes, environment
@@ -58,11 +58,11 @@ def create_app(
         Mount("/static", StaticFiles(directory=STATIC, follow_symlink=True), name="static"),
         Mount("/v1", app=api),
     ]
-    origins = tuple(settings.api_allowed_origins)
+    origins = OriginPolicy(tuple(settings.api_allowed_origins))
     cors = [
         Middleware(
-            CORSMiddleware,
-            allow_origins=origins,
+            ApiCors,
+            policy=origins,
             allow_methods=["GET", "POST"],
             allow_headers=["authorization", "content-type", "idempotency-key", "last-event-id"],
             expose_headers=["location"],
@@ -72,10 +72,10 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
-            *(cors if origins else []),
+            *(cors if origins.allowed else []),
             Middleware(BodyLimit, limit=settings.console_max_body_bytes),
             Middleware(Headers),
-            Middleware(Authenticate, guard=guard, allowed_origins=origins),
+            Middleware(Authenticate, guard=guard, origins=origins),
         ],
     )
     app.state.console = api.state.console = Console(

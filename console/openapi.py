@@ -205,6 +205,19 @@ def document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}, {}],
         "paths": {
+            "/v1/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "responses": {
+                        "200": {
+                            "description": "The OpenAPI 3.1 document of every endpoint",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        "401": _json(Error, _ERRORS["401"]),
+                        "403": _json(Error, _ERRORS["403"]),
+                    },
+                }
+            },
             "/v1/threads/{thread_id}/submissions": _on(
                 "thread_id",
                 "post",

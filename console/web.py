@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 from urllib.parse import parse_qs, quote
 
 import asyncpg
@@ -32,6 +32,9 @@ from threadwarden.console.security import (
 )
 from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
 from threadwarden.worker.settings import Settings
+
+if TYPE_CHECKING:
+    from threadwarden.console.origins import OriginPolicy
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
@@ -198,15 +201,15 @@ class Authenticate(HttpMiddleware):
     or ``X-CSRF-Token``), else 403. The HTTP API (`API`) needs no CSRF token: it takes only
     ``application/json`` bodies (a cross-origin page cannot send one without a CORS preflight
     it does not get) and refuses a request whose ``Origin`` is another site's unless
-    ``allowed_origins`` names it; its refusals are its JSON errors.
+    ``origins`` allows it (`OriginPolicy`); its refusals are its JSON errors.
     """
 
     OPEN = ("/login", "/static/")
 
-    def __init__(self, app: ASGIApp, guard: Guard, allowed_origins: tuple[str, ...] = ()) -> None:
+    def __init__(self, app: ASGIApp, guard: Guard, origins: OriginPolicy) -> None:
         super().__init__(app)
         self.guard = guard
-        self.allowed_origins = allowed_origins
+        self.origins = origins
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -221,9 +224,8 @@ class Authenticate(HttpMiddleware):
             await (answer or Response(message + "\n", 403))(scope, receive, send)
             return
         origin = request.headers.get("origin")
-        if api and origin is not None and not self._origin_allowed(origin, host):
-            message = f"requests from the origin {origin[:100]!r} are not allowed"
-            await api_error(403, "forbidden_origin", message, "Origin")(scope, receive, send)
+        if api and origin is not None and not self.origins.allows(origin, host):
+            await self.origins.refusal(origin)(scope, receive, send)
             return
         caller = self.guard.caller(
             request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
@@ -249,13 +251,6 @@ class Authenticate(HttpMiddleware):
                 return
             receive = _replay(body, receive)
         await self.app(scope, receive, send)
-
-    def _origin_allowed(self, origin: str, host: str | None) -> bool:
-        """Same origin (its host is the Host header) or one ``allowed_origins`` names."""
-        if origin in self.allowed_origins:
-            return True
-        scheme, _, rest = origin.partition("://")
-        return scheme in ("http", "https") and host is not None and rest == host
 
     def _refuse(self, request: Request) -> Response:
         if request.url.path.startswith(API):

@@ -3,16 +3,18 @@ threadwarden acts on itself; with `threadwarden.worker.envconfig` (Temporal's ``
 the only place environment variables are read."""
 
 import difflib
+import json
 import logging
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from threadwarden.protocol.decisions import Timing
 
@@ -31,6 +33,7 @@ _ADDRESS = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):([0-9]{1,5})$")
 """``host:port`` (an empty host binds every interface; an IPv6 host in brackets)."""
 _ORIGIN = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
 """A browser origin: scheme, host and optional port, nothing more."""
+_ORIGINS_EXPECTED = "expected origins like http://localhost:5173, comma-separated or a JSON list"
 
 POOL_RESERVE = 4
 """Connections a worker's pool holds beyond one per activity and local-activity slot: a running
@@ -150,7 +153,7 @@ class Settings(BaseSettings):
     every request need one; either lets the console bind beyond loopback."""
     api_token_name: str = Field(default="app", pattern=r"^[A-Za-z0-9._:@-]{1,64}$")
     """Who decisions taken with ``api_token`` record as their operator."""
-    api_allowed_origins: list[str] = Field(default_factory=list, max_length=50)
+    api_allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, max_length=50)
     """Browser origins (``https://app.example.com``) allowed to call the HTTP API across
     origins (CORS); none by default: only the console's own origin."""
     failpoints: str = ""
@@ -185,12 +188,22 @@ class Settings(BaseSettings):
             raise ValueError("expected UTF-8 text without control characters")
         return value
 
-    @field_validator("api_allowed_origins")
+    @field_validator("api_allowed_origins", mode="before")
     @classmethod
-    def _origins(cls, origins: list[str]) -> list[str]:
-        for origin in origins:
-            if _ORIGIN.fullmatch(origin) is None:
-                raise ValueError(f"expected origins like https://app.example.com, got {origin!r}")
+    def _origins(cls, value: object) -> object:
+        """A list of origins, or the variable's text: origins separated by commas
+        (``http://localhost:5173,https://app.example.com``) or a JSON list (empty: none)."""
+        origins = value
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                origins = json.loads(value)
+            except ValueError as error:
+                raise ValueError(f"{_ORIGINS_EXPECTED}, got {value[:200]!r}") from error
+        elif isinstance(value, str):
+            origins = [origin.strip() for origin in value.split(",") if origin.strip()]
+        for origin in origins if isinstance(origins, list) else [origins]:
+            if not isinstance(origin, str) or _ORIGIN.fullmatch(origin) is None:
+                raise ValueError(f"{_ORIGINS_EXPECTED}, got {str(origin)[:200]!r}")
         return origins
 
     @field_validator("console_address")

@@ -1,5 +1,6 @@
-"""CLI conventions: ``--version``, help on every command and flag, ``--bindings`` and
-``--plugins`` resolved from the current folder as the console script runs them."""
+"""CLI conventions: ``--version``, help on every command and flag, every flag and scripted
+step in the README's summary, ``--bindings`` and ``--plugins`` resolved from the current folder
+as the console script runs them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.helpers.polling import eventually
 from tests.helpers.processes import console_worker
 from threadwarden.cli.main import build_parser
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.scripted import STEP_KINDS
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 
@@ -41,6 +43,23 @@ def test_cli_every_command_and_flag_has_help() -> None:
     for prog, each in _parsers(parser):
         for action in each._actions:
             assert action.help and action.help.strip(), f"{prog} {action.dest}: no help"
+
+
+def test_the_readme_summary_names_every_flag_and_every_scripted_step() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    summary = readme.split("## The command line", 1)[1].split("```sh\n", 1)[1].split("```")[0]
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = [
+        f"{name} {flag}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        for flag in action.option_strings
+        if flag.startswith("--") and flag != "--help" and flag not in summary
+    ]
+    assert not missing, f"README's command summary leaves out {missing}"
+    steps = readme.split("The built-in `scripted` binding takes a list of steps", 1)[1]
+    steps = steps.split(") so demos", 1)[0]
+    assert [k for k in STEP_KINDS.split(", ") if f"`{k}`" not in steps] == []
 
 
 async def test_cli_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:

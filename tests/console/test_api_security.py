@@ -4,10 +4,12 @@ OpenAPI document is valid."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import asyncpg
 import httpx
+import pytest
 from openapi_spec_validator import validate
 
 from tests.console.api import error_of, ledger_snapshot, post, state_of
@@ -102,22 +104,66 @@ async def test_other_origins_and_hosts_are_refused_unless_allowed(
 
     allowed = "https://app.example.com"
     async with (
-        serve_console(api_allowed_origins=[allowed]) as url,
+        serve_console(api_allowed_origins=[allowed, "http://localhost:5173"]) as url,
         httpx.AsyncClient(base_url=url, timeout=30) as cors,
     ):
-        preflight = await cors.options(
-            f"/v1/threads/{ids}/submissions",
-            headers={
-                "origin": allowed,
-                "access-control-request-method": "POST",
-                "access-control-request-headers": "content-type",
-            },
-        )
+        preflight = await _preflight(cors, f"/v1/threads/{ids}/submissions", allowed)
         assert preflight.status_code == 200
         assert preflight.headers["access-control-allow-origin"] == allowed
         sent = await post(cors, f"/v1/threads/{ids}/submissions", body, origin=allowed)
         assert sent.status_code == 201
         assert sent.headers["access-control-allow-origin"] == allowed
+
+        # Refused preflights are the API's errors too (Starlette's own: plain text).
+        put = await _preflight(cors, f"/v1/threads/{ids}", allowed, method="PUT")
+        assert put.status_code == 400
+        assert error_of(put)["field"] == "Access-Control-Request-Method"
+        evil_preflight = await _preflight(cors, f"/v1/threads/{ids}", "https://evil.test")
+        refusal = error_of(evil_preflight)
+        assert (evil_preflight.status_code, refusal["code"]) == (403, "forbidden_origin")
+        assert refusal["message"].startswith(
+            "the origin 'https://evil.test' may not call this API: THREADWARDEN_API_ALLOWED_ORIGINS"
+            " allows https://app.example.com, http://localhost:5173"
+        )
+
+
+async def _preflight(
+    http: httpx.AsyncClient, path: str, origin: str, method: str = "POST"
+) -> httpx.Response:
+    """A browser's CORS preflight of a ``method`` with a JSON body from ``origin``."""
+    return await http.options(
+        path,
+        headers={
+            "origin": origin,
+            "access-control-request-method": method,
+            "access-control-request-headers": "content-type",
+        },
+    )
+
+
+async def test_a_page_on_127_0_0_1_is_told_localhost_is_another_origin_and_logged_once(
+    serve_console: ServeConsole, ids: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    page = "http://127.0.0.1:5173"
+    async with (
+        serve_console(api_allowed_origins=["http://localhost:5173"]) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        refusals = [
+            await _preflight(http, f"/v1/threads/{ids}/submissions", page),
+            await http.get(f"/v1/threads/{ids}/events", headers={"origin": page}),
+        ]
+    for refused in refusals:
+        error = error_of(refused)
+        assert (refused.status_code, error["code"], error["field"]) == (
+            403,
+            "forbidden_origin",
+            "Origin",
+        )
+        assert "THREADWARDEN_API_ALLOWED_ORIGINS allows http://localhost:5173" in error["message"]
+        assert "127.0.0.1 and localhost are different origins" in error["message"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w for w in warnings if page in w] == [f"api: {error['message']}"]
 
 
 async def test_the_openapi_document_is_valid_and_names_every_route(
@@ -128,6 +174,7 @@ async def test_the_openapi_document_is_valid_and_names_every_route(
     document = answer.json()
     validate(document)  # raises on an invalid OpenAPI 3.1 document
     assert set(document["paths"]) == {
+        "/v1/openapi.json",
         "/v1/threads/{thread_id}/submissions",
         "/v1/threads/{thread_id}",
         "/v1/threads/{thread_id}/events",
@@ -141,7 +188,7 @@ async def test_the_openapi_document_is_valid_and_names_every_route(
         ),
     }
     paths = {getattr(route, "path", "") for route in create_api().routes}
-    served = {f"/v1{path}" for path in paths if path != "/openapi.json"}
+    served = {f"/v1{path}" for path in paths}
     assert served == set(document["paths"])
 
 

@@ -105,9 +105,16 @@ async def test_turns_refuse_bad_parameters_naming_them_and_an_unknown_thread(
         assert (answer.status_code, error["code"], error["field"]) == (400, "invalid_input", field)
         assert error["message"].startswith(expected), error
 
-    unknown = await http.get("/v1/threads/no-such-thread/turns")
-    assert unknown.status_code == 404
-    assert error_of(unknown) | {"code": "not_found", "field": "thread_id"} == error_of(unknown)
+    # Unknown: 404 naming the path's parameter, as for the other reads (docs/api.md).
+    for path, field in [
+        ("/v1/threads/no-such-thread/turns", "thread_id"),
+        ("/v1/threads/no-such-thread", "thread_id"),
+        ("/v1/submissions/sub_none", "submission_id"),
+        ("/v1/submissions/sub_none/result", "submission_id"),
+    ]:
+        unknown = await http.get(path)
+        assert unknown.status_code == 404
+        assert error_of(unknown) | {"code": "not_found", "field": field} == error_of(unknown)
 
     for limit, before in [(0, None), (True, None), (10, 0)]:
         with pytest.raises(InvalidInput):

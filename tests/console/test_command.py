@@ -9,7 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.console.helpers import cli_process, serving_console
+from tests.console.api import post
+from tests.console.helpers import cli_process, console_url_of, interrupt, serving_console
 from tests.helpers.polling import eventually
 
 pytestmark = pytest.mark.xdist_group("usual-ports")
@@ -17,15 +18,26 @@ pytestmark = pytest.mark.xdist_group("usual-ports")
 start one run one after the other on one worker (`make test` runs with `--dist loadgroup`)."""
 
 
-async def test_console_command_serves_the_configured_ledger_until_interrupted(
-    cli_env: None,
+async def test_console_command_serves_the_configured_ledger_and_logs_what_the_api_did(
+    cli_env: None, ids: str
 ) -> None:
-    async with (
-        serving_console("console", "--address", "127.0.0.1:0") as url,
-        httpx.AsyncClient(base_url=url) as http,
-    ):
-        inbox = await http.get("/inbox", params={"format": "json"})
-        assert inbox.status_code == 200 and set(inbox.json()) == {"entries", "more"}
+    process = await cli_process("console", "--address", "127.0.0.1:0")
+    try:
+        async with httpx.AsyncClient(base_url=await console_url_of(process)) as http:
+            inbox = await http.get("/inbox", params={"format": "json"})
+            assert inbox.status_code == 200 and set(inbox.json()) == {"entries", "more"}
+            body = {"agent": "scripted", "input": [{"say": "hi"}]}
+            receipt = await post(http, f"/v1/threads/{ids}/submissions", body)
+            assert receipt.status_code == 201, receipt.text
+    finally:
+        code, err = await interrupt(process)
+    assert code == 0, err[-2000:]
+    # docs/api.md: "the console logs each call", at INFO, which other commands leave out.
+    submission_id = receipt.json()["submission_id"]
+    assert (
+        f" INFO threadwarden.console.api_threads: api: submit {submission_id} on thread {ids}"
+        in err
+    )
 
 
 async def test_console_command_refuses_a_public_address_without_a_token(cli_env: None) -> None:
