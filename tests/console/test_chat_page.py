@@ -151,16 +151,23 @@ async def test_chat_page_streams_the_answer_shows_tools_and_approvals_and_reload
 
 
 async def test_chat_page_says_on_the_page_when_the_api_cannot_be_reached(
-    origin: str, api: str, browser: Browser, ids: str
+    serve_console: ServeConsole, origin: str, browser: Browser, ids: str
 ) -> None:
     page = await browser.new_page()
     error = page.locator("#error")
     await page.goto(_address(origin, "http://127.0.0.1:1/v1", ids))  # nothing listens there
     await expect(error).to_contain_text("no answer from http://127.0.0.1:1/v1")
     await expect(error).to_contain_text(f"THREADWARDEN_API_ALLOWED_ORIGINS allow {origin}")
-    other = origin.replace("127.0.0.1", "localhost")  # another origin: the API refuses it
-    await page.goto(_address(other, api, ids))
-    await expect(error).to_contain_text(f"THREADWARDEN_API_ALLOWED_ORIGINS allow {other}")
+    async with serve_console(api_allowed_origins=[origin]) as console:
+        api = f"{console}/v1"
+        other = origin.replace("127.0.0.1", "localhost")  # another origin: the API refuses it
+        await page.goto(_address(other, api, ids))
+        await expect(error).to_contain_text(f"THREADWARDEN_API_ALLOWED_ORIGINS allow {other}")
+        await page.goto(_address(origin, api, ids))
+        await expect(page.locator("body")).to_have_attribute("data-live", "open")
+        await expect(error).to_be_hidden()
+    # The console stopped: its event stream ended, and the page says it tries again.
+    await expect(error).to_contain_text(f"following the conversation: no answer from {api}")
 
 
 def test_chat_page_is_the_page_docs_api_md_shows() -> None:
