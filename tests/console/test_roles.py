@@ -43,32 +43,35 @@ R10 The login cookie is HttpOnly, SameSite=Strict, an HMAC of the token, and Sec
     Pages  security      test_console_bearer_token_and_login_cookie_act_as_the_token_name
            here          test_the_login_cookie_is_secure_over_https (Secure)
     Check  login.sign_in
-R11 The application token reads, submits and decides, as its name.
+R11 Signing in goes on only to a same-site path (next), never to another origin.
+    Pages  here          test_the_login_form_goes_on_only_to_a_same_site_path
+    Check  web.safe_next
+R12 The application token reads, submits and decides, as its name.
     API    api_security  test_tokens_decide_who_may_do_what_and_name_the_operator
     Forms  here          test_the_application_token_reads_submits_and_stops_in_the_pages
     Check  Guard.caller (the application token is the `app` role)
-R12 The application token takes every decision but resolve; the console token every one.
+R13 The application token takes every decision but resolve; the console token every one.
     Both   here          test_only_the_console_role_may_resolve
-    Check  Caller.refusal, which both surfaces ask (R13)
-R13 The application token may not resolve: 403, nothing written.
+    Check  Caller.refusal, which both surfaces ask (R14)
+R14 The application token may not resolve: 403, nothing written.
     API    api_security  test_tokens_decide_who_may_do_what_and_name_the_operator
     Forms  here          test_the_application_token_cannot_resolve_in_a_form
     Check  api_submissions.decide and actions.decide asking Caller.refusal
-R14 A console POST (but /login) needs a CSRF token: else 403, nothing done. The API needs none:
-    it takes JSON bodies only (415 for a form), which another site cannot send unasked (R16).
+R15 A console POST (but /login) needs a CSRF token: else 403, nothing done. The API needs none:
+    it takes JSON bodies only (415 for a form), which another site cannot send unasked (R17).
     Forms  security      test_console_refuses_a_post_without_its_csrf_token
     API    api_hostile   test_api_refuses_other_content_types_and_oversized_bodies
     Check  Authenticate (CSRF); api_requests.read_body (JSON only)
-R15 ... and the CSRF token is its own operator's: another operator's is refused.
+R16 ... and the CSRF token is its own operator's: another operator's is refused.
     Forms  here          test_a_csrf_token_is_its_operators_alone
     Check  Guard.csrf_token (an HMAC of the operator's name)
-R16 Another site's Origin is refused unless allowed (the pages have R14 instead).
+R17 Another site's Origin is refused unless allowed (the pages have R15 instead).
     API    api_security  test_other_origins_and_hosts_are_refused_unless_allowed
     Check  Authenticate._origin_allowed
-R17 An allowed origin gets CORS headers, never with credentials (the login cookie).
+R18 An allowed origin gets CORS headers, never with credentials (the login cookie).
     API    here          test_an_allowed_origin_gets_no_credentials
     Check  create_app's CORSMiddleware (no allow_credentials)
-R18 A body over the limit gets 413, unread.
+R19 A body over the limit gets 413, unread.
     API    api_hostile   test_api_refuses_other_content_types_and_oversized_bodies
     Forms  security      test_console_refuses_a_body_over_its_limit
     Check  BodyLimit
@@ -270,6 +273,16 @@ async def test_the_login_cookie_is_secure_over_https(anonymous: httpx.AsyncClien
     # As a TLS-terminating proxy on this machine forwards it (uvicorn trusts loopback's).
     https = await anonymous.post("/login", data=fields, headers={"x-forwarded-proto": "https"})
     assert https.status_code == 303 and "; secure" in https.headers["set-cookie"].lower()
+
+
+async def test_the_login_form_goes_on_only_to_a_same_site_path(
+    anonymous: httpx.AsyncClient,
+) -> None:
+    for elsewhere in ("https://evil.example/inbox", "//evil.example/inbox", "/\\evil.example"):
+        signed = await anonymous.post("/login", data={"token": CONSOLE_TOKEN, "next": elsewhere})
+        assert signed.status_code == 303 and signed.headers["location"] == "/", elsewhere
+    page = await anonymous.get("/login", params={"next": "//evil.example/inbox"})
+    assert 'value="/"' in page.text and "evil.example" not in page.text
 
 
 async def test_the_login_cookie_resolves_over_the_api(
