@@ -331,10 +331,11 @@ async def test_the_application_token_cannot_resolve_in_a_form(
     fields = {"csrf_token": await csrf_of(app), "outcome": "not-run"}
     form = await app.post(path, data=fields)
     assert form.status_code == 403
-    line = "threadwarden: error: resolving an unknown side effect needs the console token"
-    assert line in form.text
+    message = "resolving an unknown side effect needs the console token"
+    assert f"threadwarden: error: {message}" in form.text
     as_json = await app.post(path, params={"format": "json"}, data=fields)
-    assert as_json.status_code == 403 and as_json.json()["code"] == "forbidden"
+    assert as_json.status_code == 403
+    assert as_json.json() == {"error": message, "field": "token", "code": "forbidden"}
     assert await settled_state(consoles.client, ids, unknown) == "unknown"
     assert await _resolution(consoles.pool, unknown) is None
 
