@@ -125,10 +125,20 @@ class Consoles:
     """The application token alone: its URL."""
 
 
+def _bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def _session(url: str, token: str | None = None) -> httpx.AsyncClient:
+    """An HTTP client on the console at ``url``, sending ``token`` if given."""
+    return httpx.AsyncClient(base_url=url, timeout=30, headers=_bearer(token) if token else None)
+
+
 @pytest.fixture(scope="module")
 async def consoles(
     postgres: StackEndpoints, temporal: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Consoles]:
+    """The module's two consoles on a ledger and task queue of its own (no worker)."""
     database_url = await postgres.new_database("t", TEMPLATE)
     settings = quick_settings(tmp_path_factory.mktemp("roles") / "tw")
     pool = await create_pool(database_url, max_size=5)
@@ -156,15 +166,21 @@ async def consoles(
 @pytest.fixture
 async def anonymous(consoles: Consoles) -> AsyncIterator[httpx.AsyncClient]:
     """A client on the console with both tokens, sending no credentials."""
-    async with httpx.AsyncClient(base_url=consoles.both, timeout=30) as http:
+    async with _session(consoles.both) as http:
         yield http
 
 
 @pytest.fixture
 async def app(consoles: Consoles) -> AsyncIterator[httpx.AsyncClient]:
     """A client on the console with both tokens, sending the application token."""
-    bearer = {"authorization": f"Bearer {APP_TOKEN}"}
-    async with httpx.AsyncClient(base_url=consoles.both, timeout=30, headers=bearer) as http:
+    async with _session(consoles.both, APP_TOKEN) as http:
+        yield http
+
+
+@pytest.fixture
+async def alice(consoles: Consoles) -> AsyncIterator[httpx.AsyncClient]:
+    """A client on the console with both tokens, sending the console token (``alice``)."""
+    async with _session(consoles.both, CONSOLE_TOKEN) as http:
         yield http
 
 
@@ -187,6 +203,14 @@ async def _resolution(pool: asyncpg.Pool[Any], submission_id: str) -> tuple[str,
     return None if body is None else (body["outcome"], body["operator"])
 
 
+async def _submissions(pool: asyncpg.Pool[Any], thread_id: str) -> int:
+    """How many submissions the thread has (0: none was admitted)."""
+    count: int = await pool.fetchval(
+        "SELECT count(*) FROM threadwarden.submissions WHERE thread_id = $1", thread_id
+    )
+    return count
+
+
 def test_only_the_console_role_may_resolve() -> None:
     decisions = get_args(Decision)
     console, app = Caller("alice", "console"), Caller("web-app", "app")
@@ -205,26 +229,6 @@ def test_tokens_are_16_to_512_characters(token: str, length: int) -> None:
     Settings.model_validate({token: "x" * (16 if length < 16 else 512)})
 
 
-def _bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
-
-
-@pytest.fixture
-async def alice(consoles: Consoles) -> AsyncIterator[httpx.AsyncClient]:
-    """A client on the console with both tokens, sending the console token (``alice``)."""
-    headers = _bearer(CONSOLE_TOKEN)
-    async with httpx.AsyncClient(base_url=consoles.both, timeout=30, headers=headers) as http:
-        yield http
-
-
-async def _submissions(pool: asyncpg.Pool[Any], thread_id: str) -> int:
-    """How many submissions the thread has (0: none was admitted)."""
-    count: int = await pool.fetchval(
-        "SELECT count(*) FROM threadwarden.submissions WHERE thread_id = $1", thread_id
-    )
-    return count
-
-
 async def test_the_application_token_alone_lets_the_console_bind_beyond_loopback(
     consoles: Consoles,
 ) -> None:
@@ -235,12 +239,12 @@ async def test_the_application_token_alone_lets_the_console_bind_beyond_loopback
         console_address="0.0.0.0:0",
         api_token=APP_TOKEN,
     )
-    async with beyond as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+    async with beyond as url, _session(url) as http:
         assert (await http.get("/v1/inbox", headers=_bearer(APP_TOKEN))).status_code == 200
 
 
 async def test_the_application_token_alone_guards_the_api(consoles: Consoles, ids: str) -> None:
-    async with httpx.AsyncClient(base_url=consoles.app_alone, timeout=30) as http:
+    async with _session(consoles.app_alone) as http:
         refused = await http.get("/v1/inbox")
         assert refused.status_code == 401 and error_of(refused)["code"] == "unauthorized"
         body = {"agent": "scripted", "input": [{"say": "x"}]}
@@ -251,7 +255,7 @@ async def test_the_application_token_alone_guards_the_api(consoles: Consoles, id
 
 
 async def test_the_application_token_alone_guards_the_pages(consoles: Consoles) -> None:
-    async with httpx.AsyncClient(base_url=consoles.app_alone, timeout=30) as http:
+    async with _session(consoles.app_alone) as http:
         page = await http.get("/inbox")
         assert page.status_code == 303 and page.headers["location"] == "/login?next=/inbox"
         assert (await http.get("/inbox", params={"format": "json"})).status_code == 401
@@ -260,7 +264,7 @@ async def test_the_application_token_alone_guards_the_pages(consoles: Consoles) 
 
 async def test_the_login_form_takes_the_console_token_only(consoles: Consoles) -> None:
     for url in (consoles.both, consoles.app_alone):
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        async with _session(url) as http:
             refused = await http.post("/login", data={"token": APP_TOKEN, "next": "/inbox"})
             assert refused.status_code == 401 and "set-cookie" not in refused.headers, url
             assert (await http.get("/inbox")).status_code == 303  # still signed out
