@@ -106,6 +106,9 @@ async def decide(request: Request) -> Response:
     fields: dict[str, str] = {}
     try:
         validate_id("submission", submission_id)
+        refused = caller_of(request).refusal(decision)
+        if refused is not None:
+            raise Forbidden(refused)
         fields = await _fields(request)
         result = await _take(request, decision, submission_id, fields)
     except ThreadwardenError as error:
@@ -135,8 +138,6 @@ async def _take(
         case "answer":
             return await client.answer(submission_id, _json_field(fields, "value"), operator=who)
         case "resolve":
-            if caller_of(request).role != "console":
-                raise Forbidden("resolving an unknown side effect needs the console token")
             outcome = cast(Resolution, fields.get("outcome", ""))  # the client checks it
             result = _json_field(fields, "result") if outcome == "ran" else None
             return await client.resolve(submission_id, outcome, result, operator=who)

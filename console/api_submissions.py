@@ -103,9 +103,9 @@ async def decide(request: Request) -> Response:
     console token only) or ``abort`` ``{}``."""
     decision = decision_of(request)
     caller = caller_of(request)
-    if decision == "resolve" and caller.role != "console":
-        message = "resolving an unknown side effect needs the console token"
-        raise ApiError(403, "forbidden", message, "Authorization")
+    refused = caller.refusal(decision)
+    if refused is not None:
+        raise ApiError(403, "forbidden", refused, "Authorization")
     body = await read_body(request, DECISION_BODIES[decision])
     submission_id = path_id(request, "submission_id")
     client = console_of(request).client

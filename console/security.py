@@ -63,6 +63,15 @@ class Caller:
     name: str
     role: Role
 
+    def refusal(self, decision: str) -> str | None:
+        """Why this caller may not take ``decision`` (a `threadwarden.console.web.Decision`), or
+        None when it may: every role takes every decision but ``resolve``, which authorizes a
+        side effect nobody knows ran and is the console token's alone. The HTTP API and the
+        console's forms both ask here."""
+        if decision == "resolve" and self.role != "console":
+            return "resolving an unknown side effect needs the console token"
+        return None
+
 
 class Guard:
     """The console's credentials: an optional console token and an optional application token,

@@ -56,8 +56,8 @@ async def serving(
 ) -> AsyncIterator[str]:
     """Serve the console on ``settings.console_address`` until the block ends; yields its URL.
 
-    A host other than loopback without ``console_token`` is refused (`InvalidInput` naming
-    ``console_address``) before anything listens.
+    A host other than loopback without ``console_token`` or ``api_token`` is refused
+    (`InvalidInput` naming ``console_address``) before anything listens.
     """
     host, port = settings.console_bind
     token = settings.console_token or settings.api_token

@@ -159,7 +159,10 @@ def as_json(value: Any, status_code: int = 200) -> Response:
 
 
 class Forbidden(ThreadwardenError):
-    """The caller's token may not take this decision (a console form's refusal: 403)."""
+    """The caller's token may not take this decision (a console form's refusal: 403, naming
+    the ``token`` as the console's 401 does)."""
+
+    field = "token"
 
 
 def error_status(error: Exception) -> tuple[int, str]:

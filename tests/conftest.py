@@ -18,7 +18,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.helpers.stack import TEMPLATE, WORKER_INPUT, EmbeddedStack, StackEndpoints
+from tests.helpers.stack import (
+    TEMPLATE,
+    WORKER_INPUT,
+    EmbeddedStack,
+    StackEndpoints,
+    quick_settings,
+)
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
@@ -135,28 +141,16 @@ def temporal(stack: StackEndpoints) -> str:
     return stack.temporal_address
 
 
-async def _new_database(postgres: StackEndpoints, prefix: str, template: str | None) -> str:
-    """Create a database of a fresh name (a copy of ``template``, or empty); its DSN."""
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    copied = f' TEMPLATE "{template}"' if template else ""
-    admin = await asyncpg.connect(postgres.dsn("postgres"))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"{copied}')
-    finally:
-        await admin.close()
-    return postgres.dsn(name)
-
-
 @pytest.fixture
 async def database_url(postgres: StackEndpoints) -> str:
     """A fresh, migrated database for one test."""
-    return await _new_database(postgres, "t", TEMPLATE)
+    return await postgres.new_database("t", TEMPLATE)
 
 
 @pytest.fixture
 async def empty_database_url(postgres: StackEndpoints) -> str:
     """A fresh database with no schema at all (for migration tests)."""
-    return await _new_database(postgres, "e", None)
+    return await postgres.new_database("e", None)
 
 
 @pytest.fixture
@@ -175,23 +169,8 @@ def connections(database_url: str, temporal: str) -> Connections:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Defaults with a fresh task queue and a quick sweeper."""
-    return Settings(
-        task_queue=f"tq-{uuid.uuid4().hex[:12]}",
-        data_dir=tmp_path / "tw",
-        sweep_interval_ms=200,
-        sweep_idle_interval_ms=200,
-        # A host is woken once its alarm is this overdue. A pass pre-arms the alarm at begin,
-        # and on a busy machine (the suite runs on several workers) passes outlast 200 ms: the
-        # sweeper then woke hosts into extra passes that tests did not expect.
-        sweep_grace_ms=1_000,
-        lease_ms=3_000,
-        lease_renew_ms=500,
-        # A head whose agent queue some worker polls (or polled a moment ago) but that none
-        # starts waits this long before it counts as binding-unavailable (the default 60 s would
-        # dominate the tests of a busy or just-killed worker). No poller at all: at once.
-        head_start_timeout_ms=3_000,
-    )
+    """Defaults with a fresh task queue and a quick sweeper (`quick_settings`)."""
+    return quick_settings(tmp_path / "tw")
 
 
 @pytest.fixture

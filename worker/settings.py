@@ -137,10 +137,11 @@ class Settings(BaseSettings):
     """The ledger gauges are read (one query) at most this often, when scraped."""
     console_address: str = Field(default="127.0.0.1:8470", min_length=1, max_length=300)
     """``host:port`` of ``threadwarden console`` (port 0: any free port). A host other than a
-    loopback address needs ``console_token``."""
+    loopback address needs ``console_token`` or ``api_token``."""
     console_token: SecretStr | None = Field(default=None, min_length=16, max_length=512)
-    """The operator console's bearer token (or login-form password); required to bind the
-    console anywhere but loopback, and then required on every request."""
+    """The operator console's bearer token (or login-form password): it may do everything.
+    Either it or ``api_token`` lets the console bind beyond loopback; either set, every request
+    needs a token."""
     console_token_name: str = Field(default="operator", pattern=r"^[A-Za-z0-9._:@-]{1,64}$")
     """Who the console records as the operator for requests carrying ``console_token``
     (without a token, on loopback, it records ``local``)."""

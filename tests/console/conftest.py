@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -19,23 +20,29 @@ from threadwarden.worker.settings import Settings
 ServeConsole = Callable[..., AbstractAsyncContextManager[str]]
 
 
+def serve(
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    settings: Settings,
+    temporal_ui_url: str | None = None,
+    **changes: Any,
+) -> AbstractAsyncContextManager[str]:
+    """Serve a console on ``pool``'s ledger with ``settings`` changed by keyword (validated as
+    the environment's would be; address ``127.0.0.1:0`` unless given); use as
+    ``async with serve(…) as url``."""
+    fields = {"console_address": "127.0.0.1:0", **changes}
+    explicit = {name: getattr(settings, name) for name in settings.model_fields_set}
+    changed = Settings.model_validate({**explicit, **fields})
+    return serving(client, pool, changed, temporal_ui_url=temporal_ui_url)
+
+
 @pytest.fixture
 def serve_console(
     client: ThreadwardenClient, pool: asyncpg.Pool[Any], settings: Settings
 ) -> ServeConsole:
-    """Serve a console on the test's ledger with settings changed by keyword (address
-    ``127.0.0.1:0`` unless given) and an optional ``temporal_ui_url``; use as
-    ``async with serve_console(**changes) as url``."""
-
-    def serve(
-        temporal_ui_url: str | None = None, **changes: Any
-    ) -> AbstractAsyncContextManager[str]:
-        fields = {"console_address": "127.0.0.1:0", **changes}
-        explicit = {name: getattr(settings, name) for name in settings.model_fields_set}
-        changed = Settings.model_validate({**explicit, **fields})
-        return serving(client, pool, changed, temporal_ui_url=temporal_ui_url)
-
-    return serve
+    """`serve` on the test's ledger and settings: ``async with serve_console(**changes) as
+    url`` (an optional ``temporal_ui_url`` too)."""
+    return functools.partial(serve, client, pool, settings)
 
 
 @pytest.fixture

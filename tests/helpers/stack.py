@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -18,6 +19,7 @@ import asyncpg
 
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
+from threadwarden.worker.settings import Settings
 
 TEMPLATE = "tw_template"
 """The migrated database every test's database is cloned from."""
@@ -44,6 +46,17 @@ class StackEndpoints:
         """The DSN of ``database`` on the run's PostgreSQL server."""
         parts = urlsplit(self.postgres_admin)
         return urlunsplit(parts._replace(path=f"/{database}"))
+
+    async def new_database(self, prefix: str, template: str | None) -> str:
+        """Create a database of a fresh name (a copy of ``template``, or empty); its DSN."""
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        copied = f' TEMPLATE "{template}"' if template else ""
+        admin = await asyncpg.connect(self.postgres_admin)
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"{copied}')
+        finally:
+            await admin.close()
+        return self.dsn(name)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -80,3 +93,24 @@ class EmbeddedStack:
     def stop(self) -> None:
         self.temporal.stop()
         self.postgres.stop()
+
+
+def quick_settings(data_dir: Path) -> Settings:
+    """Defaults with a fresh task queue and a quick sweeper, data under ``data_dir``: a test's
+    settings on the run's stack."""
+    return Settings(
+        task_queue=f"tq-{uuid.uuid4().hex[:12]}",
+        data_dir=data_dir,
+        sweep_interval_ms=200,
+        sweep_idle_interval_ms=200,
+        # A host is woken once its alarm is this overdue. A pass pre-arms the alarm at begin,
+        # and on a busy machine (the suite runs on several workers) passes outlast 200 ms: the
+        # sweeper then woke hosts into extra passes that tests did not expect.
+        sweep_grace_ms=1_000,
+        lease_ms=3_000,
+        lease_renew_ms=500,
+        # A head whose agent queue some worker polls (or polled a moment ago) but that none
+        # starts waits this long before it counts as binding-unavailable (the default 60 s would
+        # dominate the tests of a busy or just-killed worker). No poller at all: at once.
+        head_start_timeout_ms=3_000,
+    )
