@@ -53,8 +53,8 @@ from threadwarden.publication import PublicationSink, PublishedRecord
 if TYPE_CHECKING:
     from threadwarden.client.client import ThreadwardenClient
     from threadwarden.client.feed import FeedRecord, RecordFeed, ThreadStream
-    from threadwarden.client.live_text import TextDelta
     from threadwarden.client.reads import SubmissionResult
+    from threadwarden.reading.text import TextDelta
     from threadwarden.views import (
         HostStatus,
         OperatorResult,
@@ -78,7 +78,7 @@ _LAZY = {
     "SubmissionDetail": "threadwarden.views",
     "SubmissionResult": "threadwarden.client.reads",
     "SubmissionView": "threadwarden.views",
-    "TextDelta": "threadwarden.client.live_text",
+    "TextDelta": "threadwarden.reading.text",
     "ThreadStatus": "threadwarden.views",
     "ThreadStream": "threadwarden.client.feed",
     "ThreadwardenClient": "threadwarden.client.client",

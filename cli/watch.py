@@ -11,11 +11,11 @@ from typing import Any
 
 from threadwarden.cli.output import print_json
 from threadwarden.cli.record_text import summary
-from threadwarden.client.feed import follow_thread
-from threadwarden.client.live_text import TextDelta
 from threadwarden.errors import NotFound
 from threadwarden.ledger.pool import create_pool
 from threadwarden.ledger.status import StatusReader
+from threadwarden.reading.feed import follow_thread
+from threadwarden.reading.text import TextDelta
 
 TEXT_MARK = "…"
 """Where a record line has its sequence, a line of live text has this."""

@@ -12,12 +12,13 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from threadwarden.client.feed import RecordFeed, ThreadStream, await_settlement
+from threadwarden.client.feed import RecordFeed, ThreadStream
 from threadwarden.errors import InvalidInput
 from threadwarden.ledger.inbox import InboxPage, InboxReader
 from threadwarden.ledger.messages import Message, Messages
 from threadwarden.ledger.projection import Projection, ThreadSummary
 from threadwarden.ledger.status import TOP_SEQUENCE, StatusReader
+from threadwarden.reading.feed import await_settlement
 from threadwarden.validation import validate_id
 from threadwarden.views import (
     FinalOutcome,

@@ -14,11 +14,11 @@ from starlette.types import Message, Receive, Scope, Send
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console import actions, events, login, pages
 from threadwarden.console.api import create_api
-from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.origins import ApiCors, OriginPolicy
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import BodyLimit, Guard, HttpMiddleware
 from threadwarden.console.web import STATIC, Authenticate, Console, decision_routes, environment
+from threadwarden.reading.shared import LedgerFeed
 from threadwarden.worker.settings import Settings
 
 

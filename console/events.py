@@ -1,5 +1,5 @@
 """Server-sent events: a thread's new records and the live text of its steps, from the ledger's
-LISTEN/NOTIFY feed.
+LISTEN/NOTIFY feed (`threadwarden.reading.shared`).
 
 ``GET /threads/{thread_id}/events?after=N`` streams each record above sequence ``N`` (or the
 ``Last-Event-ID`` a reconnecting browser sends) as an ``event: record`` whose data is the
@@ -29,12 +29,11 @@ from jinja2 import Template
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from threadwarden.client.live_text import text_delta
-from threadwarden.console.feed import StreamsFull
 from threadwarden.console.security import is_number
 from threadwarden.console.web import Console, console_of
 from threadwarden.errors import InvalidInput
-from threadwarden.ledger.deltas import Delta
+from threadwarden.reading.shared import StreamsFull
+from threadwarden.reading.text import TextDelta
 from threadwarden.validation import validate_id
 
 KEEPALIVE_S = 15.0
@@ -83,7 +82,7 @@ def event_stream(
     after: int,
     *,
     record: Callable[[dict[str, Any]], Awaitable[str]],
-    delta: Callable[[Delta], str | None],
+    delta: Callable[[TextDelta], str | None],
     refused: str,
 ) -> StreamingResponse:
     """The thread's records above ``after``, then each new one, and the live text of its
@@ -99,7 +98,7 @@ def event_stream(
                 async for item in feed:
                     if item is None:
                         yield ": keepalive\n\n"
-                    elif not isinstance(item, Delta):
+                    elif not isinstance(item, TextDelta):
                         yield await record(item)
                     elif (event := delta(item)) is not None:
                         yield event
@@ -123,7 +122,7 @@ class _LiveSteps:
         self._journaled: set[tuple[str, int]] = set()
         self._settled: set[str] = set()
 
-    def delta(self, delta: Delta) -> str | None:
+    def delta(self, delta: TextDelta) -> str | None:
         """The event of a fragment (None: its step's record is shown already)."""
         key = (delta.submission_id, delta.step)
         if key in self._journaled or delta.submission_id in self._settled:
@@ -156,11 +155,11 @@ class _LiveSteps:
         return step
 
 
-def delta_event(delta: Delta) -> str:
+def delta_event(delta: TextDelta) -> str:
     """A fragment of a step's live text as an ``event: delta``, the page's and the API's alike:
     data ``{"submission_id", "step", "text", "restart"}`` (`TextDelta`; ``restart``: the step
     started over, drop what was shown of it), no id (``Last-Event-ID`` is a record's)."""
-    return sse_event("delta", json.dumps(text_delta(delta).model_dump()))
+    return sse_event("delta", json.dumps(delta.model_dump()))
 
 
 def sse_event(event: str, data: str, event_id: int | None = None) -> str:

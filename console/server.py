@@ -14,17 +14,17 @@ from temporalio.client import Client
 
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.console.app import create_app
-from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.security import check_bind
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.pool import create_pool
+from threadwarden.reading.shared import LedgerFeed
 from threadwarden.worker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 CONSOLE_POOL_SIZE = 20
 """Connections of the pool a console opens: one listens for every live reader
-(`threadwarden.console.feed.LedgerFeed`), the pages, the API and the readers' short reads share
+(`threadwarden.reading.shared.LedgerFeed`), the pages, the API and the readers' short reads share
 the rest."""
 
 

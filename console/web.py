@@ -19,7 +19,6 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.console.feed import LedgerFeed
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import (
     CSRF_FIELD,
@@ -31,6 +30,7 @@ from threadwarden.console.security import (
     is_loopback,
 )
 from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
+from threadwarden.reading.shared import LedgerFeed
 from threadwarden.worker.settings import Settings
 
 if TYPE_CHECKING:

@@ -15,6 +15,12 @@ from threadwarden.views import FinalOutcome
 
 MINIMUM_ALARM_DELAY_MS = Timing().minimum_alarm_delay
 """The alarm floor a settle path uses on a parent's host when its caller names none."""
+COMMITTED_CHANNEL = "threadwarden_committed"
+"""The NOTIFY channel of the ledger's readers: every record's statement notifies it with its
+thread and kind (JSON ``{"thread_id", "kind"}``), delivered when the record commits. Postgres
+folds identical notifications of one transaction, so a pass writing several records of a kind
+sends one. It is a hint to read (`threadwarden.reading`), apart from the built-in sink's
+`threadwarden.ledger.publication.NOTIFY_CHANNEL`, which means "published" and comes later."""
 
 
 class HistoryRecord(BaseModel):
@@ -29,11 +35,12 @@ class HistoryRecord(BaseModel):
 
 
 def record_statement(first: int, *, guard: str = "") -> str:
-    """The CTEs that append one record and its outbox row, ending in ``SELECT sequence``.
+    """The CTEs that append one record and its outbox row and notify the ledger's readers
+    (`COMMITTED_CHANNEL`), ending in ``SELECT sequence``.
 
     Parameters, from ``$first``: thread id, submission id, kind, body, epoch, step. ``guard``
-    is an SQL condition the append also needs (a fence); when it fails nothing is written and
-    the statement returns no row.
+    is an SQL condition the append also needs (a fence); when it fails nothing is written,
+    nothing is notified and the statement returns no row.
     """
     thread, submission, kind, body, epoch, step = (f"${first + n}" for n in range(6))
     condition = f" AND {guard}" if guard else ""
@@ -52,8 +59,13 @@ seq AS (
   -- Into the publication outbox, in the same statement: published at least once.
   INSERT INTO threadwarden.publications (record_id, host_id, thread_id, sequence)
   SELECT thread_id || ':' || sequence, host_id, thread_id, sequence FROM seq
+), note AS (
+  -- Readers hear of it when it commits (a SELECT CTE runs only when referenced: below).
+  SELECT pg_notify('{COMMITTED_CHANNEL}',
+                   json_build_object('thread_id', thread_id, 'kind', {kind}::text)::text)
+    FROM seq
 )
-SELECT sequence FROM seq
+SELECT sequence FROM seq, note
 """
 
 

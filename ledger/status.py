@@ -232,13 +232,14 @@ class StatusReader:
 
 
 async def records_after(
-    conn: Connection, thread_id: str, after: int, *, limit: int | None = None
+    conn: Connection | asyncpg.Pool[Any], thread_id: str, after: int, *, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """The thread's canonical records with a sequence above ``after``, in order (the first
     ``limit`` of them; None: all).
 
     Sequences commit in order (the thread row is locked from allocation to commit), so a
-    reader that remembers the last sequence it saw never skips one.
+    reader that remembers the last sequence it saw never skips one. ``conn`` may be a pool (a
+    shared reader's one short statement).
     """
     if limit is None:
         return [dict(r) for r in await conn.fetch(_RECORDS_AFTER, thread_id, after)]

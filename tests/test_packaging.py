@@ -28,6 +28,7 @@ ROOMS = (
     "workflows",
     "activities",
     "ledger",
+    "reading",
     "worker",
     "client",
     "cli",

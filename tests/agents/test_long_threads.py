@@ -31,8 +31,8 @@ from tests.helpers.model_agents import (
 from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import SUMMARY, Binding, Memory
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.client.live_text import TextDelta
 from threadwarden.errors import InvalidInput
+from threadwarden.reading.text import TextDelta
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from tests.helpers.feed import ANSWER, DEADLINE_S, STREAM, chunks_until, streame
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
-from threadwarden.client.live_text import TextDelta
+from threadwarden.reading.text import TextDelta
 
 
 @pytest.mark.usefixtures("cli_env", "worker")

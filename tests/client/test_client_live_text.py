@@ -24,7 +24,7 @@ from tests.helpers.feed import (
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
-from threadwarden.client.live_text import TextDelta
+from threadwarden.reading.text import TextDelta
 from threadwarden.worker.settings import Settings
 
 

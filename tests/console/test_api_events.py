@@ -16,7 +16,7 @@ from tests.console.api import events, settled
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import serving_console
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.console import feed as feed_module
+from threadwarden.reading import shared as feed_module
 
 CONSOLE = ("console", "--address", "127.0.0.1:0")
 """``threadwarden console`` on the test's ledger (``cli_env``), on any free port."""

@@ -1,5 +1,6 @@
 """Live text through the HTTP API (issue 31): ``event: delta`` beside the records, the whole
-text once whether the reader was there from the start or arrived mid-answer, never journaled."""
+text once whether the reader was there from the start or arrived mid-answer (after the record
+that opens its step, before the one that closes it), never journaled."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
 from tests.console.api import post
+from tests.helpers.feed import text_so_far
+from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.worker.settings import Settings
 
@@ -91,3 +95,28 @@ async def test_a_reader_arriving_mid_answer_gets_the_text_so_far_then_the_rest(
     deltas = [e["text"] for e in seen if e["event"] == "delta"]
     assert "".join(deltas) == ANSWER  # the text so far as one delta, then the rest: once
     assert deltas[0].startswith("".join(early)) and len(deltas[0]) >= len("".join(early))
+
+
+async def test_a_resumed_reader_gets_a_steps_text_after_the_record_that_opens_it(
+    worker: None,
+    client: ThreadwardenClient,
+    http: httpx.AsyncClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
+) -> None:
+    """Trap 4: resumed after an earlier turn, mid-step, the reader gets the step's opening
+    record (its ``tool-call``) first, then its text so far and the rest, then its response."""
+    earlier = await client.submit(ids, agent_id="scripted", input=[{"say": "earlier"}])
+    await client.result(earlier.submission_id, timeout=60)  # records 1 and 2
+    await client.submit(ids, agent_id="scripted", input=STREAM)  # its tool-call: record 3
+    await eventually(
+        lambda: text_so_far(pool, ids), lambda text: len(text.split()) >= 5, what="5 words"
+    )
+    headers = {"last-event-id": "2"}
+    async with http.stream("GET", f"/v1/threads/{ids}/events", headers=headers) as resumed:
+        seen = await asyncio.wait_for(until_settled(sse(resumed.aiter_lines())), timeout=60)
+    kinds = [e["kind"] if e["event"] == "record" else "delta" for e in seen]
+    texts = [e["text"] for e in seen if e["event"] == "delta"]
+    # the text so far after the record that opens its step, all of it before its response
+    assert kinds == ["tool-call", *["delta"] * len(texts), "tool-result", "message", "settlement"]
+    assert "".join(texts) == ANSWER

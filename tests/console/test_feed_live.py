@@ -12,9 +12,10 @@ import asyncpg
 import pytest
 
 from tests.helpers.ledger import Ledger
-from threadwarden.console.feed import LedgerFeed
-from threadwarden.ledger.deltas import Delta, Deltas
+from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.status import records_after
+from threadwarden.reading.shared import LedgerFeed
+from threadwarden.reading.text import TextDelta
 
 
 async def test_a_fragment_wakes_a_reader_without_reading_the_records(
@@ -28,7 +29,7 @@ async def test_a_fragment_wakes_a_reader_without_reading_the_records(
         reads += 1
         return await records_after(*args, **kwargs)
 
-    monkeypatch.setattr("threadwarden.console.feed.records_after", counted)
+    monkeypatch.setattr("threadwarden.reading.placing.records_after", counted)
     feed = LedgerFeed(pool)
     deltas = Deltas(pool)
     follow = feed.follow(ids, 0, live=True)
@@ -45,7 +46,7 @@ async def test_a_fragment_wakes_a_reader_without_reading_the_records(
                 while len(shown) < len("".join(words[: n + 1])):
                     item = await asyncio.wait_for(pending, 10)
                     pending = asyncio.ensure_future(anext(follow))
-                    assert isinstance(item, Delta) and item.text is not None
+                    assert isinstance(item, TextDelta) and item.text is not None
                     shown += item.text
             assert shown == "".join(words)
             # The listen's first wake may cost one read; a fragment costs none.

@@ -13,11 +13,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
-from threadwarden.client import feed, listening
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
 from threadwarden.client.reads import SubmissionResult
 from threadwarden.errors import InvalidInput, NotFound, ResultTimeout
+from threadwarden.reading import feed, listening
 from threadwarden.worker.runtime import Connections
 from threadwarden.worker.settings import Settings
 
@@ -86,7 +86,7 @@ async def test_client_result_timeout_raises_result_timeout_and_submission_goes_o
 async def test_client_result_falls_back_to_rechecking_when_notifications_are_missed(
     worker: None, client: ThreadwardenClient, monkeypatch: pytest.MonkeyPatch, ids: str
 ) -> None:
-    monkeypatch.setattr(listening, "NOTIFY_CHANNEL", f"silent_{ids}")  # hears nothing
+    monkeypatch.setattr(listening, "COMMITTED_CHANNEL", f"silent_{ids}")  # hears nothing
     monkeypatch.setattr(feed, "RECHECK_S", 0.1)
     receipt = await client.submit(ids, agent_id="scripted", input=say("quiet"))
 

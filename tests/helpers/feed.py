@@ -10,9 +10,9 @@ import asyncpg
 
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
-from threadwarden.client.live_text import TextDelta
-from threadwarden.ledger.deltas import Deltas
 from threadwarden.ledger.status import _RECORDS_AFTER
+from threadwarden.reading.text import TextDelta
+from threadwarden.reading.text import text_so_far as rows_so_far
 from threadwarden.worker.settings import Settings
 
 ANSWER = " ".join(f"word{n}" for n in range(40))
@@ -37,7 +37,7 @@ async def listening(pool: asyncpg.Pool[Any]) -> int:
 async def text_so_far(pool: asyncpg.Pool[Any], thread_id: str) -> str:
     """The live text the thread's running step has shown so far (its rows in the ledger)."""
     async with pool.acquire() as conn:
-        return "".join(row.text or "" for row in await Deltas.so_far(conn, thread_id))
+        return "".join(row.text or "" for row in await rows_so_far(conn, thread_id))
 
 
 def without_inline_heads(settings: Settings) -> Settings:

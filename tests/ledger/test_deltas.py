@@ -11,13 +11,13 @@ import asyncpg
 import pytest
 
 from tests.helpers.ledger import Ledger
-from threadwarden.ledger.deltas import (
-    DELTA_CHANNEL,
+from threadwarden.ledger.deltas import DELTA_CHANNEL, Deltas
+from threadwarden.reading.text import (
     Delta,
-    Deltas,
     DeltaTracker,
     Resync,
     parse_notification,
+    text_so_far,
 )
 
 
@@ -39,14 +39,14 @@ async def test_write_appends_announces_the_offset_and_a_new_epoch_starts_over(
         notes = [parse_notification(await asyncio.wait_for(heard.get(), 10)) for _ in range(2)]
         assert [(d.offset, d.text) for _, d in filter(None, notes)] == [(0, "hello "), (6, "world")]
         async with pool.acquire() as conn:
-            [row] = await Deltas.so_far(conn, ids)
+            [row] = await text_so_far(conn, ids)
         assert (row.text, row.epoch) == ("hello world", 1)
 
         await deltas.write(ids, sub, 1, 2, "again")  # a re-run of the step
         note = parse_notification(await asyncio.wait_for(heard.get(), 10))
         assert note is not None and (note[1].offset, note[1].epoch) == (0, 2)
         async with pool.acquire() as conn:
-            [row] = await Deltas.so_far(conn, ids)
+            [row] = await text_so_far(conn, ids)
         assert row.text == "again"
 
         await deltas.write(ids, sub, 1, 2, "x" * 7_000)  # past a NOTIFY's payload
@@ -54,7 +54,7 @@ async def test_write_appends_announces_the_offset_and_a_new_epoch_starts_over(
         assert note is not None and note[1].text is None  # readers read the row instead
         await deltas.clear(sub, 1)
         async with pool.acquire() as conn:
-            assert await Deltas.so_far(conn, ids) == []
+            assert await text_so_far(conn, ids) == []
         await deltas.write(ids, sub, 2, 2, "left behind")  # then the submission settles
         await pool.execute(
             "UPDATE threadwarden.submissions SET state = 'settled', outcome = 'aborted'"
@@ -62,7 +62,7 @@ async def test_write_appends_announces_the_offset_and_a_new_epoch_starts_over(
             sub,
         )
         async with pool.acquire() as conn:
-            assert await Deltas.so_far(conn, ids) == []  # a settled one's text is not live
+            assert await text_so_far(conn, ids) == []  # a settled one's text is not live
     finally:
         await listener.close()
 
@@ -106,5 +106,5 @@ async def test_an_older_attempts_late_write_changes_nothing(
     await deltas.write(ids, sub, 1, 2, "the re-run")
     await deltas.write(ids, sub, 1, 1, "a cut-off attempt, late")
     async with pool.acquire() as conn:
-        [row] = await Deltas.so_far(conn, ids)
+        [row] = await text_so_far(conn, ids)
     assert (row.epoch, row.text) == (2, "the re-run")

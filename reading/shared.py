@@ -1,16 +1,16 @@
-"""The console's one listener on the ledger: every live reader it serves rides one connection.
+"""One listener on the ledger shared by many readers (the console's): every live reader it
+serves rides one connection.
 
 A timeline in the browser, an API event stream and a ``result?wait=`` each subscribe to a
-thread here and get a hint (an `asyncio.Event`) when the ledger's NOTIFY names that thread; they
-read the records themselves from the pool, a short statement at a time, and hold no connection
-while they wait or while their client reads slowly. So 1,000 open streams cost one listening
-connection, and a slow reader never holds up a worker (nothing is queued for it: it reads
-again from its last sequence when it is ready).
+thread here and get a hint (an `asyncio.Event`) when a record of that thread commits
+(`COMMITTED_CHANNEL`); they read the records themselves from the pool, a short statement at a
+time, and hold no connection while they wait or while their client reads slowly. So 1,000 open
+streams cost one listening connection, and a slow reader never holds up a worker (nothing is
+queued for it: it reads again from its last sequence when it is ready).
 
-A notification is only a hint (see `threadwarden.client.feed`): readers read again at least
-every `RECHECK_S` (the client's), and when the listening connection is lost every reader is
-woken, and the listener reconnects with a backoff. Live text is placed as the client's feed
-places it (`threadwarden.client.live_text`).
+A notification is only a hint (see `threadwarden.reading.feed`): readers read again at least
+every `RECHECK_S`, and when the listening connection is lost every reader is woken, and the
+listener reconnects with a backoff. Live text is placed as every reader's is (`TextPlacer`).
 """
 
 from __future__ import annotations
@@ -25,17 +25,12 @@ from typing import Any
 
 import asyncpg
 
-from threadwarden.client.feed import RECHECK_S
-from threadwarden.client.live_text import NotedDeltas, new_text
-from threadwarden.ledger.deltas import (
-    DELTA_CHANNEL,
-    Delta,
-    Deltas,
-    DeltaTracker,
-    parse_notification,
-)
-from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.ledger.deltas import DELTA_CHANNEL
+from threadwarden.ledger.records import COMMITTED_CHANNEL
 from threadwarden.ledger.status import records_after
+from threadwarden.reading.feed import RECHECK_S
+from threadwarden.reading.placing import Item, TextPlacer
+from threadwarden.reading.text import NotedDeltas, parse_notification
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +50,7 @@ class Subscription(asyncio.Event):
         self.live = live
         """Whether live text wakes it and is collected for it (a stream's reader, not a
         ``result?wait=``)."""
-        self.text = NotedDeltas()
+        self.text = NotedDeltas(self.set)
         """The live text notified since the reader last looked (a live reader's only)."""
         self.records = True
         """The thread may have new records (else only live text woke the reader: a delta
@@ -105,40 +100,35 @@ class LedgerFeed:
 
     async def follow(
         self, thread_id: str, after: int, *, idle_s: float | None = None, live: bool = False
-    ) -> AsyncGenerator[dict[str, Any] | Delta | None, None]:
+    ) -> AsyncGenerator[Item | None, None]:
         """The thread's records above sequence ``after`` in order, then each new one, until
         `end_streams`; a thread that does not exist yet is waited for. With ``idle_s``, yields
         None after each ``idle_s`` without a record (a stream's keep-alive). With ``live``, also
-        the live text of the steps that stream (`Delta`: first each one's text so far, then its
-        new fragments; their concatenation per step is its text, once)."""
+        the live text of the steps that stream (`TextDelta`: first each one's text so far, then
+        its new fragments, placed by `TextPlacer`)."""
         loop = asyncio.get_running_loop()
         last = after
         if self.full:  # checked and subscribed with no await between: a burst cannot pass
             raise StreamsFull(f"{MAX_STREAMS} live readers already")
-        tracker = DeltaTracker() if live else None
+        placer = TextPlacer(thread_id) if live else None
         with self.subscribe(thread_id, live=live) as hint:
             quiet_since = loop.time()
-            resync = live
+            catch_up = live
             while not self._closing:
                 hint.clear()
-                rows: list[dict[str, Any]] = []
-                if hint.records:
-                    hint.records = False
-                    async with self._pool.acquire() as conn:
-                        rows = await records_after(conn, thread_id, last, limit=READ_BATCH)
-                if tracker is not None:  # after the read, before its records: a fragment that
-                    # arrived meanwhile committed before a record of its step this read saw
-                    fresh, resync = await self._live_text(thread_id, hint, tracker, resync)
-                    for delta in fresh:
-                        yield delta
-                for row in rows:
-                    last = row["sequence"]
-                    yield row
-                if rows:
-                    quiet_since = loop.time()
-                    if len(rows) == READ_BATCH:
-                        hint.records = True
-                        continue
+                read, hint.records = hint.records, False  # only live text woke it: no read
+                items, complete = await self._round(
+                    placer, hint, thread_id, last, catch_up=catch_up, read=read
+                )
+                catch_up = catch_up and not complete
+                for item in items:
+                    if isinstance(item, dict):
+                        last = item["sequence"]
+                        quiet_since = loop.time()
+                    yield item
+                if not complete:  # a reader far behind catches up a batch at a time
+                    hint.records = True
+                    continue
                 wait_s = self.recheck_s
                 if idle_s is not None:
                     wait_s = min(wait_s, max(quiet_since + idle_s - loop.time(), 0))
@@ -150,18 +140,26 @@ class LedgerFeed:
                     quiet_since = loop.time()
                     yield None
 
-    async def _live_text(
-        self, thread_id: str, hint: Subscription, tracker: DeltaTracker, resync: bool
-    ) -> tuple[list[Delta], bool]:
-        """The live text to show now, from the notified fragments (or the rows, to resync);
-        whether the next round must read the rows."""
-        notified = hint.text.take()
-        overflow = hint.text.overflowed()
-        fresh, unplaced = new_text(tracker, notified)
-        if resync or overflow or unplaced:
-            async with self._pool.acquire() as conn:
-                fresh += tracker.catch_up(await Deltas.so_far(conn, thread_id))
-        return fresh, False
+    async def _round(
+        self,
+        placer: TextPlacer | None,
+        hint: Subscription,
+        thread_id: str,
+        after: int,
+        *,
+        catch_up: bool,
+        read: bool,
+    ) -> tuple[list[Item], bool]:
+        """One read of a reader: its records (with ``placer``, and its live text) and whether
+        the read reached the last record."""
+        if placer is not None:
+            return await placer.round(
+                self._pool, hint.text, after, catch_up=catch_up, read=read, limit=READ_BATCH
+            )
+        if not read:
+            return [], True
+        rows = await records_after(self._pool, thread_id, after, limit=READ_BATCH)
+        return list(rows), len(rows) < READ_BATCH
 
     def end_streams(self) -> None:
         """End every `follow` at its next wait, so that their responses finish cleanly before
@@ -201,7 +199,6 @@ class LedgerFeed:
             if not hint.live:
                 continue
             hint.text.add(delta)  # a slow reader's overflow: it reads the rows when it comes round
-            hint.set()
 
     async def _listen(self) -> None:
         failures = 0
@@ -210,7 +207,7 @@ class LedgerFeed:
             try:
                 async with self._pool.acquire() as conn:
                     conn.add_termination_listener(functools.partial(_set, lost))
-                    await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                    await conn.add_listener(COMMITTED_CHANNEL, self._on_notify)
                     await conn.add_listener(DELTA_CHANNEL, self._on_delta)
                     failures = 0
                     self.listening.set()
@@ -221,7 +218,7 @@ class LedgerFeed:
                         self.listening.clear()
                         if not conn.is_closed():
                             with contextlib.suppress(Exception):
-                                await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+                                await conn.remove_listener(COMMITTED_CHANNEL, self._on_notify)
                                 await conn.remove_listener(DELTA_CHANNEL, self._on_delta)
             except asyncio.CancelledError:
                 raise

@@ -1,9 +1,11 @@
-"""A reader's hint on its own pooled connection: LISTEN on the ledger's record channel, and be
-woken by a notification that matches, or by the connection's termination.
+"""A reader's hints on its own pooled connection (the client's feeds, ``watch``): LISTEN on
+`COMMITTED_CHANNEL` and be woken by a notification that matches, or by the connection's
+termination; with live text, LISTEN on `DELTA_CHANNEL` too (`DeltaNotes`).
 
-A notification is only a hint to read the ledger again (`threadwarden.client.feed` says how its
+A notification is only a hint to read the ledger again (`threadwarden.reading.feed` says how its
 readers wait on it); this module registers and drops the listeners, so that a connection goes
-back to the pool with nothing LISTENed.
+back to the pool with nothing LISTENed. (The console's readers share one listener instead:
+`threadwarden.reading.shared`.)
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from typing import Any
 
 import asyncpg
 
+from threadwarden.ledger.deltas import DELTA_CHANNEL
 from threadwarden.ledger.pool import Connection
-from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.ledger.records import COMMITTED_CHANNEL
+from threadwarden.reading.text import NotedDeltas, parse_notification
 
 CONNECTION_LOST = (
     asyncpg.exceptions.ConnectionDoesNotExistError,
@@ -35,7 +39,8 @@ async def unlisten(conn: Connection, channel: str, callback: Callable[..., None]
 
 
 class Hint:
-    """Set by a notification that matches, or by the connection's termination."""
+    """Set by a committed record's notification that matches (its ``{"thread_id", "kind"}``),
+    or by the connection's termination."""
 
     def __init__(self, conn: Connection, matches: Callable[[dict[str, Any]], bool]) -> None:
         self._conn = conn
@@ -56,12 +61,12 @@ class Hint:
 
     async def __aenter__(self) -> Hint:
         self._conn.add_termination_listener(self._on_terminate)
-        await self._conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        await self._conn.add_listener(COMMITTED_CHANNEL, self._on_notify)
         return self
 
     async def __aexit__(self, *_: object) -> None:
         self._conn.remove_termination_listener(self._on_terminate)
-        await unlisten(self._conn, NOTIFY_CHANNEL, self._on_notify)
+        await unlisten(self._conn, COMMITTED_CHANNEL, self._on_notify)
 
     def clear(self) -> None:
         """Forget earlier hints; call it before reading, so one during the read counts."""
@@ -71,3 +76,25 @@ class Hint:
         """Until a hint arrives or ``at_most_s`` passed."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._event.wait(), max(at_most_s, 0))
+
+
+class DeltaNotes(NotedDeltas):
+    """LISTEN on `DELTA_CHANNEL` on a reader's own connection: the thread's fragments notified
+    since the reader last took them (each one also ``poke``s the reader)."""
+
+    def __init__(self, conn: Connection, thread_id: str, poke: Callable[[], None]) -> None:
+        super().__init__(poke)
+        self._conn = conn
+        self._thread_id = thread_id
+
+    def _on_delta(self, *args: Any) -> None:
+        parsed = parse_notification(str(args[-1]))
+        if parsed is not None and parsed[0] == self._thread_id:
+            self.add(parsed[1])
+
+    async def __aenter__(self) -> DeltaNotes:
+        await self._conn.add_listener(DELTA_CHANNEL, self._on_delta)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await unlisten(self._conn, DELTA_CHANNEL, self._on_delta)
