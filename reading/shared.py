@@ -38,6 +38,10 @@ MAX_STREAMS = 1_000
 """Live readers served at once by one console; one more is refused (503)."""
 READ_BATCH = 500
 """Records one read takes; a reader far behind catches up a batch at a time."""
+COALESCE_S = 0.2
+"""A reader woken again for records within this long of its last read waits out the rest of it:
+one read folds the records a pass commits back to back (each commit notifies), while a record
+that follows a quiet spell is read at once."""
 RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to listen again after the connection was lost."""
 
@@ -113,10 +117,15 @@ class LedgerFeed:
         placer = TextPlacer(thread_id) if live else None
         with self.subscribe(thread_id, live=live) as hint:
             quiet_since = loop.time()
+            read_at = -COALESCE_S
             catch_up = live
             while not self._closing:
+                if hint.records and (fold := read_at + COALESCE_S - loop.time()) > 0:
+                    await asyncio.sleep(fold)  # records again so soon: a pass is committing
                 hint.clear()
                 read, hint.records = hint.records, False  # only live text woke it: no read
+                if read:
+                    read_at = loop.time()
                 items, complete = await self._round(
                     placer, hint, thread_id, last, catch_up=catch_up, read=read
                 )
