@@ -25,6 +25,7 @@ from tests.helpers.stack import (
     StackEndpoints,
     quick_settings,
 )
+from tests.helpers.cost import SuiteCost
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
@@ -58,6 +59,7 @@ def pytest_configure_node(node: Any) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest's own tmp_path factory reads the option
 def pytest_configure(config: pytest.Config) -> None:
     _own_basetemp(config)
+    config.pluginmanager.register(SuiteCost(), "threadwarden-suite-cost")
     config.addinivalue_line(
         "markers",
         "slow: a test that takes tens of seconds; under xdist it is handed out first, so it"
