@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.cost import SuiteCost
 from tests.helpers.stack import (
     TEMPLATE,
     WORKER_INPUT,
@@ -25,7 +26,6 @@ from tests.helpers.stack import (
     StackEndpoints,
     quick_settings,
 )
-from tests.helpers.cost import SuiteCost
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.failpoints import Failpoints
