@@ -1,6 +1,6 @@
 """What the suite costs, said at its end: one line naming the slowest 10 tests and the CPU the
 whole machine spent while it ran (the test processes, the shared PostgreSQL and Temporal, the
-browsers: everything), and, with ``THREADWARDEN_TEST_COST=FILE``, every test file's wall time
+browsers: everything), and, with ``SUITE_COST_FILE=FILE``, every test file's wall time
 and its test processes' CPU as JSON.
 
 Each test's process CPU (user + system, its own and its reaped children's) is measured around
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 SLOWEST = 10
-COST_FILE = "THREADWARDEN_TEST_COST"
+COST_FILE = "SUITE_COST_FILE"
 _STARTED = pytest.StashKey[float]()
 _PROPERTY = "process_cpu_s"
 
