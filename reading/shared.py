@@ -20,7 +20,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Coroutine, Iterator
 from typing import Any
 
 import asyncpg
@@ -74,6 +74,8 @@ class LedgerFeed:
         self._waiters: dict[str, set[Subscription]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._reads: set[asyncio.Future[tuple[list[Item], bool]]] = set()
+        """The readers' reads in flight (`end_streams` cancels them)."""
         self.readers = 0
         self.listening = asyncio.Event()
         """Set while the feed LISTENs (notifications committed from then on reach readers)."""
@@ -122,13 +124,18 @@ class LedgerFeed:
             while not self._closing:
                 if hint.records and (fold := read_at + COALESCE_S - loop.time()) > 0:
                     await asyncio.sleep(fold)  # records again so soon: a pass is committing
+                    if self._closing:
+                        break
                 hint.clear()
                 read, hint.records = hint.records, False  # only live text woke it: no read
                 if read:
                     read_at = loop.time()
-                items, complete = await self._round(
-                    placer, hint, thread_id, last, catch_up=catch_up, read=read
+                found = await self._unless_closing(
+                    self._round(placer, hint, thread_id, last, catch_up=catch_up, read=read)
                 )
+                if found is None:  # the console stops: the stream ends now, its read dropped
+                    break
+                items, complete = found
                 catch_up = catch_up and not complete
                 for item in items:
                     if isinstance(item, dict):
@@ -138,16 +145,21 @@ class LedgerFeed:
                 if not complete:  # a reader far behind catches up a batch at a time
                     hint.records = True
                     continue
-                wait_s = self.recheck_s
-                if idle_s is not None:
-                    wait_s = min(wait_s, max(quiet_since + idle_s - loop.time(), 0))
-                try:
-                    await asyncio.wait_for(hint.wait(), wait_s)
-                except TimeoutError:  # a late or lost notification: read again anyway
-                    hint.records = True
+                await self._wait(hint, quiet_since, idle_s)
                 if idle_s is not None and loop.time() - quiet_since >= idle_s:
                     quiet_since = loop.time()
                     yield None
+
+    async def _wait(self, hint: Subscription, quiet_since: float, idle_s: float | None) -> None:
+        """Until a hint, the next keep-alive (``idle_s`` after ``quiet_since``) or the recheck
+        (then the records are read anyway: a late or lost notification)."""
+        wait_s = self.recheck_s
+        if idle_s is not None:
+            wait_s = min(wait_s, max(quiet_since + idle_s - asyncio.get_running_loop().time(), 0))
+        try:
+            await asyncio.wait_for(hint.wait(), wait_s)
+        except TimeoutError:
+            hint.records = True
 
     async def _round(
         self,
@@ -170,10 +182,30 @@ class LedgerFeed:
         rows = await records_after(self._pool, thread_id, after, limit=READ_BATCH)
         return list(rows), len(rows) < READ_BATCH
 
+    async def _unless_closing(
+        self, read: Coroutine[Any, Any, tuple[list[Item], bool]]
+    ) -> tuple[list[Item], bool] | None:
+        """``read``'s result, or None when `end_streams` cancelled it first: a read the ledger
+        is slow to answer must not hold a stream open past the console's stop (the server would
+        cut it off mid-response)."""
+        task = asyncio.ensure_future(read)
+        self._reads.add(task)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._closing and task.cancelled() and not (current and current.cancelling()):
+                return None
+            raise
+        finally:
+            self._reads.discard(task)
+
     def end_streams(self) -> None:
-        """End every `follow` at its next wait, so that their responses finish cleanly before
-        the server stops (a stream never ends on its own)."""
+        """End every `follow` now (a read in flight is dropped), so that their responses finish
+        cleanly before the server stops (a stream never ends on its own)."""
         self._closing = True
+        for read in self._reads:
+            read.cancel()
         self._wake(None)
 
     async def close(self) -> None:

@@ -16,6 +16,7 @@ from tests.console.api import events, settled
 from tests.console.conftest import ServeConsole
 from tests.console.helpers import serving_console
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.reading import placing
 from threadwarden.reading import shared as feed_module
 
 CONSOLE = ("console", "--address", "127.0.0.1:0")
@@ -124,8 +125,22 @@ async def test_a_stream_goes_on_when_the_listening_connection_is_killed(
 
 
 async def test_streams_end_cleanly_when_the_console_stops(
-    serve_console: ServeConsole, ids: str, caplog: pytest.LogCaptureFixture
+    serve_console: ServeConsole,
+    ids: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Every stream's read of the records hangs, as on a ledger slow to answer: the console's
+    # stop must not wait for it (a read still out when the server gives up cuts the stream).
+    reading = asyncio.Event()
+    never = asyncio.Event()
+
+    async def hung_read(*_: Any, **__: Any) -> list[dict[str, Any]]:
+        reading.set()
+        await never.wait()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(placing, "records_after", hung_read)
     async with contextlib.AsyncExitStack() as opened:
         async with serve_console() as url:
             http = await opened.enter_async_context(httpx.AsyncClient(base_url=url, timeout=30))
@@ -135,6 +150,7 @@ async def test_streams_end_cleanly_when_the_console_stops(
                 stream = await opened.enter_async_context(http.stream("GET", path))
                 lines.append(stream.aiter_lines())
             assert [await anext(each) for each in lines] == [": live"] * 5
+            await asyncio.wait_for(reading.wait(), timeout=30)
         # The console is gone: each stream ended with its last chunk, none was cut off
         # (a cut-off chunked body raises httpx.RemoteProtocolError here).
         for each in lines:
