@@ -75,8 +75,8 @@ class SuiteCost:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.wall[report.nodeid] += report.duration
         for name, value in report.user_properties:
-            if name == _PROPERTY:
-                self.cpu[report.nodeid] += float(value)
+            if name == _PROPERTY and isinstance(value, float):
+                self.cpu[report.nodeid] += value
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.wall:
