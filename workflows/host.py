@@ -151,7 +151,7 @@ class HostWorkflow:
                 contracts.TASK_BREAK,
                 start_to_close_timeout=TASK_BREAK_BOUND,
                 retry_policy=ONE_ATTEMPT,
-                summary=why,
+                summary=f"{contracts.TASK_BREAK}: {why}",
             )
 
     def _chained_too_long(self, report: contracts.PassReport | None) -> bool:
