@@ -6,7 +6,8 @@ one task, when its head's worker stops, and before continuing as new. Each time 
 for something the server delivers in a new workflow task. One probe workflow per means takes
 ``--tries`` such breaks in a row on a headless dev server of its own; a break's latency is, from
 the probe's history, the time from the task's WORKFLOW_TASK_COMPLETED to the next task's
-WORKFLOW_TASK_STARTED (the wait alone: the task's own work is the same whatever the means).
+WORKFLOW_TASK_STARTED (the wait alone: the task's own work is the same whatever the means),
+reported as nearest-rank p50, p95 and max.
 
 - ``timer``: a 1 ms timer (``workflow.sleep``), as before issue 39;
 - ``timer, time shift 10 ms``: the same on a server whose ``history.timerProcessorMaxTimeShift``
@@ -25,7 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import statistics
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -39,6 +39,7 @@ from temporalio.client import Client
 from temporalio.exceptions import FailureError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from bench.agent_report import percentiles
 from threadwarden.worker.embedded import TemporalDevServer
 
 PROBE = "TaskBreakProbe"
@@ -132,12 +133,6 @@ def gaps_ms(events: Sequence[HistoryEvent]) -> list[float]:
     return gaps
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile of ``values`` (not empty)."""
-    ranked = sorted(values)
-    return ranked[min(len(ranked) - 1, max(0, round(q * len(ranked) + 0.5) - 1))]
-
-
 async def probe(client: Client, means: Means, tries: int) -> Measured:
     """Run one probe on a worker of its own task queue; its breaks from its history."""
     queue = f"task-break-{uuid.uuid4().hex[:8]}"
@@ -155,19 +150,20 @@ async def probe(client: Client, means: Means, tries: int) -> Measured:
         error = await handle.result()
         events = list((await handle.fetch_history()).events)
     gaps = gaps_ms(events)
-    if error is not None or not gaps:
+    quantiles = percentiles(gaps)
+    if error is not None or quantiles is None:
         return Measured(means.name, tries, None, None, None, None, error or "no break")
     return Measured(
         means.name,
         len(gaps),
-        round(statistics.median(gaps), 1),
-        round(percentile(gaps, 0.95), 1),
-        round(max(gaps), 1),
-        round(_between_breaks(events) / len(gaps), 2),
+        quantiles["p50"],
+        quantiles["p95"],
+        quantiles["max"],
+        round(between_breaks(events) / len(gaps), 2),
     )
 
 
-def _between_breaks(events: Sequence[HistoryEvent]) -> int:
+def between_breaks(events: Sequence[HistoryEvent]) -> int:
     """Events after the first workflow task up to the end of the last (the breaks' own)."""
     completed = [
         i
