@@ -172,3 +172,9 @@ class MaintenanceActivities:
     @domain_errors
     async def rearm_failure(self, step: contracts.RearmFailureInput) -> contracts.PassReport:
         return await self.steps.rearm_failure(step)
+
+
+@activity.defn(name=contracts.TASK_BREAK)
+async def task_break() -> None:
+    """Nothing: the host workflow awaits this activity to end its workflow task; its completion
+    comes back in the next task (`threadwarden.workflows.host.CHAIN_LIMIT`)."""

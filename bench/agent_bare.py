@@ -3,7 +3,8 @@ reference.
 
 THREADS conversations run concurrently, each TURNS turns in order with its message history
 carried (`agent.run`, no threadwarden); prints one JSON object: ``seconds`` (first turn to
-last), ``cpu_s`` (this process, the measured loop only) and ``turns``. With ``--stream`` each
+last), ``cpu_s`` (this process, the measured loop only), ``turns`` and ``turn_ms`` (per turn,
+``agent.run``'s duration). With ``--stream`` each
 model request is streamed (an ``event_stream_handler``) and ``first_chunk_ms`` lists, per turn,
 the time from the turn's start to the first chunk of its answer's text.
 """
@@ -21,7 +22,7 @@ from bench.agent_support import WARM_UP, first_text, support_agent, unit_prompt
 
 
 async def _conversation(
-    agent: Any, thread: int, turns: int, first_chunks: list[float] | None
+    agent: Any, thread: int, turns: int, turn_ms: list[float], first_chunks: list[float] | None
 ) -> None:
     history: list[Any] = []
     seen: list[float] = []  # the current turn's first chunk, once it came
@@ -36,6 +37,7 @@ async def _conversation(
         seen.clear()
         started = time.perf_counter()
         result = await agent.run(unit_prompt(thread, turn), message_history=history, **streamed)
+        turn_ms.append(1000 * (time.perf_counter() - started))
         history = result.all_messages()
         if first_chunks is not None and seen:
             first_chunks.append(1000 * (seen[0] - started))
@@ -45,12 +47,16 @@ async def main(url: str, threads: int, turns: int, *, stream: bool = False) -> d
     agent = support_agent(url)
     await agent.run(WARM_UP)  # warm-up: imports, connections
     first_chunks: list[float] | None = [] if stream else None
+    turn_ms: list[float] = []
     cpu, start = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(_conversation(agent, t, turns, first_chunks) for t in range(threads)))
+    await asyncio.gather(
+        *(_conversation(agent, t, turns, turn_ms, first_chunks) for t in range(threads))
+    )
     figures: dict[str, Any] = {
         "seconds": time.perf_counter() - start,
         "cpu_s": time.process_time() - cpu,
         "turns": threads * turns,
+        "turn_ms": [round(ms, 2) for ms in turn_ms],
     }
     if first_chunks is not None:
         figures["first_chunk_ms"] = [round(ms, 2) for ms in first_chunks]

@@ -36,6 +36,10 @@ class AgentRun:
     history_events: int | None = None
     error: str | None = None
     top_statements: list[tuple[int, float, str]] = field(default_factory=list)
+    turn_ms: list[float] | None = None
+    """Per measured turn, ms from its start to its end. threadwarden: from the turn's start (its
+    submit, or its thread's previous turn's settlement if later) to its ``settled_at``; bare:
+    ``agent.run``'s duration. None when the side could not report them (it failed)."""
     first_delta_ms: list[float] | None = None
     """``--stream``: per turn, the time to the first text a reader got. threadwarden: from the
     turn's start (its submit, or its thread's previous turn's settlement if later) to the first
@@ -67,6 +71,7 @@ class AgentRun:
             "model_requests_per_unit": per_unit(self.model_requests),
             "sql_statements_per_unit": per_unit(self.statements),
             "history_events_per_unit": per_unit(self.history_events),
+            "turn_ms": percentiles(self.turn_ms),
             "first_delta_ms": percentiles(self.first_delta_ms),
             "turns_without_delta": self.turns_without_delta,
             "deltas_per_unit": per_unit(self.deltas_received),
@@ -77,8 +82,13 @@ class AgentRun:
         }
 
 
+QUANTILES = {"p50": 0.5, "p95": 0.95, "max": 1.0}
+"""The latency figures of a repetition (nearest rank); a side reports their medians."""
+
+
 def percentiles(values: Sequence[float] | None) -> dict[str, float] | None:
-    """p50 and p95 of ``values`` (nearest rank), ms; None without any."""
+    """p50, p95 and max of ``values`` (nearest rank), ms, and their number; None without
+    any."""
     if not values:
         return None
     ranked = sorted(values)
@@ -86,7 +96,7 @@ def percentiles(values: Sequence[float] | None) -> dict[str, float] | None:
     def rank(q: float) -> float:
         return round(ranked[min(len(ranked) - 1, max(0, math.ceil(q * len(ranked)) - 1))], 1)
 
-    return {"p50": rank(0.5), "p95": rank(0.95), "n": len(ranked)}
+    return {**{name: rank(q) for name, q in QUANTILES.items()}, "n": len(ranked)}
 
 
 MEDIAN_FIELDS = (
@@ -114,10 +124,11 @@ def _summary(runs: Sequence[AgentRun]) -> dict[str, Any]:
         name: _median([b.get(name) for b in servers])
         for name in dict.fromkeys(n for b in servers for n in b)
     }
-    latencies = [f["first_delta_ms"] for f in each if f["first_delta_ms"] is not None]
-    summary["first_delta_ms"] = (
-        {q: _median([p[q] for p in latencies]) for q in ("p50", "p95")} if latencies else None
-    )
+    for key in ("turn_ms", "first_delta_ms"):
+        latencies = [f[key] for f in each if f[key] is not None]
+        summary[key] = (
+            {q: _median([p[q] for p in latencies]) for q in QUANTILES} if latencies else None
+        )
     missing = [run.turns_without_delta for run in runs if run.turns_without_delta is not None]
     summary["turns_without_delta"] = max(missing) if missing else None
     summary["completed"] = min(run.completed for run in runs)
@@ -190,8 +201,8 @@ def complete(data: dict[str, Any]) -> bool:
     )
 
 
-def _first(quantile: str) -> Any:
-    return lambda s: (s["first_delta_ms"] or {}).get(quantile)
+def _quantile(key: str, quantile: str) -> Any:
+    return lambda s: (s[key] or {}).get(quantile)
 
 
 _ROWS: tuple[Row, ...] = (
@@ -203,11 +214,15 @@ _ROWS: tuple[Row, ...] = (
     ("model requests/turn", lambda s: s["model_requests_per_unit"]),
     ("SQL statements/turn", lambda s: s["sql_statements_per_unit"]),
     ("history events/turn", lambda s: s["history_events_per_unit"]),
+    ("turn p50 ms", _quantile("turn_ms", "p50")),
+    ("turn p95 ms", _quantile("turn_ms", "p95")),
+    ("turn max ms", _quantile("turn_ms", "max")),
     ("completed (worst rep)", lambda s: f"{s['completed']}/{s['units']}"),
 )
 _STREAM_ROWS: tuple[Row, ...] = (
-    ("first delta p50 ms", _first("p50")),
-    ("first delta p95 ms", _first("p95")),
+    ("first delta p50 ms", _quantile("first_delta_ms", "p50")),
+    ("first delta p95 ms", _quantile("first_delta_ms", "p95")),
+    ("first delta max ms", _quantile("first_delta_ms", "max")),
     ("turns without a delta (worst)", lambda s: s["turns_without_delta"]),
     ("deltas/turn at the readers", lambda s: s["deltas_per_unit"]),
     ("  console CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("console")),

@@ -11,11 +11,13 @@ chat server, repeated, alternating which side goes first:
   turns admitted at once by the client, run in FIFO order per thread.
 
 Measured per side: turns per second (first submit to the poll that sees the last turn
-settled), CPU of the agent's processes (the bare process over its measured loop; the workers
-from the first submit until the hosts went idle), and the chat server's requests for the
-measured turns. For threadwarden also SQL statements (pg_stat_statements from the reset after
-the warm-up until idle; the bench's own polls left out) and Temporal history events of the
-measured threads' host workflows.
+settled), each turn's latency (bare: ``agent.run``; threadwarden: from its start, the later of
+its submit and its thread's previous turn's settlement, to its ``settled_at``), CPU of the
+agent's processes (the bare process over its measured loop; the workers from the first submit
+until the hosts went idle), and the chat server's requests for the measured turns. For
+threadwarden also SQL statements (pg_stat_statements from the reset after the warm-up until
+idle; the bench's own polls left out) and Temporal history events of the measured threads'
+host workflows.
 
 ``--stream`` (issue 31): the chat server streams each answer a word per chunk, `STREAM_DELAY_S`
 apart (without it: no pause, so the model costs both sides the same as before). The bare agent
@@ -144,6 +146,7 @@ async def bare_side(server: ChatServer, shape: Shape, *, stream: bool = False) -
         return run
     figures = json.loads(out.decode().strip().splitlines()[-1])
     run.seconds, run.cpu_s, run.completed = figures["seconds"], figures["cpu_s"], figures["turns"]
+    run.turn_ms = figures["turn_ms"]
     run.first_delta_ms = figures.get("first_chunk_ms")
     run.model_requests = measured_requests(server.requests[asked:])
     return run
@@ -206,13 +209,14 @@ async def threadwarden_side(
             run.servers_cpu_s = spent
             run.model_requests = measured_requests(server.requests[asked:])
             run.completed = int(await observer.fetchval(COMPLETED, threads))
+            settled = {
+                r["submission_id"]: r["at"] for r in await observer.fetch(SETTLED_AT, threads)
+            }
+            run.turn_ms = turn_latencies(submitted, settled)
             if watch is not None:
                 received = await watch.finish(observer, threads)
                 run.error = run.error or "; ".join(received["errors"]) or None
                 run.deltas_received = received["deltas_received"]
-                settled = {
-                    r["submission_id"]: r["at"] for r in await observer.fetch(SETTLED_AT, threads)
-                }
                 run.first_delta_ms, run.turns_without_delta = first_deltas(
                     submitted, settled, watch.first_deltas
                 )
@@ -252,20 +256,32 @@ Turn = tuple[str, int, float]
 """A submitted turn: its thread, its turn number in the thread, its submit time (wall clock)."""
 
 
-def first_deltas(
-    submitted: dict[str, Turn],
-    settled_at: dict[str, float],
-    first: list[tuple[str, float]],
-) -> tuple[list[float], int]:
-    """Per (reader, turn), ms from the turn's start to its first delta at that reader; and the
-    turns no reader got a delta of. A turn starts at the later of its submit and its thread's
-    previous turn's settlement (all wall clocks, seconds)."""
+def turn_starts(submitted: dict[str, Turn], settled_at: dict[str, float]) -> dict[str, float]:
+    """When each turn started: the later of its submit and its thread's previous turn's
+    settlement (all wall clocks, seconds)."""
     by_turn = {(thread, turn): sid for sid, (thread, turn, _) in submitted.items()}
     starts: dict[str, float] = {}
     for sid, (thread, turn, at) in submitted.items():
         previous = by_turn.get((thread, turn - 1))
         before = settled_at.get(previous, 0.0) if previous is not None else 0.0
         starts[sid] = max(at, before)
+    return starts
+
+
+def turn_latencies(submitted: dict[str, Turn], settled_at: dict[str, float]) -> list[float]:
+    """Per settled turn, ms from its start (`turn_starts`) to its settlement."""
+    starts = turn_starts(submitted, settled_at)
+    return [1000 * (at - starts[sid]) for sid, at in settled_at.items() if sid in starts]
+
+
+def first_deltas(
+    submitted: dict[str, Turn],
+    settled_at: dict[str, float],
+    first: list[tuple[str, float]],
+) -> tuple[list[float], int]:
+    """Per (reader, turn), ms from the turn's start (`turn_starts`) to its first delta at that
+    reader; and the turns no reader got a delta of."""
+    starts = turn_starts(submitted, settled_at)
     samples = [1000 * (at - starts[sid]) for sid, at in first if sid in starts]
     reached = {sid for sid, _ in first}
     return samples, sum(sid not in reached for sid in submitted)

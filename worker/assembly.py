@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from threadwarden.activities.attempt import AttemptActivities, HeadRunner
 from threadwarden.activities.auxiliary import AuxiliaryActivities
-from threadwarden.activities.maintenance import MaintenanceActivities
+from threadwarden.activities.maintenance import MaintenanceActivities, task_break
 from threadwarden.activities.pass_steps import PassLimits, PassSteps
 from threadwarden.activities.pollers import HeadPollers
 from threadwarden.activities.sweep import SweepActivities
@@ -181,8 +181,9 @@ class Assembler:
         return Assembly(
             pool,
             owns_pool=isinstance(database, str),
-            # run_head on the main worker too: its inline heads run there as local activities.
-            main=[*(metering.wrap(fn) for fn in main), run_head],
+            # run_head on the main worker too: its inline heads run there as local activities;
+            # task_break does nothing (unmetered): the host awaits it to end a workflow task.
+            main=[*(metering.wrap(fn) for fn in main), run_head, task_break],
             run_head=run_head,
             telemetry=telemetry,
         )

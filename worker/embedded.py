@@ -188,12 +188,22 @@ class PortTaken(RuntimeError):
 class TemporalDevServer:
     """``temporal server start-dev`` with a file-backed store, the web UI and our attributes."""
 
-    def __init__(self, db_file: Path | None, *, ui: bool = True, usual_ports: bool = False) -> None:
+    def __init__(
+        self,
+        db_file: Path | None,
+        *,
+        ui: bool = True,
+        usual_ports: bool = False,
+        dynamic_config: dict[str, object] | None = None,
+    ) -> None:
         """``usual_ports``: Temporal's own 7233 (frontend) and 8233 (UI) when free, else the
-        next free ones; otherwise random free ports (tests)."""
+        next free ones; otherwise random free ports (tests). ``dynamic_config``: the server's
+        dynamic config values (``--dynamic-config-value KEY=JSON``; measurements only,
+        e.g. `bench.task_break`)."""
         self.db_file = db_file
         self.ui = ui
         self.usual_ports = usual_ports
+        self.dynamic_config = dict(dynamic_config or {})
         self.port = port_from(7233) if usual_ports else free_port()
         self.ui_port = port_from(8233) if usual_ports else free_port()
         self._process: subprocess.Popen[bytes] | None = None
@@ -250,6 +260,8 @@ class TemporalDevServer:
             "error",
             *search_attribute_flags(),
         ]
+        for key, value in self.dynamic_config.items():
+            args += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
             args += ["--db-filename", str(self.db_file)]

@@ -31,6 +31,9 @@ DRAIN_PUBLICATIONS = "drain_publications"
 DELIVER_MESSAGES = "deliver_messages"
 HOST_WAVE = "host_wave"
 BACKFILL_PROJECTION = "backfill_projection"
+TASK_BREAK = "task_break"
+"""A regular activity that does nothing, on the host's own task queue: the host workflow awaits
+it to end a workflow task (`threadwarden.workflows.host.CHAIN_LIMIT`)."""
 
 PASS_DEADLINE_ERROR = "maintenance pass deadline"
 """The error a pass that ran past its deadline records."""

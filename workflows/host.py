@@ -17,9 +17,10 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.exceptions import ActivityError
 
 from threadwarden.workflows import contracts
-from threadwarden.workflows.passes import MaintenancePass
+from threadwarden.workflows.passes import ONE_ATTEMPT, MaintenancePass
 
 MAX_PASSES_PER_RUN = 100
 """Continue as new after this many passes (or sooner when Temporal suggests it)."""
@@ -27,10 +28,12 @@ FAILURE_FALLBACK = timedelta(seconds=5)
 """How long to wait when even the failure rearm could not run (e.g. the database is down)."""
 CHAIN_LIMIT = timedelta(seconds=5)
 """Passes whose steps are all local activities follow each other inside one workflow task; once
-that task has run this long, the next pass waits for a 1 ms timer, so the task completes: its
-steps' markers are recorded (a task that fails, e.g. because a wake arrived as the run was
+that task has run this long, the run ends it before the next pass (`HostWorkflow._end_task`):
+its steps' markers are recorded (a task that fails, e.g. because a wake arrived as the run was
 about to complete, loses only its own), the clock moves on, and other workflows get the slot."""
-CHAIN_BREAK = timedelta(milliseconds=1)
+TASK_BREAK_BOUND = timedelta(seconds=10)
+"""Start-to-close of the no-op ``task_break`` activity (a worker lost while it holds it costs
+the run this long)."""
 BUSY_UPSERT_INTERVAL = timedelta(seconds=1)
 """While passes run back to back, search attributes are upserted at most this often (each
 upsert is a history event and a visibility write); a run that waits or goes idle always
@@ -113,16 +116,16 @@ class HostWorkflow:
             wait = None if maintenance.stopped else self._wait(report)
             self._publish(report, "waiting" if wait else "pass")
             if maintenance.stopped:
-                # Its worker shuts down: this task completes with a timer (its passes stay
-                # recorded), and the next pass runs where the next task goes.
-                await workflow.sleep(CHAIN_BREAK, summary="the head's worker stops")
+                # Its worker shuts down: this task completes (its passes stay recorded), and
+                # the next pass runs where the next task goes.
+                await self._end_task("the head's worker stops")
                 self._chained_since = None
             elif wait:
                 with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
                     await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
                 self._chained_since = None
             elif self._chained_too_long(report):
-                await workflow.sleep(CHAIN_BREAK, summary="end a long workflow task")
+                await self._end_task("end a long workflow task")
                 self._chained_since = None
             if (
                 passes_in_run >= MAX_PASSES_PER_RUN
@@ -131,9 +134,25 @@ class HostWorkflow:
                 break
         # A task of its own for the continue-as-new: a wake arriving meanwhile makes the server
         # refuse it, and the refused task's markers (its passes) would be lost with it.
-        await workflow.sleep(CHAIN_BREAK, summary="continue as new")
+        await self._end_task("continue as new")
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(contracts.HostInput(host_id=host.host_id, passes=self._passes))
+
+    async def _end_task(self, why: str) -> None:
+        """End this workflow task and go on in the next: the run awaits a regular activity that
+        does nothing (``task_break``, on its own task queue), whose completion the server hands
+        back in a new task within milliseconds. Not a timer: the server moves a timer due
+        sooner than its ``history.timerProcessorMaxTimeShift`` (1 s by default) to that shift,
+        so a 1 ms timer cost a turn about a second (bench/README.md, "Ending a workflow
+        task"). Whatever the activity's outcome, it arrives in a new task: that is all the run
+        waits for."""
+        with contextlib.suppress(ActivityError):
+            await workflow.execute_activity(
+                contracts.TASK_BREAK,
+                start_to_close_timeout=TASK_BREAK_BOUND,
+                retry_policy=ONE_ATTEMPT,
+                summary=f"{contracts.TASK_BREAK}: {why}",
+            )
 
     def _chained_too_long(self, report: contracts.PassReport | None) -> bool:
         """Whether the passes chained since the run last waited have run `CHAIN_LIMIT`, on the

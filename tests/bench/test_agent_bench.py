@@ -1,5 +1,5 @@
 """The agent shape of the bench (``python -m bench --shape agent``): its flag, figures and output
-shape, and which model requests count (no services needed)."""
+shape, and which model requests count (no services needed but the in-process chat server)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from bench import agent_report
+from bench import agent_bare, agent_report
 from bench.agent_report import AgentRun
 from bench.agent_support import WARM_UP, measured_requests, unit_prompt
 from bench.cli import parse_args
 from bench.side import Shape
+from tests.helpers.chat_server import chat_server
 
 SIDE_KEYS = {
     "units_per_s",
@@ -20,6 +21,7 @@ SIDE_KEYS = {
     "model_requests_per_unit",
     "sql_statements_per_unit",
     "history_events_per_unit",
+    "turn_ms",
     "completed",
     "units",
     "errors",
@@ -40,14 +42,19 @@ def test_an_unknown_shape_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "invalid choice: 'chat'" in capsys.readouterr().err
 
 
-def _tw(seconds: float, cpu_s: float, *, requests: int = 20) -> AgentRun:
+def _tw(
+    seconds: float, cpu_s: float, *, requests: int = 20, turns: list[float] | None = None
+) -> AgentRun:
     run = AgentRun("threadwarden", 10, completed=10, seconds=seconds, cpu_s=cpu_s)
     run.model_requests, run.statements, run.history_events = requests, 180, 90
+    run.turn_ms = turns
     return run
 
 
-def _bare(seconds: float, cpu_s: float) -> AgentRun:
-    return AgentRun("bare", 10, completed=10, seconds=seconds, cpu_s=cpu_s, model_requests=20)
+def _bare(seconds: float, cpu_s: float, *, turns: list[float] | None = None) -> AgentRun:
+    run = AgentRun("bare", 10, completed=10, seconds=seconds, cpu_s=cpu_s, model_requests=20)
+    run.turn_ms = turns
+    return run
 
 
 def test_json_shape_medians_and_ratios(shape: Shape) -> None:
@@ -73,6 +80,34 @@ def test_json_shape_medians_and_ratios(shape: Shape) -> None:
     text = agent_report.table(data)
     assert "ratio threadwarden/bare (median turns/s): 0.25" in text
     assert "error" not in text
+
+
+def test_turn_latency_p50_p95_and_max_per_side(shape: Shape) -> None:
+    """The tail is visible: one slow turn in twenty moves p95 and max, not p50."""
+    slow = [200.0] * 19 + [1_200.0]
+    runs = {
+        "threadwarden": [_tw(1.0, 0.5, turns=t) for t in (slow, [210.0] * 20, [190.0] * 20)],
+        "bare": [_bare(1.0, 0.2, turns=t) for t in ([140.0] * 20, [150.0] * 20, [160.0] * 20)],
+    }
+    data = agent_report.result(runs, shape)
+    json.dumps(data)
+    tw, bare = data["threadwarden"], data["bare"]
+    assert tw["repetitions"][0]["turn_ms"] == {"p50": 200.0, "p95": 200.0, "max": 1200.0, "n": 20}
+    assert tw["turn_ms"] == {"p50": 200.0, "p95": 200.0, "max": 210.0}  # medians of 3
+    assert bare["turn_ms"] == {"p50": 150.0, "p95": 150.0, "max": 150.0}
+    for run in runs["threadwarden"][1:]:  # two slow turns in twenty, in two repetitions
+        run.turn_ms = [200.0] * 18 + [1_100.0] * 2
+    tail = agent_report.result(runs, shape)["threadwarden"]["turn_ms"]
+    assert tail == {"p50": 200.0, "p95": 1100.0, "max": 1100.0}
+    text = agent_report.table(agent_report.result(runs, shape))
+    assert all(f"turn {q} ms" in text for q in ("p50", "p95", "max")), text
+
+
+async def test_the_bare_agent_reports_each_turns_latency() -> None:
+    async with chat_server() as server:
+        figures = await agent_bare.main(server.url, 2, 3)
+    assert figures["turns"] == 6 and len(figures["turn_ms"]) == 6
+    assert all(ms > 0 for ms in figures["turn_ms"]), figures
 
 
 def test_a_model_request_asked_twice_is_incomplete(shape: Shape) -> None:

@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
 
 from bench import agent_report, sse
 from bench.agent_report import AgentRun
-from bench.agent_sides import first_deltas
+from bench.agent_sides import first_deltas, turn_latencies
 from bench.agent_support import ANSWER_WORDS, SHIPPED, first_text
 from bench.cli import parse_args
 from bench.side import Shape
@@ -81,18 +81,25 @@ def test_the_reader_counts_deltas_and_times_each_submissions_first() -> None:
     assert [sub for sub, _ in got["first_deltas"]] == ["s1", "s2"]
 
 
+SUBMITTED = {
+    "a0": ("ta", 0, 100.0),
+    "a1": ("ta", 1, 100.0),  # admitted at once: it starts when a0 settled
+    "b0": ("tb", 0, 100.5),
+    "b1": ("tb", 1, 103.0),  # submitted after b0 settled: from its submit
+}
+
+
 def test_a_turn_starts_at_its_submit_or_its_threads_previous_settlement() -> None:
-    submitted = {
-        "a0": ("ta", 0, 100.0),
-        "a1": ("ta", 1, 100.0),  # admitted at once: it starts when a0 settled
-        "b0": ("tb", 0, 100.5),
-        "b1": ("tb", 1, 103.0),  # submitted after b0 settled: from its submit
-    }
     settled = {"a0": 101.0, "a1": 102.0, "b0": 101.5, "b1": 104.0}
     first = [("a0", 100.2), ("a1", 101.3), ("b0", 100.6), ("a0", 100.25)]  # two readers of ta
-    samples, missing = first_deltas(submitted, settled, first)
+    samples, missing = first_deltas(SUBMITTED, settled, first)
     assert [round(ms) for ms in samples] == [200, 300, 100, 250]
     assert missing == 1  # b1 reached no reader
+
+
+def test_a_turns_latency_runs_from_its_start_to_its_settlement() -> None:
+    settled = {"a0": 101.0, "a1": 102.5, "b0": 101.5}  # b1 has not settled
+    assert [round(ms) for ms in turn_latencies(SUBMITTED, settled)] == [1000, 1500, 1000]
 
 
 def _tw(first: list[float] | None, missing: int | None = 0) -> AgentRun:
@@ -117,9 +124,11 @@ def test_stream_figures_medians_ratio_and_budget(shape: Shape) -> None:
     data = agent_report.result(runs, shape, stream=True, readers=1)
     json.dumps(data)
     tw, bare = data["threadwarden"], data["bare"]
-    assert tw["first_delta_ms"] == {"p50": 150.0, "p95": 170.0}  # medians of each run's
-    assert tw["repetitions"][0]["first_delta_ms"] == {"p50": 150.0, "p95": 400.0, "n": 10}
-    assert bare["first_delta_ms"] == {"p50": 100.0, "p95": 100.0}
+    # medians of each run's
+    assert tw["first_delta_ms"] == {"p50": 150.0, "p95": 170.0, "max": 170.0}
+    first = {"p50": 150.0, "p95": 400.0, "max": 400.0, "n": 10}
+    assert tw["repetitions"][0]["first_delta_ms"] == first
+    assert bare["first_delta_ms"] == {"p50": 100.0, "p95": 100.0, "max": 100.0}
     assert (data["stream"], data["readers"], data["first_delta_ratio"]) == (True, 1, 1.5)
     assert data["first_delta_budget_ms"] == 200.0 and data["first_delta_within_budget"]
     assert (tw["deltas_per_unit"], tw["console_sql_statements_per_unit"]) == (9.0, 4.0)
@@ -128,6 +137,7 @@ def test_stream_figures_medians_ratio_and_budget(shape: Shape) -> None:
     text = agent_report.table(data)
     assert "stream readers/thread=1" in text
     assert "first delta p50 ms" in text and "console SQL/turn (apart)" in text
+    assert "first delta max ms" in text
     assert "(first delta p50): 1.50; budget 1.5 x bare + 50 ms = 200.0 ms: within" in text
 
 

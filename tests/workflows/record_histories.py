@@ -22,7 +22,7 @@ from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v12"
+VERSION = "v13"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -145,7 +145,8 @@ async def _record_begin_fault(
 
 async def _record_chain_break(client: ThreadwardenClient, connections: Connections) -> None:
     """Inline passes chained in one workflow task until it has run `CHAIN_LIMIT`: then the run
-    waits for a 1 ms timer ("end a long workflow task") before the next pass."""
+    ends the task with a ``task_break`` activity ("end a long workflow task") before the next
+    pass."""
     for _ in range(5):
         await client.submit("replay-chain", agent_id="scripted", input=[{"sleep_ms": 1_500}])
     await eventually(
@@ -156,8 +157,8 @@ async def _record_chain_break(client: ThreadwardenClient, connections: Connectio
 
 
 async def _record_continue_as_new(client: ThreadwardenClient, connections: Connections) -> None:
-    """More passes than a run holds: the 1 ms timer before the continue-as-new (the first run
-    is the one saved)."""
+    """More passes than a run holds: the ``task_break`` before the continue-as-new (the first
+    run is the one saved)."""
     for n in range(105):
         await client.submit("replay-long", agent_id="scripted", input=[{"say": f"{n}"}])
     await eventually(
@@ -172,7 +173,8 @@ async def _record_worker_stop(
     settings: Settings, connections: Connections, registry: Any, failpoints: Failpoints
 ) -> None:
     """A worker shut down while its inline head runs: the head gives its head back, the pass
-    ends without a rearm and the run takes a 1 ms timer; the next worker finishes the work."""
+    ends without a rearm and the run ends its task with a ``task_break``; the next worker
+    finishes the work."""
     stopping = settings.model_copy(update={"task_queue": f"{settings.task_queue}-stop"})
     failpoints.arm("attempt:append", pause=True)
     async with ThreadwardenClient.connect(stopping, connections) as client:
