@@ -159,7 +159,7 @@ class JournaledContext:
         # the next boundary), so a side effect's outcome is never lost to an abort.
         body = {"tool": name, "result": value}
         if self._live is not None:  # its last live words before the journaled response
-            await self._live.flush()
+            await self._live.flush(step)
         await journal.write("tool-result", body, step, honour_abort=False)
         if self._live is not None:  # the journaled response replaces the step's live text
             await self._live.finish(step)

@@ -1,12 +1,13 @@
 """An attempt's live text (`JournaledContext.text_delta`): fragments of the step in progress,
 coalesced and written off the journal (`threadwarden.ledger.deltas`).
 
-The first fragment of a step is written at once (the reader's first words come quickly); the
-next ones are coalesced and written at most every `FLUSH_S`, so a step costs about 20
-statements a second however fast its model streams. A write that fails is dropped and logged:
-live text is a courtesy to readers, never a reason to slow or fail the attempt. When the step's
-response is about to be journaled what is pending is written (`flush`), and once it is the
-row goes (`finish`).
+The first fragment of a step is written `FIRST_S` after it arrives (the reader's first words
+come quickly); the next ones are coalesced and written at most every `FLUSH_S`, so a step
+costs about 20 statements a second however fast its model streams. A write that fails is
+dropped and logged: live text is a courtesy to readers, never a reason to slow or fail the
+attempt. When the step's response is about to be journaled what is pending is written
+(`flush`), and once it is the row goes (`finish`); a step whose whole response came within
+`FIRST_S` writes no live text at all (its record carries it, and costs no statement more).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from threadwarden.ledger.deltas import Deltas
 
 logger = logging.getLogger(__name__)
 
+FIRST_S = 0.02
+"""How long a step's first fragment waits for more before it is written: a quick model's whole
+response arrives within it, and the step writes nothing but its journaled record."""
 FLUSH_S = 0.05
 """The most often a step's coalesced fragments are written (about 20 a second)."""
 
@@ -36,16 +40,22 @@ class LiveText:
         self._lock = asyncio.Lock()
 
     def add(self, step: int, text: str) -> None:
-        """Queue ``text`` for ``step``; written within `FLUSH_S` (the step's first at once)."""
+        """Queue ``text`` for ``step``; written within `FLUSH_S` (the step's first within
+        `FIRST_S`)."""
         self._pending[step] = self._pending.get(step, "") + text
         if self._flusher is None or self._flusher.done():
-            delay = FLUSH_S if step in self._written else 0.0
+            delay = FLUSH_S if step in self._written else FIRST_S
             self._flusher = asyncio.create_task(self._flush_after(delay))
 
-    async def flush(self) -> None:
-        """Before the step's response is journaled: write what is pending, and wait for a write
-        under way (a reader gets the step's last words before its record, and no late write
-        brings back a row `finish` removed)."""
+    async def flush(self, step: int) -> None:
+        """Before ``step``'s response is journaled. A step whose text reached readers gets what
+        is pending written, after a write under way (a reader gets the step's last words before
+        its record, and no late write brings back a row `finish` removed); a step none of whose
+        text was written yet writes none (its record comes whole, a statement saved)."""
+        async with self._lock:
+            if step not in self._written:
+                self._pending.pop(step, None)
+                return
         await self._flush()
 
     async def finish(self, step: int) -> None:
