@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench.agent_report import percentiles
 from bench.long_sides import DECILES, SIDES, LongRun, LongShape, decile_edges
 from bench.long_support import KEEP_TURNS
 from bench.measure import percentile
@@ -15,6 +16,8 @@ P50_BOUND = 1.2
 BYTES_BOUND = 1.1
 """Issue 37's bounds on threadwarden's last decile against its first: p50 latency, bytes
 written per turn."""
+TAIL_BOUND = 3.0
+"""Issue 39's bound on threadwarden's slowest turn against its median turn."""
 
 
 def deciles(run: LongRun) -> list[dict[str, Any]]:
@@ -62,7 +65,12 @@ def _growth(rows: list[dict[str, Any]], key: str) -> float | None:
 
 def side(run: LongRun) -> dict[str, Any]:
     rows = deciles(run)
+    turn_ms = percentiles(run.latencies_ms[: run.completed])
     return {
+        "turn_ms": turn_ms,
+        "max_over_p50": (
+            round(turn_ms["max"] / turn_ms["p50"], 2) if turn_ms and turn_ms["p50"] else None
+        ),
         "turns": run.turns,
         "completed": run.completed,
         "seconds": round(run.seconds, 2),
@@ -86,6 +94,10 @@ def result(runs: dict[str, LongRun], shape: LongShape) -> dict[str, Any]:
         "bounds": {"p50_ms": P50_BOUND, "bytes_written_per_turn": BYTES_BOUND},
         "within_bounds": (
             None if p50 is None or written is None else p50 <= P50_BOUND and written <= BYTES_BOUND
+        ),
+        "tail_bound": TAIL_BOUND,
+        "within_tail_bound": (
+            None if (tail := sides["threadwarden"]["max_over_p50"]) is None else tail <= TAIL_BOUND
         ),
         "sides": sides,
     }
@@ -130,6 +142,12 @@ def table(data: dict[str, Any]) -> str:
             f" {s['completed']}/{s['turns']} turns in {cell(s['seconds'])} s"
             + (f"; {s['records']} records, {s['summaries']} summaries" if "records" in s else "")
         )
+        if s["turn_ms"]:
+            turn = s["turn_ms"]
+            lines.append(
+                f"{name}: turn p50 {cell(turn['p50'])} ms, p95 {cell(turn['p95'])} ms,"
+                f" max {cell(turn['max'])} ms (max / p50 x{cell(s['max_over_p50'])})"
+            )
         if s["error"]:
             lines.append(f"{name}: error: {s['error']}")
     within = data["within_bounds"]
