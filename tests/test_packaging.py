@@ -29,6 +29,7 @@ ROOMS = (
     "activities",
     "ledger",
     "reading",
+    "config",
     "worker",
     "client",
     "cli",
