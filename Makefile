@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test test-fast lint bench chaos dev clean
 
 # The folders installed as the one package `threadwarden` (pyproject.toml [tool.setuptools]).
-PACKAGE_DIRS := api protocol workflows activities ledger reading worker client cli console agent_frameworks
+PACKAGE_DIRS := api protocol workflows activities ledger reading config worker client cli console agent_frameworks
 # Strict editable mode links files one by one: an edit shows at once, but a new, moved or removed
 # file needs a reinstall (its 13-line notice that it did so is silenced: it is this mode's
 # normal way, not a problem). The stamp depends on the list of those files, rewritten only on a change.

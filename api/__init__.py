@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from threadwarden.client.client import ThreadwardenClient
     from threadwarden.client.feed import FeedRecord, RecordFeed, ThreadStream
     from threadwarden.client.reads import SubmissionResult
+    from threadwarden.config.settings import Settings
     from threadwarden.reading.text import TextDelta
     from threadwarden.views import (
         HostStatus,
@@ -66,7 +67,6 @@ if TYPE_CHECKING:
         TurnView,
     )
     from threadwarden.worker.plugin import ThreadwardenPlugin
-    from threadwarden.worker.settings import Settings
 
 _LAZY = {
     "FeedRecord": "threadwarden.client.feed",
@@ -74,7 +74,7 @@ _LAZY = {
     "OperatorResult": "threadwarden.views",
     "Receipt": "threadwarden.views",
     "RecordFeed": "threadwarden.client.feed",
-    "Settings": "threadwarden.worker.settings",
+    "Settings": "threadwarden.config.settings",
     "SubmissionDetail": "threadwarden.views",
     "SubmissionResult": "threadwarden.client.reads",
     "SubmissionView": "threadwarden.views",

@@ -57,8 +57,8 @@ from bench.streams import StreamWatch, console_command, console_streams
 from bench.threadwarden_run import ThreadwardenSide, migrate_ledger, threadwarden_argv
 from tests.helpers.chat_server import ChatServer, chat_server
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 
 IDLE_DEADLINE_S = 60.0

@@ -46,8 +46,8 @@ from bench.procs import WorkerCommand, WorkerGroup, worker_group
 from bench.stack import BenchStack, bench_stack, connected
 from bench.threadwarden_run import ThreadwardenSide, migrate_ledger
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 
 DECILES = 10
 SIDES = ("threadwarden", "bare", "langgraph_postgres")

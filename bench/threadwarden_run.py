@@ -23,9 +23,9 @@ from bench.side import Driver
 from bench.stack import CONSOLE, connected, with_user
 from bench.streams import StreamWatch, console_command, console_streams
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.migrations import migrate
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 
 AGENT = "scripted"

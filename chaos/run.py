@@ -39,9 +39,9 @@ from chaos.stack import ChaosStack, chaos_stack
 from chaos.workers import ChaosWorkers
 from chaos.workload import plan_workload
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.errors import HostMismatch, IdempotencyConflict, InvalidInput
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 TASK_QUEUE = "chaos"
 POLL_S = 0.2

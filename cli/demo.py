@@ -34,9 +34,10 @@ from threadwarden.cli.demo_scenario import (
 from threadwarden.cli.output import print_line
 from threadwarden.cli.stack import embedded_stack, stopped_by_signals
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_configured
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
-from threadwarden.worker.runtime import Connections, connect_configured, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 ServeApi = Callable[
     [Settings, str, Callable[[], Awaitable[Client]]], AbstractAsyncContextManager[str]

@@ -22,6 +22,8 @@ from pydantic import ValidationError
 from threadwarden.cli import commands
 from threadwarden.cli.output import print_error
 from threadwarden.cli.parser import UsageError, build_parser
+from threadwarden.config.envconfig import with_temporal_envconfig
+from threadwarden.config.settings import Settings
 from threadwarden.errors import (
     HostMismatch,
     IdempotencyConflict,
@@ -33,8 +35,6 @@ from threadwarden.errors import (
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input
-from threadwarden.worker.envconfig import with_temporal_envconfig
-from threadwarden.worker.settings import Settings
 
 __all__ = ["build_parser", "main"]
 
@@ -79,6 +79,9 @@ CONSOLE_COMMANDS = {"dev", "console"}
 decision made through its pages or the HTTP API (INFO on ``threadwarden.console``: ``api:
 approve sub_… by web-app (changed)``), as docs/api.md and docs/console.md show them. Not
 ``demo``: its own story is its output."""
+WORKER_COMMANDS = {"demo", "dev", "worker", "setup"}
+"""Commands that run a worker or the embedded stack, or set a namespace up for the worker
+(`threadwarden.cli.worker_commands`): only they load the worker's rooms."""
 EMBEDDED_COMMANDS = {"dev", "demo"}
 """Commands that run their own embedded Temporal server: Temporal's envconfig (which describes
 another server) does not apply to them."""
@@ -109,16 +112,16 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Coroutine[Any, An
         if args.result is not None:
             result = parse_json_input("result", args.result, max_bytes=settings.max_input_bytes)
         return commands.resolve(settings, args, result)
+    if args.command in WORKER_COMMANDS:
+        from threadwarden.cli.worker_commands import COMMANDS  # the worker's rooms: only here
+
+        return COMMANDS[args.command](settings, args)
     handlers: dict[str, Callable[[Settings, argparse.Namespace], Coroutine[Any, Any, int]]] = {
         "approve": commands.approve,
         "watch": commands.watch,
         "deny": commands.deny,
         "abort": commands.abort,
-        "demo": commands.demo,
-        "dev": commands.dev,
-        "worker": commands.worker,
         "migrate": commands.migrate,
-        "setup": commands.setup,
         "status": commands.status,
         "rebuild-projection": commands.rebuild_projection,
         "inbox": commands.inbox,

@@ -10,20 +10,18 @@ from pathlib import Path
 
 import asyncpg
 
+from threadwarden.config.connect import Connections
+from threadwarden.config.endpoints import Endpoints, clear_endpoints, write_endpoints
 from threadwarden.errors import StackAlreadyRunning
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.embedded import (
     EmbeddedPostgres,
-    Endpoints,
     TemporalDevServer,
-    clear_endpoints,
     forget_processes,
     postmaster_pid,
     record_processes,
     surviving_processes,
-    write_endpoints,
 )
-from threadwarden.worker.runtime import Connections
 
 logger = logging.getLogger(__name__)
 

@@ -16,6 +16,8 @@ from opentelemetry import metrics
 from temporalio.client import Client
 
 from threadwarden.client.reads import ClientReads
+from threadwarden.config.connect import Connections, connect_configured, resolve
+from threadwarden.config.settings import Settings
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import AdmissionRequest, Admissions
@@ -30,8 +32,6 @@ from threadwarden.publication import PublicationSink
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import IF_BUSY, IfBusy, validate_id, validate_input, validate_text
 from threadwarden.views import OperatorResult, Receipt
-from threadwarden.worker.runtime import Connections, connect_configured, resolve
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.client_calls import PolledQueues, wake_host
 from threadwarden.workflows.contracts import head_task_queue
 

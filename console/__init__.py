@@ -2,5 +2,6 @@
 
 An ASGI app (Starlette, Jinja2, served by uvicorn) that reads and decides through
 `ThreadwardenClient` and reads the ledger's pages with its own literal SQL (`queries.py`).
-Only ``threadwarden.cli.commands`` imports it (for ``threadwarden console`` and ``dev``).
+Only the CLI's commands import it: ``threadwarden console`` (`threadwarden.cli.commands`),
+``dev`` and ``demo`` (`threadwarden.cli.worker_commands`).
 """

@@ -12,6 +12,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Message, Receive, Scope, Send
 
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.console import actions, events, login, pages
 from threadwarden.console.api import create_api
 from threadwarden.console.origins import ApiCors, OriginPolicy
@@ -19,7 +20,6 @@ from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import BodyLimit, Guard, HttpMiddleware
 from threadwarden.console.web import STATIC, Authenticate, Console, decision_routes, environment
 from threadwarden.reading.shared import LedgerFeed
-from threadwarden.worker.settings import Settings
 
 
 def create_app(

@@ -13,12 +13,12 @@ import uvicorn
 from temporalio.client import Client
 
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.console.app import create_app
 from threadwarden.console.security import check_bind
 from threadwarden.errors import ThreadwardenError
 from threadwarden.ledger.pool import create_pool
 from threadwarden.reading.shared import LedgerFeed
-from threadwarden.worker.settings import Settings
 
 logger = logging.getLogger(__name__)
 

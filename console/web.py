@@ -19,6 +19,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.console.queries import ConsoleQueries
 from threadwarden.console.security import (
     CSRF_FIELD,
@@ -31,7 +32,6 @@ from threadwarden.console.security import (
 )
 from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
 from threadwarden.reading.shared import LedgerFeed
-from threadwarden.worker.settings import Settings
 
 if TYPE_CHECKING:
     from threadwarden.console.origins import OriginPolicy

@@ -28,10 +28,11 @@ from tests.helpers.stack import (
 )
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 SHARED = pytest.StashKey[StackEndpoints]()
 OWN_BASETEMP = pytest.StashKey[Path]()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -29,6 +29,7 @@ ROOMS = (
     "activities",
     "ledger",
     "reading",
+    "config",
     "worker",
     "client",
     "cli",
@@ -158,7 +159,9 @@ def test_packaging_public_api_is_importable_from_threadwarden_and_stays_light(
     assert complete == "True"
 
 
-@pytest.mark.parametrize("name", ["workflows", "activities", "ledger", "worker", "api", "protocol"])
+@pytest.mark.parametrize(
+    "name", ["workflows", "activities", "ledger", "config", "worker", "api", "protocol"]
+)
 def test_packaging_installed_has_no_other_top_level(
     installed: Path, neutral: Path, name: str
 ) -> None:

@@ -1,2 +1,3 @@
-"""The composition root: settings, the Temporal plugin and runtime, slots, telemetry, metrics
-and health, binding loading and the embedded stack."""
+"""The composition root: the Temporal plugin and runtime, slots, telemetry, metrics and health,
+binding loading and the embedded stack (its settings and connections are
+`threadwarden.config`'s)."""

@@ -19,6 +19,7 @@ from threadwarden.activities.pollers import HeadPollers
 from threadwarden.activities.sweep import SweepActivities
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
 from threadwarden.ledger.admission import Admissions
@@ -42,7 +43,6 @@ from threadwarden.worker.metrics import (
     WorkerTelemetry,
     global_metrics,
 )
-from threadwarden.worker.settings import Settings
 
 
 @dataclasses.dataclass

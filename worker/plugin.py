@@ -31,6 +31,8 @@ from temporalio.worker import (
 )
 
 from threadwarden.bindings import Binding, BindingRegistry
+from threadwarden.config.settings import Settings, worker_capacity
+from threadwarden.config.tracing import interceptors
 from threadwarden.errors import ThreadwardenError
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
@@ -42,9 +44,7 @@ from threadwarden.worker.capacity import activity_budget, head_queues
 from threadwarden.worker.head_workers import HEARTBEAT_THROTTLE, running_heads
 from threadwarden.worker.health import MetricsEndpoint, serving
 from threadwarden.worker.metrics import MeteredRuntime
-from threadwarden.worker.settings import Settings, worker_capacity
 from threadwarden.worker.slots import SharedSlots
-from threadwarden.worker.telemetry import interceptors
 from threadwarden.workflows import contracts
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
 from threadwarden.workflows.sweeper import SweeperWorkflow

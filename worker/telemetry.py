@@ -1,6 +1,6 @@
-"""Tracing: Temporal's OpenTelemetry interceptor with threadwarden's ids on its spans, OTLP export
-configured by the standard ``OTEL_*`` variables, the console exporter for local debugging, and
-SQL spans (asyncpg instrumentation) under the activities.
+"""Tracing: OTLP export configured by the standard ``OTEL_*`` variables, the console exporter for
+local debugging, and SQL spans (asyncpg instrumentation) under the activities. The interceptor
+that puts threadwarden's ids on Temporal's spans is every client's (`threadwarden.config.tracing`).
 
 Spans carry ids and counts only (``threadwarden.host_id``, ``thread_id``, ``submission_id``,
 ``agent_id``; SQL spans the statement text, whose values are always ``$n`` parameters and never
@@ -9,12 +9,8 @@ recorded): no payload reaches a span.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
@@ -23,14 +19,11 @@ from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.util.types import Attributes
-from temporalio.contrib.opentelemetry import TracingInterceptor
 
-from threadwarden.worker.settings import OtelEnvironment, Settings, otel_environment
+from threadwarden.config.settings import OtelEnvironment, Settings, otel_environment
 
 logger = logging.getLogger(__name__)
 
-HOST_WORKFLOW_PREFIX = "threadwarden-host/"
 _installed: set[str] = set()
 """Exporters this process already feeds (configured once, whatever the number of workers)."""
 _sql_instrumented = False
@@ -93,39 +86,3 @@ def _instrument_sql(provider: TracerProvider) -> None:
         instrumentor = AsyncPGInstrumentor(capture_parameters=False)  # type: ignore[no-untyped-call]  # the package is untyped
         instrumentor.instrument(tracer_provider=provider)
         _sql_instrumented = True
-
-
-def _with_ids(attributes: Attributes) -> Attributes:
-    """``attributes`` plus ``threadwarden.host_id`` when they name a host workflow."""
-    workflow_id = (attributes or {}).get("temporalWorkflowID")
-    if not isinstance(workflow_id, str) or not workflow_id.startswith(HOST_WORKFLOW_PREFIX):
-        return attributes
-    host_id = workflow_id.removeprefix(HOST_WORKFLOW_PREFIX)
-    return {**(attributes or {}), "threadwarden.host_id": host_id}
-
-
-class ThreadwardenTracingInterceptor(TracingInterceptor):
-    """Temporal's tracing interceptor whose client, workflow and activity spans of a host
-    workflow also carry ``threadwarden.host_id`` (the activities add the thread, submission
-    and agent ids themselves, `threadwarden.worker.metrics`).
-
-    It extends two private hooks of the SDK's interceptor (every span it starts goes through
-    them): the public API has no way to add attributes to its spans. The SDK's
-    ``OpenTelemetryPlugin`` was tried instead and does not serve (docs/operations.md, Traces).
-    """
-
-    @contextmanager
-    def _start_as_current_span(
-        self, name: str, *, attributes: Attributes, **kwargs: Any
-    ) -> Iterator[None]:
-        with super()._start_as_current_span(name, attributes=_with_ids(attributes), **kwargs):
-            yield
-
-    def _completed_workflow_span(self, params: Any) -> Any:
-        tagged = dataclasses.replace(params, attributes=_with_ids(params.attributes))
-        return super()._completed_workflow_span(tagged)
-
-
-def interceptors() -> list[TracingInterceptor]:
-    """Client interceptors: workflow, activity and signal spans for every threadwarden call."""
-    return [ThreadwardenTracingInterceptor()]

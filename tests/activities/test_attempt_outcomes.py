@@ -14,9 +14,10 @@ import pytest
 from tests.helpers.polling import eventually
 from threadwarden import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 
 async def _unjsonable(_: AttemptContext) -> Outcome:

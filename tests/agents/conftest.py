@@ -19,11 +19,12 @@ from tests.helpers.polling import eventually
 from tests.helpers.processes import worker_process
 from threadwarden.bindings import Binding
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.views import SubmissionView
 from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 AgentsWorker = Callable[..., contextlib.AbstractAsyncContextManager[None]]
 WorkerProcess = Callable[

@@ -31,8 +31,8 @@ from tests.helpers.model_agents import (
 )
 from threadwarden.agents._common import MODEL_TOOL
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.console.server import serving
-from threadwarden.worker.settings import Settings
 
 ANSWER = words(40)
 SAY = "say 40"

@@ -15,10 +15,11 @@ from tests.agents.conftest import head_in
 from tests.helpers.cli import Cli, run_cli
 from threadwarden.bindings import BindingRegistry
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.loading import load_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agents"
 ExampleWorker = Callable[..., AbstractAsyncContextManager[BindingRegistry]]

@@ -30,10 +30,11 @@ from tests.agents.conftest import AgentsWorker
 from tests.helpers.chat_server import ChatServer
 from threadwarden.agents.openai_agents import _tracing, agent_binding
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.loading import load_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 LOGGER = _tracing.__name__
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "agents.md"

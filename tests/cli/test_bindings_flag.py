@@ -11,10 +11,10 @@ import pytest
 from tests.helpers.cli import run_cli
 from tests.helpers.processes import worker_process
 from threadwarden.cli.parser import build_parser
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.errors import InvalidInput
 from threadwarden.worker.loading import load_registry, served_agents
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 ALPHA = "tests.helpers.routing_agents:ALPHA"
 BETA = "tests.helpers.routing_agents:BETA"

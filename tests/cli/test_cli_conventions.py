@@ -19,9 +19,9 @@ from tests.helpers.polling import eventually
 from tests.helpers.processes import console_worker
 from threadwarden.cli.main import build_parser
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.scripted import STEP_KINDS
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 
 def _parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:

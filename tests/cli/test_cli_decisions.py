@@ -13,7 +13,7 @@ from tests.helpers.checks import quiescent
 from tests.helpers.cli import decide, json_error, ledger_rows, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
+from threadwarden.config.connect import Connections
 
 pytestmark = pytest.mark.usefixtures("cli_env")
 

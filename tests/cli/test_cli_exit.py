@@ -23,8 +23,8 @@ import pytest
 from tests.helpers.checks import say, settled
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 
 SCRIPT = Path(sys.executable).parent / "threadwarden"
 AT_ONCE = 2

@@ -14,11 +14,12 @@ import pytest
 from tests.helpers.cli import CHARGE, run_cli, unknown_side_effect
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.inbox import WAITING
 from threadwarden.ledger.status import SETTLEMENT_OF
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 ENTRY_FIELDS = {
     "submission_id",

@@ -15,8 +15,8 @@ from tests.helpers.cli import user_environment
 from tests.helpers.polling import eventually
 from tests.helpers.processes import console_worker
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 
 USER_FILES = {
     "workflows.py": """

@@ -26,7 +26,7 @@ from tests.helpers.feed import (
 from tests.helpers.polling import eventually
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 pytestmark = pytest.mark.usefixtures("cli_env", "worker")
 

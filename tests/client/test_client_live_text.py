@@ -24,8 +24,8 @@ from tests.helpers.feed import (
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
+from threadwarden.config.settings import Settings
 from threadwarden.reading.text import TextDelta
-from threadwarden.worker.settings import Settings
 
 
 @pytest.fixture

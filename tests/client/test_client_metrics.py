@@ -7,7 +7,7 @@ import json
 import sys
 from textwrap import dedent
 
-from threadwarden.worker.runtime import Connections
+from threadwarden.config.connect import Connections
 
 SCRIPT = dedent(
     """

@@ -14,8 +14,8 @@ from playwright.async_api import Browser
 
 from tests.console.browser import LiveConsole, chromium
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.console.server import serving
-from threadwarden.worker.settings import Settings
 
 ServeConsole = Callable[..., AbstractAsyncContextManager[str]]
 

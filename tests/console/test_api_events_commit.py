@@ -13,7 +13,7 @@ import pytest
 from tests.console.api import events
 from tests.helpers.feed import without_inline_heads
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 SLOW_S = 6.0
 """The slow step of the turn."""

@@ -17,7 +17,7 @@ from tests.console.api import post
 from tests.helpers.feed import text_so_far
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 ANSWER = " ".join(f"word{n}" for n in range(40))
 STREAM = [{"stream": ANSWER, "chunk_ms": 100}]

@@ -10,7 +10,7 @@ import pytest
 
 from tests.console.test_api_live_text import sse, until_settled
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 ANSWER = " ".join(f"word{n}" for n in range(12))
 

@@ -16,7 +16,7 @@ from tests.console.api import events
 from tests.console.browser import LiveConsole, not_reloaded
 from tests.console.helpers import submit_until
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 WORDS = [f"word{n}" for n in range(40)]
 WORDS[7] = "<b>bold</b>"  # shown as text: the page never parses live text as HTML

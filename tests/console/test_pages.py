@@ -10,7 +10,7 @@ from tests.helpers.workers import Workers, with_bindings
 from threadwarden.bindings import SUMMARY, AttemptContext, Binding, Completed
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.shapes import HOST_STATUS_FIELDS, THREAD_STATUS_FIELDS
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 
 async def test_console_threads_page_lists_filters_and_badges_waiting_threads(

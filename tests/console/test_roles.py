@@ -99,11 +99,11 @@ from tests.console.helpers import csrf_of, settled_state
 from tests.helpers.cli import unknown_side_effect
 from tests.helpers.stack import TEMPLATE, StackEndpoints, quick_settings
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.console.security import SESSION_COOKIE, Caller
 from threadwarden.console.web import Decision
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 pytestmark = pytest.mark.xdist_group("roles")  # one worker serves the module's consoles once
 

@@ -19,7 +19,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.helpers.checks import assert_ledger_invariants
-from threadwarden.worker.runtime import Connections, connect_temporal
+from threadwarden.config.connect import Connections, connect_temporal
 
 MARKER = "no_ledger_check"
 

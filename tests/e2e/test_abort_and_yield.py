@@ -31,8 +31,8 @@ from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 
 
 @pytest.fixture

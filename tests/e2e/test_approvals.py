@@ -37,10 +37,10 @@ from tests.helpers.idle import woken_at_rest
 from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
 from threadwarden.errors import NotWaiting
 from threadwarden.failpoints import Failpoints
 from threadwarden.views import HostStatus, SubmissionView
-from threadwarden.worker.runtime import Connections
 
 APPROVAL = [{"say": "before"}, {"approval": "refund"}, {"say": "after"}]
 

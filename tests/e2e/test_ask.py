@@ -16,9 +16,9 @@ from tests.helpers.checks import quiescent
 from tests.helpers.cli import decide, json_error, ledger_rows, run_cli
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
 from threadwarden.errors import DecisionConflict, InvalidInput, NotWaiting
 from threadwarden.ledger.inbox import InboxReader
-from threadwarden.worker.runtime import Connections
 
 SIZES = {"type": "string", "enum": ["S", "M", "L"]}
 QUESTION = {"question": "Which size?", "choices": ["S", "M", "L"]}

@@ -21,11 +21,11 @@ from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import connect_temporal
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.scripted import scripted_binding
-from threadwarden.worker.runtime import connect_temporal
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts
 
 

@@ -21,7 +21,7 @@ import pytest
 from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 THREADS, SUBMISSIONS = 200, 5
 UNITS = THREADS * SUBMISSIONS

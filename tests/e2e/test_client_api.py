@@ -16,10 +16,10 @@ from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
 from threadwarden.client.reads import SubmissionResult
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.errors import InvalidInput, NotFound, ResultTimeout
 from threadwarden.reading import feed, listening
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 NEVER_S = 3_600.0
 """A re-check interval no test outlives: only a notification can end a wait."""

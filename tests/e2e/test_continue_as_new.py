@@ -11,8 +11,8 @@ from temporalio.client import WorkflowExecutionStatus
 from tests.helpers.checks import assert_settled_once, converged, say
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
 from threadwarden.ledger.admission import Admissions, payload_digest
-from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 from threadwarden.workflows.host import MAX_PASSES_PER_RUN
 

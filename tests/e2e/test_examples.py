@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.helpers.polling import eventually
 from tests.helpers.processes import run_to_end
-from threadwarden.worker.runtime import Connections
+from threadwarden.config.connect import Connections
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "plugin_app"
 

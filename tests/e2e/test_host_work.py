@@ -16,8 +16,8 @@ from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
 from threadwarden.ledger.host_work import HostWork
-from threadwarden.worker.runtime import Connections
 
 WAVE_ALLOWANCE = 30_000
 """Long enough that a finish never cuts off a wave still waiting for an activity slot on a loaded

@@ -15,9 +15,9 @@ from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.messages import DELIVERY_BATCH, Message, Messages
-from threadwarden.worker.settings import Settings
 
 
 def send(thread: str, text: str, **extra: Any) -> list[dict[str, Any]]:

@@ -21,9 +21,9 @@ from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers, with_bindings
 from threadwarden.activities.pollers import HeadPollers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.views import SubmissionView
 from threadwarden.worker.capacity import head_queues
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows import contracts
 
 # Well under the 60 s a head would wait to be started: reaching it proves no such wait.

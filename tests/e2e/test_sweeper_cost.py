@@ -21,12 +21,13 @@ from temporalio.worker import Worker
 from tests.helpers.polling import eventually
 from threadwarden.activities.sweep import SweepActivities
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.sweep import Sweeps
 from threadwarden.worker.plugin import start_sweeper
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows.contracts import sweeper_workflow_id
 from threadwarden.workflows.sweeper import ITERATIONS_PER_RUN, SweeperWorkflow
 

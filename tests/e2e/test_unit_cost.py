@@ -19,10 +19,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tests.helpers.polling import eventually
 from threadwarden.client import client as client_module
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
+from threadwarden.config.settings import Settings
 from threadwarden.ledger import pool as ledger_pool
 from threadwarden.worker import runtime
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows.contracts import host_workflow_id
 
 HOSTS, SUBMISSIONS = 4, 10

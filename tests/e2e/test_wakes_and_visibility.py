@@ -15,8 +15,8 @@ from tests.helpers.idle import idle_host
 from tests.helpers.polling import eventually
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
 from threadwarden.ledger.admission import Admissions
-from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
 from threadwarden.workflows.host import NONTERMINAL, PASS_OUTCOME
 

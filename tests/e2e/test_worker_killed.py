@@ -20,8 +20,8 @@ from tests.helpers.slow_tool import AGENT_ID as SLOW_TOOL_AGENT
 from tests.helpers.slow_tool import slow_tool_binding
 from tests.helpers.workers import Workers, with_bindings
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.views import HostStatus, ThreadStatus
-from threadwarden.worker.settings import Settings
 
 SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
 

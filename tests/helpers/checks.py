@@ -12,10 +12,10 @@ from temporalio.client import WorkflowExecutionStatus
 
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import STABLE_WAITS
 from threadwarden.views import HostStatus, ThreadStatus
-from threadwarden.worker.runtime import Connections, connect_temporal
 from threadwarden.workflows.contracts import host_workflow_id
 
 

@@ -19,12 +19,12 @@ import pytest
 from tests.helpers.ledger import BINDINGS
 from tests.helpers.polling import eventually
 from threadwarden.cli.main import main
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.protocol.decisions import Timing
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 
 if TYPE_CHECKING:
     import pytest

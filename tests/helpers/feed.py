@@ -10,10 +10,10 @@ import asyncpg
 
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.status import _RECORDS_AFTER
 from threadwarden.reading.text import TextDelta
 from threadwarden.reading.text import text_so_far as rows_so_far
-from threadwarden.worker.settings import Settings
 
 ANSWER = " ".join(f"word{n}" for n in range(40))
 STREAM = [{"stream": ANSWER, "chunk_ms": 100}]

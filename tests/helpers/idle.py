@@ -6,8 +6,8 @@ from __future__ import annotations
 from tests.helpers.checks import assert_settled_once, quiescent, say
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
 from threadwarden.views import HostStatus, Receipt
-from threadwarden.worker.runtime import Connections
 
 
 async def idle_host(

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tests.helpers.cli import CONSOLE_SCRIPT
 from tests.helpers.polling import eventually
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = "threadwarden worker on task queue"

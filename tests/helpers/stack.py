@@ -17,9 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from threadwarden.config.settings import Settings
 from threadwarden.ledger.migrations import migrate
 from threadwarden.worker.embedded import EmbeddedPostgres, TemporalDevServer
-from threadwarden.worker.settings import Settings
 
 TEMPLATE = "tw_template"
 """The migrated database every test's database is cloned from."""

@@ -14,13 +14,14 @@ from temporalio.worker import Worker
 
 from tests.helpers.processes import worker_process
 from threadwarden.bindings import Binding, BindingRegistry
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.hosts import HostMaintenance
 from threadwarden.publication import PublicationSink
 from threadwarden.scripted import scripted_binding
 from threadwarden.worker.plugin import default_registry
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,13 +13,13 @@ from temporalio.exceptions import ActivityError, ApplicationError, ApplicationEr
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from threadwarden.activities.errors import domain_errors
+from threadwarden.config.connect import connect_temporal
 from threadwarden.errors import (
     PoolExhausted,
     StaleAttempt,
     StalePass,
     ThreadwardenError,
 )
-from threadwarden.worker.runtime import connect_temporal
 
 ERRORS: dict[str, ThreadwardenError] = {
     "StalePass": StalePass("host h: pass epoch 3 is stale (current 4)"),

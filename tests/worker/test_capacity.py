@@ -12,12 +12,13 @@ import pytest
 from pydantic import ValidationError
 from temporalio.worker import FixedSizeSlotSupplier, Worker
 
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import POOL_RESERVE, Capacity, Settings
 from threadwarden.ledger.pool import BoundedPool, create_pool
 from threadwarden.worker import runtime
 from threadwarden.worker.capacity import HEAD_POLLERS, MAIN_POLLERS, PINNED_POLLERS
 from threadwarden.worker.head_workers import HEARTBEAT_THROTTLE, head_heartbeat_throttle
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import POOL_RESERVE, Capacity, Settings
+from threadwarden.worker.runtime import running_worker
 from threadwarden.worker.slots import SharedSlots
 
 
@@ -147,11 +148,11 @@ async def test_a_worker_on_a_small_explicit_pool_runs_fewer_slots_and_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     small = settings.model_copy(update={"pool_max_size": 10})
-    caplog.set_level(logging.WARNING, logger="threadwarden.worker.settings")
+    caplog.set_level(logging.WARNING, logger="threadwarden.config.settings")
     async with running_worker(small, connections) as worker:
         assert slots(worker)[1:] == (4 + POLLERS, 2)
         assert [p.get_max_size() for p in created_pools] == [10]  # as given
-    warnings = [r.getMessage() for r in caplog.records if r.name == "threadwarden.worker.settings"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "threadwarden.config.settings"]
     assert set(warnings) == {
         "pool_max_size=10 is below the worker's slots (20 activities + 10 local activities"
         " + 4 reserve): running 4 activities and 2 local activities"

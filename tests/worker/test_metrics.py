@@ -26,17 +26,14 @@ from temporalio.exceptions import ApplicationError
 from tests.helpers.polling import eventually
 from tests.helpers.stack import StackEndpoints
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections
+from threadwarden.config.endpoints import Endpoints, read_endpoints, write_endpoints
+from threadwarden.config.settings import Settings
 from threadwarden.errors import InvalidInput
 from threadwarden.ledger.gauges import GAUGES, read_gauges
-from threadwarden.worker.embedded import (
-    Endpoints,
-    free_port,
-    read_endpoints,
-    write_endpoints,
-)
+from threadwarden.worker.embedded import free_port
 from threadwarden.worker.metrics import ActivityMetering, DomainMetrics
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows import contracts
 
 

@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.helpers.checks import settled
 from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, connect_temporal
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections, connect_temporal
+from threadwarden.config.settings import Settings
 from threadwarden.workflows import contracts
 
 MARKER = "PAYLOAD-MARKER-7f3e91"

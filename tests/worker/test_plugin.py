@@ -13,10 +13,10 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.worker import Worker
 
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 from threadwarden.errors import ThreadwardenError
 from threadwarden.worker.plugin import ThreadwardenPlugin
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
 from threadwarden.workflows.host import HostWorkflow
 from threadwarden.workflows.sweeper import SweeperWorkflow
 

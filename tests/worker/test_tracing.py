@@ -21,8 +21,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from tests.helpers.polling import eventually
 from tests.helpers.workers import QUEUED, with_queued_scripted
 from threadwarden.client.client import ThreadwardenClient
-from threadwarden.worker.runtime import Connections, running_worker
-from threadwarden.worker.settings import OtelEnvironment, Settings, otel_environment
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import OtelEnvironment, Settings, otel_environment
+from threadwarden.worker.runtime import running_worker
 from threadwarden.worker.telemetry import configure_tracing
 
 

@@ -16,9 +16,10 @@ from tests.helpers.polling import eventually
 from tests.helpers.workers import with_queued_scripted
 from tests.workflows.recording import recording_stack
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
-from threadwarden.worker.settings import Settings
+from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"

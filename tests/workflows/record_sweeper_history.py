@@ -11,9 +11,10 @@ from pathlib import Path
 from tests.helpers.polling import eventually
 from tests.workflows.recording import recording_stack
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.pool import create_pool
-from threadwarden.worker.runtime import Connections, connect_temporal, running_worker
+from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows.contracts import sweeper_workflow_id
 
 HERE = Path(__file__).parent / "histories"

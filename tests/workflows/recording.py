@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers.stack import TEMPLATE, EmbeddedStack
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.settings import Settings
 
 
 @contextlib.asynccontextmanager

@@ -29,9 +29,9 @@ from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import to_ms
-from threadwarden.worker.settings import Settings
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import threadwarden.worker.settings as settings_module
+import threadwarden.config.settings as settings_module
 from tests.helpers.cli import run_cli
-from threadwarden.worker.settings import Settings, unknown_variables
+from threadwarden.config.settings import Settings, unknown_variables
 
 PASSWORD = "pw-3f9c1e7a5b"
 API_KEY = "key-8d2b6c40e1"
@@ -110,7 +110,7 @@ def test_unknown_variable_is_warned_once_at_start_in_one_line(
 ) -> None:
     monkeypatch.setenv("THREADWARDEN_SWEEP_GRACEMS", "10")
     monkeypatch.setenv("threadwarden_lease_ms", "50000")
-    with caplog.at_level(logging.WARNING, logger="threadwarden.worker.settings"):
+    with caplog.at_level(logging.WARNING, logger="threadwarden.config.settings"):
         settings = Settings()
         Settings()
     assert settings.lease_ms == 50_000
@@ -130,7 +130,7 @@ async def test_cli_reports_an_unknown_variable_at_start(
     monkeypatch.setenv("THREADWARDEN_DATABSE_URL", "postgresql://db/tw")
     caplog.set_level(logging.WARNING)
     assert await run_cli("--data-dir", str(tmp_path), "status", "--thread", "t") == 1
-    warned = [r.getMessage() for r in caplog.records if r.name == "threadwarden.worker.settings"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "threadwarden.config.settings"]
     assert warned == [
         "THREADWARDEN_DATABSE_URL is not a threadwarden setting and is ignored"
         " (did you mean THREADWARDEN_DATABASE_URL?)"

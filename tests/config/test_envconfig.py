@@ -9,9 +9,9 @@ import pytest
 
 from tests.helpers.cli import run_cli
 from tests.helpers.namespaces import custom_attributes, register_fresh_namespace
-from threadwarden.worker.envconfig import with_temporal_envconfig
-from threadwarden.worker.runtime import Connections
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections
+from threadwarden.config.envconfig import with_temporal_envconfig
+from threadwarden.config.settings import Settings
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES
 
 pytestmark = pytest.mark.usefixtures("no_temporal_env")

@@ -1,6 +1,6 @@
 """Settings completed from Temporal's own client configuration (`temporalio.envconfig`): the
 ``TEMPORAL_*`` variables and the profiles of ``temporal.toml``, for a process configured as the
-Temporal SDKs and CLI are (docs/configuration.md). With `threadwarden.worker.settings`, the only
+Temporal SDKs and CLI are (docs/configuration.md). With `threadwarden.config.settings`, the only
 module that reads the environment."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 from pydantic import SecretStr, ValidationError
 from temporalio.envconfig import ClientConfigProfile
 
+from threadwarden.config.settings import Settings
 from threadwarden.errors import InvalidInput
-from threadwarden.worker.settings import Settings
 
 ENVCONFIG_SOURCE = "temporal envconfig (TEMPORAL_* variables or the temporal.toml profile)"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import run_cli
-from threadwarden.worker.settings import Settings
+from threadwarden.config.settings import Settings
 
 VARIABLE = "THREADWARDEN_API_ALLOWED_ORIGINS"
 

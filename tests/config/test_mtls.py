@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from threadwarden.worker.runtime import Connections, connect_configured
-from threadwarden.worker.settings import Settings
+from threadwarden.config.connect import Connections, connect_configured
+from threadwarden.config.settings import Settings
 
 SERVER_NAME = "temporal.test"
 

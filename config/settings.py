@@ -1,5 +1,5 @@
 """Settings from the environment (prefix ``THREADWARDEN_``), and the ``OTEL_*`` variables
-threadwarden acts on itself; with `threadwarden.worker.envconfig` (Temporal's ``TEMPORAL_*``),
+threadwarden acts on itself; with `threadwarden.config.envconfig` (Temporal's ``TEMPORAL_*``),
 the only place environment variables are read."""
 
 import difflib
