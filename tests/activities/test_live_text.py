@@ -1,6 +1,7 @@
 """An attempt's live text (`LiveText`) against the real ledger: ``flush`` waits for a write
-under way (so ``finish`` is the last word on a journaled step's row), and ``close`` removes
-the rows of steps the attempt never journaled unless it was cut off."""
+under way (so ``finish`` is the last word on a journaled step's row), a step answered before its
+first fragment was due writes nothing, and ``close`` removes the rows of steps the attempt never
+journaled unless it was cut off."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import asyncpg
 
 from tests.helpers.ledger import Ledger
+from tests.helpers.polling import eventually
 from threadwarden.activities.live_text import LiveText
 from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import Deltas
@@ -55,7 +57,7 @@ async def test_flush_waits_for_a_write_under_way_so_finish_removes_the_row(
     claim = await _claim(pool, ids)
     deltas = GatedDeltas(pool)
     live = LiveText(deltas, claim)
-    live.add(1, "hello")  # the step's first fragment: its write starts at once
+    live.add(1, "hello")  # the step's first fragment: its write starts within FIRST_S
     await asyncio.wait_for(deltas.started.wait(), 10)
 
     async def open_gate() -> None:
@@ -64,7 +66,7 @@ async def test_flush_waits_for_a_write_under_way_so_finish_removes_the_row(
         deltas.gate.set()
 
     opener = asyncio.create_task(open_gate())
-    await live.flush()
+    await live.flush(1)
     deltas.events.append("flushed")
     await live.finish(1)
     await opener
@@ -82,12 +84,44 @@ async def test_close_removes_unjournaled_rows_unless_cut_off(
 
     cut_off = LiveText(deltas, claim)
     cut_off.add(2, "half an answer")
-    await cut_off.flush()
+    await _written(pool, claim.submission_id, [(2, "half an answer")])
     await cut_off.close(keep=True)  # a deploy cut it off: readers keep the text so far
     assert await _rows(pool, claim.submission_id) == [(2, "half an answer")]
 
     failed = LiveText(deltas, claim)
     failed.add(2, " and more")
-    await failed.flush()
+    await _written(pool, claim.submission_id, [(2, "half an answer and more")])
     await failed.close(keep=False)  # the binding failed mid-step: nothing is to show it again
     assert await _rows(pool, claim.submission_id) == []
+
+
+async def test_a_step_answered_before_its_first_fragment_was_due_writes_nothing(
+    pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    """A quick model's whole response arrives within `FIRST_S`: the step writes nothing but
+    its record (no row, no statement), while a step whose text readers saw gets its last words
+    written before its record."""
+    claim = await _claim(pool, ids)
+    deltas = GatedDeltas(pool)
+    deltas.gate.set()
+    live = LiveText(deltas, claim)
+    live.add(1, "the whole ")
+    live.add(1, "answer")
+    await live.flush(1)  # its response is journaled next, before the first fragment was due
+    await live.finish(1)
+    live.add(2, "seen ")
+    await _written(pool, claim.submission_id, [(2, "seen ")])
+    live.add(2, "and the rest")
+    await live.flush(2)
+    assert await _rows(pool, claim.submission_id) == [(2, "seen and the rest")]
+    await live.finish(2)
+    await live.close(keep=False)
+    assert deltas.events == ["write seen ", "write and the rest"]
+    assert await _rows(pool, claim.submission_id) == []
+
+
+async def _written(
+    pool: asyncpg.Pool[Any], submission_id: str, rows: list[tuple[int, str]]
+) -> None:
+    """Wait until the step's coalesced text is written as ``rows``."""
+    await eventually(lambda: _rows(pool, submission_id), lambda found: found == rows)

@@ -11,8 +11,6 @@ import asyncpg
 import pytest
 
 from tests.helpers.ledger import Ledger
-from threadwarden.activities.live_text import LiveText
-from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.deltas import DELTA_CHANNEL, Deltas
 from threadwarden.reading.text import (
     Delta,
@@ -110,51 +108,3 @@ async def test_an_older_attempts_late_write_changes_nothing(
     async with pool.acquire() as conn:
         [row] = await text_so_far(conn, ids)
     assert (row.epoch, row.text) == (2, "the re-run")
-
-
-async def test_a_step_answered_within_the_first_wait_writes_no_live_text(
-    pool: asyncpg.Pool[Any], database_url: str, ids: str
-) -> None:
-    """A quick model's whole response arrives before its first fragment is due: the step
-    writes nothing but its record (no row, no notification), while a step whose text readers
-    saw gets its last words before its record."""
-    sub = await Ledger.defaults(pool).admit(ids)
-    claim = Claim(
-        host_id=ids,
-        pass_epoch=1,
-        thread_id=ids,
-        submission_id=sub,
-        agent_id="scripted",
-        agent_digest="d",
-        input=None,
-        epoch=1,
-        attempt_id="a",
-        ownership_token="t",
-        history=[],
-        journal=[],
-    )
-    heard: asyncio.Queue[str] = asyncio.Queue()
-    listener = await asyncpg.connect(database_url)
-    await listener.add_listener(DELTA_CHANNEL, lambda *args: heard.put_nowait(args[-1]))
-    try:
-        live = LiveText(Deltas(pool), claim)
-        live.add(1, "the whole ")
-        live.add(1, "answer")
-        await live.flush(1)  # its response is journaled next, before the first wait ended
-        await live.finish(1)
-        live.add(2, "seen ")
-        await live._flush()  # the first wait ended: readers got the step's first words
-        live.add(2, "and the rest")
-        await live.flush(2)
-        notes = [parse_notification(await asyncio.wait_for(heard.get(), 10)) for _ in range(2)]
-        assert [(d.step, d.text) for _, d in filter(None, notes)] == [
-            (2, "seen "),
-            (2, "and the rest"),
-        ]
-        await live.finish(2)
-        await live.close(keep=False)
-        async with pool.acquire() as conn:
-            assert await text_so_far(conn, ids) == []
-        assert heard.empty()
-    finally:
-        await listener.close()
