@@ -99,6 +99,10 @@ class JournaledContext:
         if self._live is not None:
             await self._live.close(keep=cut_off)
 
+    @property
+    def live_text(self) -> bool:
+        return self._live is not None
+
     def text_delta(self, text: str) -> None:
         if self._live is None or self._open_step is None or not text:
             return  # outside a tool's run there is no step in progress to stream

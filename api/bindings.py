@@ -136,6 +136,14 @@ class AttemptContext(Protocol):
         """True while the handler re-executes steps an earlier attempt already committed."""
         ...
 
+    @property
+    def live_text(self) -> bool:
+        """Whether readers see what `text_delta` forwards: False when the worker's
+        ``live_text`` setting is off (`text_delta` then does nothing). The agent adapters
+        stream a model's response only when it is True and the text goes to readers, and
+        otherwise ask for the whole response: a stream costs the worker its chunks' parsing."""
+        ...
+
     def text_delta(self, text: str) -> None:
         """Forward a fragment of the text being generated for the step in progress (the
         model request inside a ``tool`` call): readers see it live (the API's ``event: delta``,

@@ -16,6 +16,8 @@ P50_BOUND = 1.2
 BYTES_BOUND = 1.1
 """Issue 37's bounds on threadwarden's last decile against its first: p50 latency, bytes
 written per turn."""
+SLOWEST = 5
+"""How many of a side's slowest turns the JSON names (turn counted from 0, ms)."""
 TAIL_BOUND = 3.0
 """Issue 39's bound on threadwarden's slowest turn against its median turn."""
 
@@ -71,6 +73,10 @@ def side(run: LongRun) -> dict[str, Any]:
         "max_over_p50": (
             round(turn_ms["max"] / turn_ms["p50"], 2) if turn_ms and turn_ms["p50"] else None
         ),
+        "slowest_turns": [
+            [n, round(ms, 1)]
+            for n, ms in sorted(enumerate(run.latencies_ms), key=lambda t: -t[1])[:SLOWEST]
+        ],
         "turns": run.turns,
         "completed": run.completed,
         "seconds": round(run.seconds, 2),

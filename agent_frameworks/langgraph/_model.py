@@ -72,7 +72,12 @@ class JournaledChatModel(BaseChatModel):
 
         async def ask(_: dict[str, Any]) -> Any:
             with model_span("langgraph", self._name, ctx):
-                if streams(self.model, kwargs):
+                # Streamed only for readers: no chunk parsing for a response none sees.
+                if (
+                    ctx.live_text
+                    and not STRUCTURED.intersection(kwargs)
+                    and streams(self.model, kwargs)
+                ):
                     message = await self._streamed(ctx, messages, stop, kwargs)
                 else:
                     result = await self.model._agenerate(messages, stop=stop, **kwargs)
@@ -99,13 +104,11 @@ class JournaledChatModel(BaseChatModel):
         kwargs: dict[str, Any],
     ) -> BaseMessage:
         """The wrapped model's response, streamed: the text of each chunk forwarded to readers
-        as it arrives (unless the response is a structured output), the chunks added up into
-        the one message the node gets (as LangChain's own streamed ``ainvoke`` does)."""
-        forward = not STRUCTURED.intersection(kwargs)
+        as it arrives, the chunks added up into the one message the node gets (as LangChain's
+        own streamed ``ainvoke`` does)."""
         whole: ChatGenerationChunk | None = None
         async for chunk in self.model._astream(messages, stop=stop, **kwargs):
-            if forward:
-                ctx.text_delta(chunk.text)
+            ctx.text_delta(chunk.text)
             whole = chunk if whole is None else whole + chunk
         if whole is None:
             raise ValueError(f"model {self._name}: the stream ended without a chunk")

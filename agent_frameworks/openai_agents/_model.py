@@ -240,7 +240,8 @@ class JournaledModel(Model):
         model's refusal of the request for its length. Readers see its text as it arrives when
         ``live`` (not a summary's: it answers no one)."""
         output_schema = request.output_schema
-        forward = live and (output_schema is None or output_schema.is_plain_text())
+        plain = output_schema is None or output_schema.is_plain_text()
+        forward = live and self._ctx.live_text and plain
 
         def streamed() -> AsyncIterator[TResponseStreamEvent]:
             settings = with_usage(request.model_settings)
@@ -249,8 +250,9 @@ class JournaledModel(Model):
         async def ask(_: dict[str, Any]) -> Any:
             with model_span("openai-agents", name, self._ctx):
                 try:
-                    response = await self._streamed(streamed, forward)
-                    if response is None:  # a model that answers whole responses only
+                    # Streamed only for readers: no chunk parsing for a response none sees.
+                    response = await self._streamed(streamed) if forward else None
+                    if response is None:  # unseen, or a model that answers whole responses only
                         settings = request.model_settings
                         response = await request.send(model.get_response, settings, input)
                 except openai.APIStatusError as error:
@@ -281,18 +283,18 @@ class JournaledModel(Model):
         )
 
     async def _streamed(
-        self, streamed: Callable[[], AsyncIterator[TResponseStreamEvent]], forward: bool
+        self, streamed: Callable[[], AsyncIterator[TResponseStreamEvent]]
     ) -> ModelResponse | None:
-        """The response, streamed: its text deltas forwarded to readers as they arrive
-        (``forward``: not a structured output), the response built from the stream's
-        ``response.completed`` as `Runner.run_streamed` builds it. None when the model does not
-        stream (it raised `NotImplementedError` before any event)."""
+        """The response, streamed: its text deltas forwarded to readers as they arrive, the
+        response built from the stream's ``response.completed`` as `Runner.run_streamed` builds
+        it. None when the model does not stream (it raised `NotImplementedError` before any
+        event)."""
         started = False
         done: list[TResponseOutputItem] = []
         try:
             async for event in streamed():
                 started = True
-                if event.type == "response.output_text.delta" and forward:
+                if event.type == "response.output_text.delta":
                     self._ctx.text_delta(event.delta)
                 elif event.type == "response.output_item.done":
                     done.append(event.item)

@@ -143,10 +143,12 @@ class JournaledModel(WrapperModel):
         model_settings: ModelSettings | None,
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
-        """The wrapped model's whole response: streamed when it can stream, its text forwarded
-        to readers (`AttemptContext.text_delta`) as it arrives; else asked in one request."""
-        if streams(self.wrapped):
-            forward = self._live and not structured(model_request_parameters)
+        """The wrapped model's whole response: streamed when its text goes to readers and the
+        model can stream, the text forwarded (`AttemptContext.text_delta`) as it arrives; else
+        asked in one request (no reader would see the chunks: a structured output, a summary,
+        the worker's live text off), unless the model can only stream."""
+        forward = self._live and self._ctx.live_text and not structured(model_request_parameters)
+        if streams(self.wrapped) and (forward or not answers_whole(self.wrapped)):
             opened = False
             try:
                 async with self.wrapped.request_stream(
@@ -214,6 +216,18 @@ def streams(model: Model) -> bool:
     if isinstance(model, FunctionModel):
         return model.stream_function is not None
     return type(model).request_stream is not Model.request_stream
+
+
+def answers_whole(model: Model) -> bool:
+    """Whether ``model`` can answer a request in one response: every model but pydantic-ai's
+    `FunctionModel` without a ``function`` (under its wrappers, each of a `FallbackModel`'s)."""
+    if isinstance(model, WrapperModel):
+        return answers_whole(model.wrapped)
+    if isinstance(model, FallbackModel):
+        return all(answers_whole(m) for m in model.models)
+    if isinstance(model, FunctionModel):
+        return model.function is not None
+    return True
 
 
 def structured(parameters: ModelRequestParameters) -> bool:

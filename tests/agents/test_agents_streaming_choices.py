@@ -1,6 +1,7 @@
 """What each journaled model streams (issue 31), on a stand-in attempt context (no stack): the
-text of a response, as its chunks arrive; nothing of a structured output; a model that cannot
-stream is asked for its whole response. The journaled result is the same either way."""
+text of a response, as its chunks arrive; a structured output, a model that cannot stream, and
+any response while the worker's live text is off are asked whole (issue 39: no chunk parsing
+for a response no reader sees). The journaled result is the same either way."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from agents import Agent as SdkAgent
 from agents import OpenAIChatCompletionsModel, RunConfig, Runner
 from agents.exceptions import ModelBehaviorError
 from agents.models.multi_provider import MultiProvider
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGenerationChunk
 from pydantic import BaseModel
 from pydantic_ai import Agent, PromptedOutput
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -36,6 +39,7 @@ class Context:
     result kept (`results`); `deltas` are the live text forwarded."""
 
     budget_left = None
+    live_text = True
     replaying = False
     submission_id = "sub_1"
     thread_id = "thread-1"
@@ -156,3 +160,62 @@ async def test_langgraph_streams_text_not_structured_output_nor_an_unstreamed_mo
     with running(attempt(unstreamed)):
         answer = await journaled(ScriptedChat()).ainvoke([HumanMessage("hi")])
     assert unstreamed.deltas == [] and len(unstreamed.results) == 1
+
+
+STREAMED: list[str] = []
+"""The requests `CountedChat` streamed."""
+
+
+class CountedChat(GenericFakeChatModel):
+    """LangChain's fake chat model, counting the requests it streamed (`STREAMED`)."""
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        STREAMED.append("langgraph")
+        async for chunk in super()._astream(messages, stop, run_manager, **kwargs):
+            yield chunk
+
+
+async def test_with_live_text_off_each_adapter_asks_for_the_whole_response(
+    server: ChatServer,
+) -> None:
+    """The worker's live text off: no adapter streams (the model answers whole), and the
+    journaled response is the same text."""
+    streamed: list[str] = []
+
+    def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        streamed.append("pydantic-ai")
+        return pieces("hello there")
+
+    def whole(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("hello there")])
+
+    off = Context()
+    off.live_text = False
+    model = JournaledModel(FunctionModel(whole, stream_function=stream), attempt(off))
+    assert (await Agent(name="a").run("hi", model=model)).output == "hello there"
+    on = Context()
+    model = JournaledModel(FunctionModel(whole, stream_function=stream), attempt(on))
+    assert (await Agent(name="a").run("hi", model=model)).output == "hello there"
+    assert (streamed, off.deltas, on.deltas) == (["pydantic-ai"], [], ["hell", "o th", "ere"])
+
+    server.stream_delay_s = 0
+    chat = OpenAIChatCompletionsModel("scripted", openai_client=openai_client(server.url))
+    sdk = SdkJournaledModel(attempt(off), MultiProvider())
+    config = RunConfig(model=sdk, call_model_input_filter=sdk.note_agent)
+    answer = await Runner.run(SdkAgent(name="a", model=chat), "say 5", run_config=config)
+    assert answer.final_output == words(5)
+    assert server.requests[-1].get("stream") in (None, False) and off.deltas == []
+
+    with running(attempt(off)):
+        fake = CountedChat(messages=iter([AIMessage(content=words(5))]))
+        assert (await journaled(fake).ainvoke([HumanMessage("hi")])).content == words(5)
+    with running(attempt(on)):
+        fake = CountedChat(messages=iter([AIMessage(content=words(5))]))
+        assert (await journaled(fake).ainvoke([HumanMessage("hi")])).content == words(5)
+    assert STREAMED == ["langgraph"] and off.deltas == []
