@@ -1,8 +1,32 @@
-"""One exception tree for everything threadwarden raises on purpose."""
+"""One exception tree for everything threadwarden raises on purpose, and what each surface
+(the CLI, the API, the console's forms) says of one: its stable code and the field it is about."""
+
+import re
+from typing import ClassVar
 
 
 class ThreadwardenError(Exception):
     """Root of every error threadwarden raises deliberately."""
+
+    subject: ClassVar[str | None] = None
+    """The request field a refused decision or admission is about (the CLI's name: ``thread``,
+    ``submission``, ``host``, ``idempotency_key``): an error with one is the caller's to fix
+    (the CLI exits 2). A subclass is about its base's; `InvalidInput` names its own field."""
+
+
+def error_code(error: BaseException) -> str:
+    """The stable ``code`` of an error on every surface: ``InvalidInput`` -> ``invalid_input``,
+    any other threadwarden error its class name in snake case, anything else ``error``."""
+    if type(error) is ThreadwardenError or not isinstance(error, ThreadwardenError):
+        return "error"
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
+
+
+def field_of(error: BaseException) -> str | None:
+    """The field a bad-input error is about: an `InvalidInput`'s own, else its ``subject``."""
+    if isinstance(error, InvalidInput):
+        return error.field
+    return error.subject if isinstance(error, ThreadwardenError) else None
 
 
 class InvalidInput(ThreadwardenError):
@@ -18,10 +42,14 @@ class InvalidInput(ThreadwardenError):
 class IdempotencyConflict(ThreadwardenError):
     """The idempotency key was already used on this thread for a different payload."""
 
+    subject = "idempotency_key"
+
 
 class ThreadBusy(ThreadwardenError):
     """``if_busy="reject"``: the thread has a submission that has not settled; nothing was
     written."""
+
+    subject = "thread"
 
 
 class NotFound(ThreadwardenError):
@@ -34,6 +62,8 @@ class ResultTimeout(ThreadwardenError, TimeoutError):
 
 class HostMismatch(ThreadwardenError):
     """A thread was addressed under a host other than the one that owns it."""
+
+    subject = "host"
 
 
 class StalePass(ThreadwardenError):
@@ -50,6 +80,8 @@ class AbortRequested(ThreadwardenError):
 
 class NotWaiting(ThreadwardenError):
     """An operator action addressed a submission that is not waiting for it."""
+
+    subject = "submission"
 
 
 class DecisionConflict(NotWaiting):

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable, Coroutine
@@ -25,44 +24,16 @@ from threadwarden.cli.parser import UsageError, build_parser
 from threadwarden.config.envconfig import with_temporal_envconfig
 from threadwarden.config.settings import Settings
 from threadwarden.errors import (
-    HostMismatch,
-    IdempotencyConflict,
     InvalidInput,
     NotFound,
-    NotWaiting,
-    ThreadBusy,
     ThreadwardenError,
+    error_code,
+    field_of,
 )
 from threadwarden.scripted import SCRIPTED_AGENT_ID, parse_steps
 from threadwarden.validation import parse_json_input
 
 __all__ = ["build_parser", "main"]
-
-FIELD_OF: dict[type[ThreadwardenError], str] = {
-    IdempotencyConflict: "idempotency_key",
-    HostMismatch: "host",
-    ThreadBusy: "thread",
-    NotWaiting: "submission",
-}
-"""The bad-input errors other than `InvalidInput` (which names its own field), each with the
-field it is about; a subclass (`DecisionConflict` is a `NotWaiting`) is about its base's."""
-BAD_INPUT: tuple[type[ThreadwardenError], ...] = (InvalidInput, *FIELD_OF)
-"""The errors that exit 2: the caller's input or decision is wrong, nothing was written."""
-
-
-def _field_of(error: ThreadwardenError) -> str | None:
-    """The field a bad-input error is about."""
-    if isinstance(error, InvalidInput):
-        return error.field
-    return next((FIELD_OF[kind] for kind in type(error).__mro__ if kind in FIELD_OF), None)
-
-
-def error_code(error: BaseException) -> str:
-    """The stable ``code`` of a ``--json`` error: ``InvalidInput`` -> ``invalid_input``, any
-    other threadwarden error its class name in snake case, anything else ``error``."""
-    if type(error) is ThreadwardenError or not isinstance(error, ThreadwardenError):
-        return "error"
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
 
 
 def _subject(args: argparse.Namespace) -> str | None:
@@ -211,12 +182,12 @@ def _execute(args: argparse.Namespace, as_json: bool) -> int:
             as_json=as_json,
             prog="threadwarden",
         )
-    except BAD_INPUT as error:
-        named = _field_of(error)
-        if args.verbose and error.__cause__ is not None:  # e.g. the error inside --bindings
-            _print_traceback(error.__cause__, settings)
-        return _fail(error, str(error), code=2, field=named, as_json=as_json, settings=settings)
     except ThreadwardenError as error:
+        named = field_of(error)
+        if named is not None:  # bad input: the caller's to fix, nothing was written
+            if args.verbose and error.__cause__ is not None:  # e.g. the error inside --bindings
+                _print_traceback(error.__cause__, settings)
+            return _fail(error, str(error), code=2, field=named, as_json=as_json, settings=settings)
         about = _subject(args) if isinstance(error, NotFound) else None
         return _fail(error, str(error), code=1, field=about, as_json=as_json, settings=settings)
     except KeyboardInterrupt:

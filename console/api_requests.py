@@ -16,15 +16,11 @@ from starlette.responses import JSONResponse, Response
 from threadwarden.console.security import BodyTooLarge, is_number
 from threadwarden.console.web import api_error, console_of, error_status
 from threadwarden.errors import (
-    DecisionConflict,
-    HostMismatch,
-    IdempotencyConflict,
     InvalidInput,
     NotFound,
-    NotWaiting,
     PoolExhausted,
-    ThreadBusy,
     ThreadwardenError,
+    field_of,
 )
 from threadwarden.validation import MAX_JSON_DEPTH, check_json_tree, validate_id
 
@@ -45,14 +41,12 @@ class ApiError(Exception):
         return api_error(self.status, self.code, str(self), self.field)
 
 
-FIELD_OF: dict[type[ThreadwardenError], str] = {
-    ThreadBusy: "thread_id",
-    IdempotencyConflict: "Idempotency-Key",
-    HostMismatch: "host",
-    DecisionConflict: "submission_id",
-    NotWaiting: "submission_id",
+API_FIELD = {
+    "thread": "thread_id",
+    "submission": "submission_id",
+    "idempotency_key": "Idempotency-Key",
 }
-"""The field a conflict is about (an `InvalidInput` names its own)."""
+"""The API's name of the field a refusal is about (`field_of`), where it is not the CLI's."""
 
 
 def refusal(error: ThreadwardenError) -> ApiError:
@@ -61,7 +55,8 @@ def refusal(error: ThreadwardenError) -> ApiError:
     if isinstance(error, PoolExhausted):
         return ApiError(503, "unavailable", str(error))
     status, code = error_status(error)
-    field = getattr(error, "field", None) or FIELD_OF.get(type(error))
+    named = field_of(error)
+    field = named if isinstance(error, InvalidInput) else API_FIELD.get(named or "", named)
     if isinstance(error, NotFound):  # "thread: no thread 'x'": the path's thread_id
         subject = str(error).partition(":")[0]
         field = f"{subject}_id" if subject else None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,7 +29,7 @@ from threadwarden.console.security import (
     HttpMiddleware,
     is_loopback,
 )
-from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError
+from threadwarden.errors import InvalidInput, NotFound, ThreadwardenError, error_code, field_of
 from threadwarden.reading.shared import LedgerFeed
 
 if TYPE_CHECKING:
@@ -162,7 +161,7 @@ class Forbidden(ThreadwardenError):
     """The caller's token may not take this decision (a console form's refusal: 403, naming
     the ``token`` as the console's 401 does)."""
 
-    field = "token"
+    subject = "token"
 
 
 def error_status(error: Exception) -> tuple[int, str]:
@@ -173,13 +172,13 @@ def error_status(error: Exception) -> tuple[int, str]:
         return 400, "invalid_input"
     if isinstance(error, Forbidden):
         return 403, "forbidden"
-    return 409, re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
+    return 409, error_code(error)
 
 
 def error_json(error: ThreadwardenError) -> Response:
     """The CLI's ``--json`` error object, with an HTTP status for its kind."""
     status, code = error_status(error)
-    field = getattr(error, "field", None)
+    field = field_of(error)
     return as_json({"error": str(error), "field": field, "code": code}, status)
 
 
