@@ -12,12 +12,11 @@ from typing import Any
 from threadwarden.activities.endings import AttemptFaulted, NonDeterministic, WaitForChildren
 from threadwarden.activities.journal import Journal
 from threadwarden.activities.wake import Waker
-from threadwarden.bindings import ChildOutcome
+from threadwarden.bindings import ChildOutcome, ThreadRecord
 from threadwarden.ledger.admission import payload_digest
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import CallJoined
-from threadwarden.ledger.records import HistoryRecord
 
 CLOSE_GATHER_S = 5.0
 """The longest an ended attempt waits for its calls awaited together to finish gathering (a
@@ -119,7 +118,7 @@ class ChildCalls:
             )
         return await self._await_child(step, str(started.body["child_submission_id"]))
 
-    async def _establish(self, step: int, call: Call) -> HistoryRecord:
+    async def _establish(self, step: int, call: Call) -> ThreadRecord:
         claim, children = self._journal.claim, self._children
         receipt = await self._journal.guarded(
             "attempt:call",
@@ -129,7 +128,7 @@ class ChildCalls:
         )
         if receipt.created and self._waker is not None:
             await self._waker.wake(receipt.host_id, reason="child")
-        record = HistoryRecord(
+        record = ThreadRecord(
             sequence=0,
             record_id="",
             submission_id=claim.submission_id,

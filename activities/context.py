@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from threadwarden.activities.child_calls import Call, ChildCalls
 from threadwarden.activities.endings import NonDeterministic, Suspend, UnknownEffect
-from threadwarden.activities.journal import RESERVED_KINDS, Journal, check_count, thread_record
+from threadwarden.activities.journal import RESERVED_KINDS, Journal, check_count
 from threadwarden.activities.lease import beat
 from threadwarden.activities.live_text import LiveText
 from threadwarden.bindings import ApprovalDecision, ChildOutcome, SavedCheckpoint, ThreadRecord
@@ -76,7 +76,7 @@ class JournaledContext:
     @property
     def history(self) -> list[ThreadRecord]:
         if self._history is None:
-            self._history = [thread_record(r) for r in self._claim.history]
+            self._history = list(self._claim.history)
         return list(self._history)
 
     @property
@@ -120,7 +120,7 @@ class JournaledContext:
                 raise NonDeterministic(
                     f"step {step}", f"the committed {kind} record {committed.body!r}", body
                 )
-            return thread_record(committed)
+            return committed
         self._journal.expect_new(step, kind)
         return await self._journal.write(kind, body, step, failpoint="attempt:append")
 

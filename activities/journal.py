@@ -19,7 +19,6 @@ from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.claims import Claim
-from threadwarden.ledger.records import HistoryRecord
 
 T = TypeVar("T")
 
@@ -42,12 +41,6 @@ RESERVED_KINDS = frozenset(
     }
 )
 """Record kinds only threadwarden writes (through ``tool``, ``request_approval``, ``ask``)."""
-
-
-def thread_record(record: HistoryRecord) -> ThreadRecord:
-    """A ledger record as the binding sees it."""
-    r = record
-    return ThreadRecord(r.sequence, r.record_id, r.submission_id, r.kind, r.body, r.step)
 
 
 def check_count(field: str, value: Any) -> None:
@@ -79,7 +72,7 @@ class Journal:
     def replaying(self) -> bool:
         return self.step < self._last_committed
 
-    def record(self, step: int, kind: str) -> HistoryRecord | None:
+    def record(self, step: int, kind: str) -> ThreadRecord | None:
         """The committed record of ``kind`` at ``step``, if any."""
         return self._records.get((step, kind))
 
@@ -91,7 +84,7 @@ class Journal:
         """The bodies of every committed record of ``kind``."""
         return [r.body for (_, k), r in self._records.items() if k == kind]
 
-    def commit(self, step: int, record: HistoryRecord | None = None) -> None:
+    def commit(self, step: int, record: ThreadRecord | None = None) -> None:
         """``step`` committed (``record``: replayed when the step is asked for again)."""
         if record is not None:
             self._records[(step, record.kind)] = record
@@ -170,4 +163,4 @@ class Journal:
         self.commit(step, record)
         if check_yield and datetime.now(UTC) >= self.yield_after:
             raise Yield(f"yield_after {self.yield_after.isoformat()} passed at step {step}")
-        return thread_record(record)
+        return record

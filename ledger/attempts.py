@@ -12,6 +12,7 @@ from typing import Any, Literal, cast
 
 import asyncpg
 
+from threadwarden.bindings import ThreadRecord
 from threadwarden.errors import AbortRequested, StaleAttempt
 from threadwarden.ledger.child_settled import lock_hosts, parent_host_of, record_child_settled_in
 from threadwarden.ledger.claims import Claim, Claims, raise_if_stale
@@ -20,7 +21,6 @@ from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
     MINIMUM_ALARM_DELAY_MS,
-    HistoryRecord,
     abort_reason,
     insert_record,
     record_statement,
@@ -85,7 +85,7 @@ class Attempts(Claims):
         *,
         step: int | None = None,
         honour_abort: bool = True,
-    ) -> HistoryRecord:
+    ) -> ThreadRecord:
         """Append one canonical record under the attempt's fence (a committed boundary).
 
         Raises `AbortRequested` (writing nothing) once an operator asked to abort, unless
@@ -98,7 +98,7 @@ class Attempts(Claims):
             [claim.thread_id, claim.submission_id, kind, body, claim.epoch, step],
             honour_abort=honour_abort,
         )
-        return HistoryRecord(
+        return ThreadRecord(
             sequence=int(sequence),
             record_id=f"{claim.thread_id}:{sequence}",
             submission_id=claim.submission_id,
@@ -116,7 +116,7 @@ class Attempts(Claims):
         agent_id: str,
         input: Any,
         host_id: str | None,
-    ) -> HistoryRecord:
+    ) -> ThreadRecord:
         """Record a ``message-sent`` step and put the message in the host's outbox, together.
 
         The message id derives from the submission and the step, so a replayed step can
@@ -257,7 +257,7 @@ async def _fenced_in(
 
 async def append_in(
     conn: Connection, claim: Claim, kind: str, body: Any, *, step: int | None = None
-) -> HistoryRecord:
+) -> ThreadRecord:
     """Append a record of the claim's submission inside the caller's transaction, which ran
     `fence` first (a fenced write of more than one statement)."""
     return await insert_record(

@@ -15,9 +15,9 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel, ConfigDict
 
+from threadwarden.bindings import ThreadRecord
 from threadwarden.ledger.attempts import append_in, fence
 from threadwarden.ledger.claims import Claim
-from threadwarden.ledger.records import HistoryRecord
 
 
 class CheckpointRow(BaseModel):
@@ -84,7 +84,7 @@ class Checkpoints:
         data: bytes,
         carry: bool,
         records: Sequence[tuple[str, Any]] = (),
-    ) -> list[HistoryRecord]:
+    ) -> list[ThreadRecord]:
         """Save one checkpoint (and append ``records``, not journal steps) under the attempt's
         fence, in one transaction. Raises `StaleAttempt` or `AbortRequested`, writing nothing."""
         async with self._pool.acquire() as conn, conn.transaction():

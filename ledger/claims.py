@@ -16,10 +16,9 @@ from typing import Any
 import asyncpg
 from pydantic import BaseModel
 
-from threadwarden.bindings import SUMMARY
+from threadwarden.bindings import SUMMARY, ThreadRecord
 from threadwarden.errors import BindingDigestMismatch, BindingUnavailable, StalePass
 from threadwarden.ledger.history import HISTORY, HISTORY_LIMIT, history_routes
-from threadwarden.ledger.records import HistoryRecord
 
 CLAIMABLE = ("admitted", "ready", "input-applied", "running")
 """Head states a claim may take (``running`` only once its lease lapsed)."""
@@ -111,10 +110,10 @@ class Claim(BaseModel):
     epoch: int
     attempt_id: str
     ownership_token: str
-    history: list[HistoryRecord]
+    history: list[ThreadRecord]
     """Records of the thread's earlier submissions, oldest first, as the binding's
     ``history_kinds`` select them (`threadwarden.ledger.history`): what the binding builds on."""
-    journal: list[HistoryRecord]
+    journal: list[ThreadRecord]
     """This submission's committed steps, replayed instead of repeated."""
     admitted_at: datetime | None = None
     """When the submission was admitted (for the submit-to-settle latency metric)."""
@@ -201,8 +200,8 @@ class Claims:
             epoch=int(found["producer_epoch"]) + 1,
             attempt_id=attempt_id,
             ownership_token=token,
-            history=[HistoryRecord(**r) for r in found["history"] or []],
-            journal=[HistoryRecord(**r) for r in found["journal"] or []],
+            history=[ThreadRecord(**r) for r in found["history"] or []],
+            journal=[ThreadRecord(**r) for r in found["journal"] or []],
             admitted_at=head.get("created_at"),
             parent_submission_id=head.get("parent_submission_id"),
             abort_requested=bool(found["abort_requested"]),

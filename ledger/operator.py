@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 import asyncpg
 
+from threadwarden.bindings import ThreadRecord
 from threadwarden.errors import DecisionConflict, NotWaiting
 from threadwarden.ledger import aborts
 from threadwarden.ledger.locked_submission import LockedSubmission, lock_submission
 from threadwarden.ledger.records import (
-    HistoryRecord,
     fence_thread,
     journal,
     pending_step,
@@ -148,7 +148,7 @@ class Operator:
     @contextlib.asynccontextmanager
     async def _journaled(
         self, submission_id: str
-    ) -> AsyncIterator[tuple[LockedSubmission, list[HistoryRecord]]]:
+    ) -> AsyncIterator[tuple[LockedSubmission, list[ThreadRecord]]]:
         """`_locked`, with the submission's journal (what it waits for, what was decided)."""
         async with self._locked(submission_id) as held:
             yield held, await journal(held.conn, submission_id)
@@ -156,11 +156,11 @@ class Operator:
 
 def _pending(
     held: LockedSubmission,
-    steps: list[HistoryRecord],
+    steps: list[ThreadRecord],
     state: str,
     opened: str,
     closer: str = "approval-decision",
-) -> HistoryRecord | None:
+) -> ThreadRecord | None:
     """The open request a decision answers, or None when the submission waits for none."""
     if held.state != state:
         return None
@@ -192,19 +192,19 @@ def _by(body: dict[str, Any], operator: str | None) -> dict[str, Any]:
     return body if operator is None else {**body, "operator": operator}
 
 
-def _approval(steps: list[HistoryRecord]) -> Any:
+def _approval(steps: list[ThreadRecord]) -> Any:
     """The latest approval decision: True (approved), False (denied), or `_NONE`."""
     decisions = [r for r in steps if r.kind == "approval-decision" and isinstance(r.body, dict)]
     return bool(decisions[-1].body.get("approved")) if decisions else _NONE
 
 
-def _answer(steps: list[HistoryRecord]) -> Any:
+def _answer(steps: list[ThreadRecord]) -> Any:
     """The latest answer given to a question, or `_NONE`."""
     answers = [r for r in steps if r.kind == "input-answer" and isinstance(r.body, dict)]
     return answers[-1].body.get("value") if answers else _NONE
 
 
-def _resolution(steps: list[HistoryRecord]) -> Any:
+def _resolution(steps: list[ThreadRecord]) -> Any:
     """The latest operator resolution of an unknown side effect: ``(outcome, result)`` (a result
     only for ``ran``), or `_NONE`."""
     for record in reversed(steps):

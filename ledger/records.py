@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
-
+from threadwarden.bindings import ThreadRecord
 from threadwarden.ledger.child_settled import record_child_settled_in
 from threadwarden.ledger.models import ChildSettled
 from threadwarden.ledger.pool import Connection
@@ -21,17 +20,6 @@ thread and kind (JSON ``{"thread_id", "kind"}``), delivered when the record comm
 folds identical notifications of one transaction, so a pass writing several records of a kind
 sends one. It is a hint to read (`threadwarden.reading`), apart from the built-in sink's
 `threadwarden.ledger.publication.NOTIFY_CHANNEL`, which means "published" and comes later."""
-
-
-class HistoryRecord(BaseModel):
-    """One canonical record of a thread."""
-
-    sequence: int
-    record_id: str
-    submission_id: str
-    kind: str
-    body: Any
-    step: int | None = None
 
 
 def record_statement(first: int, *, guard: str = "") -> str:
@@ -90,14 +78,14 @@ async def insert_record(
     body: Any,
     epoch: int,
     step: int | None = None,
-) -> HistoryRecord:
+) -> ThreadRecord:
     """Append at the thread's next sequence, with its publication outbox row: one statement.
 
     The caller holds the thread row ``FOR UPDATE`` (or takes it here, through the update).
     """
     sequence = await conn.fetchval(INSERT_RECORD, thread_id, submission_id, kind, body, epoch, step)
     record_id = f"{thread_id}:{sequence}"
-    return HistoryRecord(
+    return ThreadRecord(
         sequence=int(sequence),
         record_id=record_id,
         submission_id=submission_id,
@@ -107,14 +95,14 @@ async def insert_record(
     )
 
 
-async def journal(conn: Connection, submission_id: str) -> list[HistoryRecord]:
+async def journal(conn: Connection, submission_id: str) -> list[ThreadRecord]:
     """The submission's journal: its step records in order."""
     rows = await conn.fetch(
         "SELECT sequence, record_id, submission_id, kind, body, step FROM threadwarden.records"
         " WHERE submission_id = $1 AND step IS NOT NULL ORDER BY sequence",
         submission_id,
     )
-    return [HistoryRecord(**dict(r)) for r in rows]
+    return [ThreadRecord(**dict(r)) for r in rows]
 
 
 async def fence_thread(conn: Connection, thread_id: str) -> int:
@@ -180,15 +168,15 @@ async def settle_now(
 
 
 def pending_step(
-    steps: list[HistoryRecord], opened: str, closers: tuple[str, ...]
-) -> HistoryRecord | None:
+    steps: list[ThreadRecord], opened: str, closers: tuple[str, ...]
+) -> ThreadRecord | None:
     """The latest ``opened`` record whose step has none of ``closers`` yet."""
     closed = {r.step for r in steps if r.kind in closers}
     candidates = [r for r in steps if r.kind == opened and r.step not in closed]
     return candidates[-1] if candidates else None
 
 
-def unresolved_side_effect(steps: list[HistoryRecord]) -> HistoryRecord | None:
+def unresolved_side_effect(steps: list[ThreadRecord]) -> ThreadRecord | None:
     """A side-effecting tool call without a result or resolution: it may or may not have run."""
     call = pending_step(steps, "tool-call", ("tool-result", "tool-resolution"))
     if call is None or not isinstance(call.body, dict):
