@@ -28,6 +28,7 @@ from tests.helpers.model_agents import (
     openai_agent,
     pydantic_agent,
 )
+from threadwarden.activities.live_text import FIRST_S
 from threadwarden.agents import openai_agents, pydantic_ai
 from threadwarden.bindings import SUMMARY, Binding, Memory
 from threadwarden.client.client import ThreadwardenClient
@@ -37,8 +38,11 @@ from threadwarden.reading.text import TextDelta
 
 @pytest.fixture(autouse=True)
 def whole_answers(server: ChatServer) -> None:
-    """Answers stream without pauses: these tests time nothing, they run many turns."""
+    """Answers stream without pauses but one after their first word, past the worker's wait
+    for a step's first fragment (`FIRST_S`): these tests time nothing and run many turns, but
+    read what readers see live."""
     server.stream_delay_s = 0
+    server.first_pause_s = 3 * FIRST_S
 
 
 def covers(body: dict[str, Any], turn: int) -> bool:

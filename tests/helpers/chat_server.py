@@ -36,6 +36,10 @@ class ChatServer:
     port: int = 0
     stream_delay_s: float = 0.1
     """The pause between the words (and tool-argument pieces) of a streamed answer."""
+    first_pause_s: float = 0.0
+    """A longer pause after a streamed answer's first word, when above `stream_delay_s`: an
+    answer that otherwise arrives at once still takes the worker past its first fragment's wait
+    (`threadwarden.activities.live_text.FIRST_S`), so its text is live."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
@@ -228,9 +232,11 @@ async def _stream(
         b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
     )
     server.streams_started += 1
+    pause = max(server.stream_delay_s, server.first_pause_s)
     for chunk in _chunks(completion, body):
         if chunk is None:
-            await asyncio.sleep(server.stream_delay_s)
+            await asyncio.sleep(pause)
+            pause = server.stream_delay_s
         else:
             await send(json.dumps(chunk))
     await send("[DONE]")
