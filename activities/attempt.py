@@ -125,7 +125,7 @@ class HeadRunner:
                     )
                 activity.logger.warning(
                     "inline attempt on %s cut off at its hard bound (%d ms) inside a step that"
-                    " declared no length; it runs again on the agent's queue",
+                    " did not declare so long a length; it runs again on the agent's queue",
                     step.thread_id,
                     INLINE_HARD_BOUND_MS,
                 )
