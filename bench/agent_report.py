@@ -195,10 +195,10 @@ def result(
 def complete(data: dict[str, Any]) -> bool:
     """Every repetition of both sides completed every turn without error, and threadwarden
     asked the model as often as the bare agent (no step asked twice); with readers, every turn
-    reached them as live text and no step's text started over."""
+    reached them as live text and no step's text started over (counted: 0, not unknown)."""
     tw = data["threadwarden"]
     streamed = not data.get("readers") or (
-        tw["turns_without_delta"] == 0 and not tw.get("restarted_steps")
+        tw["turns_without_delta"] == 0 and tw.get("restarted_steps") == 0
     )
     return (
         data["same_model_requests"]

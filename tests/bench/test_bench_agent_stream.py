@@ -171,6 +171,8 @@ def test_restarted_steps_add_up_over_repetitions_and_are_incomplete(shape: Shape
     assert data["threadwarden"]["restarted_steps"] == 3
     assert not agent_report.complete(data)
     assert "some steps started over" in agent_report.table(data)
+    uncounted = {"threadwarden": [_tw([150.0], restarted=None)], "bare": [_bare([100.0])]}
+    assert not agent_report.complete(agent_report.result(uncounted, shape, stream=True, readers=1))
 
 
 def test_without_stream_no_stream_rows(shape: Shape) -> None:
