@@ -34,7 +34,7 @@ from threadwarden.activities.journal import Journal
 from threadwarden.activities.lease import LeaseKeeper, beat
 from threadwarden.activities.lease import stop as lease_stop
 from threadwarden.activities.live_text import LiveText
-from threadwarden.activities.pass_steps import INLINE_GRACE_MS, PassSteps, describe
+from threadwarden.activities.pass_steps import INLINE_HARD_BOUND_MS, PassSteps, describe
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry, Completed, Failed, Yielded
 from threadwarden.errors import AbortRequested, BindingDigestMismatch, BindingUnavailable
@@ -92,24 +92,26 @@ class HeadRunner:
         Dispatched (a regular activity on the agent's queue) it heartbeats throughout, so a
         dead worker is noticed within the heartbeat timeout and the pass deadline's
         cancellation arrives promptly. Inline (a local activity of the pass) it runs for the
-        inline budget: past it the attempt yields at its next committed step, and one still in
-        a step after the grace is cut off; either way the head goes back (``handed_off``) and
-        its later attempts are dispatched. An inline attempt whose worker shuts down gives the
-        head back too (``shutdown``; the SDK neither cancels a local activity nor heartbeats it).
+        inline budget and hands its head over at a committed boundary (``handed_off``: its
+        later attempts are dispatched): past the budget at its next committed step, or before a
+        step declared too long for what is left of it (`Journal.make_room`). The budget never
+        cuts a step in flight; only a hung one is, at `INLINE_HARD_BOUND_MS`. An inline
+        attempt whose worker shuts down gives the head back at once (``shutdown``; the SDK
+        neither cancels a local activity nor heartbeats it).
         """
         inline = activity.info().is_local
         if inline and activity.is_worker_shutdown():
             return contracts.RunHeadResult(shutdown=True)  # claim nothing on a stopping worker
         now = datetime.now(UTC)
         left = (step.pass_deadline - now).total_seconds()
-        cut, yield_after = left, step.yield_after
+        cut, yield_after, inline_until = left, step.yield_after, None
         if inline:
-            budget = self.steps.limits.inline_budget_ms / 1000
-            cut = min(left, budget + INLINE_GRACE_MS / 1000)
-            yield_after = min(yield_after, now + timedelta(seconds=budget))
+            cut = min(left, INLINE_HARD_BOUND_MS / 1000)
+            inline_until = now + timedelta(milliseconds=self.steps.limits.inline_budget_ms)
+            yield_after = min(yield_after, inline_until)
         # The attempt in a task of its own: the shutdown watch cancels it, not this step (whose
         # own cancellation stays the SDK's and the pass deadline's).
-        attempt = asyncio.ensure_future(self._attempt(step, yield_after))
+        attempt = asyncio.ensure_future(self._attempt(step, yield_after, inline_until))
         beside = asyncio.create_task(_cancel_on_shutdown(attempt) if inline else self._heartbeat())
         try:
             try:
@@ -121,6 +123,12 @@ class HeadRunner:
                     return contracts.RunHeadResult(
                         failure=contracts.PASS_DEADLINE_ERROR, native_failure=True
                     )
+                activity.logger.warning(
+                    "inline attempt on %s cut off at its hard bound (%d ms) inside a step that"
+                    " did not declare so long a length; it runs again on the agent's queue",
+                    step.thread_id,
+                    INLINE_HARD_BOUND_MS,
+                )
                 result = contracts.RunHeadResult(submission_id=step.submission_id, stopped="ready")
             except asyncio.CancelledError:
                 if inline and activity.is_worker_shutdown() and not _cancelling():  # the watch
@@ -130,7 +138,7 @@ class HeadRunner:
                 await _stopped(beside)
             if result.failure is not None:  # the pass failed: its durable retry is what follows
                 return result
-            if inline and result.stopped == "ready":  # past its budget: yielded or cut off
+            if inline and result.stopped == "ready":  # yielded to its budget (or hung)
                 result.handed_off = True
                 await self._hand_off(step.submission_id)
             return await self.steps.after_head(step, result)
@@ -151,7 +159,7 @@ class HeadRunner:
             beat()
 
     async def _attempt(
-        self, step: contracts.RunHeadInput, yield_after: datetime
+        self, step: contracts.RunHeadInput, yield_after: datetime, inline_until: datetime | None
     ) -> contracts.RunHeadResult:
         bindings = self.registry.bindings
         digests = {agent: binding.digest for agent, binding in bindings.items()}
@@ -190,7 +198,7 @@ class HeadRunner:
         if claim.abort_requested:  # a parent asked to abort: its children first
             return await self._abort(claim)
         try:
-            outcome = recordable(await self._run_binding(claim, yield_after))
+            outcome = recordable(await self._run_binding(claim, yield_after, inline_until))
         except AbortRequested:
             return await self._abort(claim)
         except AttemptStop as stop:
@@ -288,11 +296,15 @@ class HeadRunner:
         await self._apply_committed(claim)
         return contracts.RunHeadResult(submission_id=claim.submission_id, stopped=state)
 
-    async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
+    async def _run_binding(
+        self, claim: Claim, yield_after: datetime, inline_until: datetime | None
+    ) -> object:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides
         the attempt instead (`PassFault`, fencing, an abort, a stop)."""
         binding = self.registry.bindings[claim.agent_id]
-        journal = Journal(claim, self.attempts, yield_after, self.failpoints)
+        journal = Journal(
+            claim, self.attempts, yield_after, self.failpoints, inline_until=inline_until
+        )
         context = JournaledContext(
             journal,
             calls=ChildCalls(journal, self.children, self.waker),
@@ -314,6 +326,7 @@ class HeadRunner:
         try:
             outcome = await handler
             cut_off = False
+            journal.check_overrun(f"the end of the handler, after step {journal.step}")
         except asyncio.CancelledError:
             if lease.lost is None or _cancelling():
                 await self._release(claim)  # give the head back instead of waiting out the lease

@@ -132,8 +132,11 @@ class JournaledContext:
         *,
         side_effect: bool = False,
         idempotency_key: str | None = None,
+        expected_ms: int | None = None,
     ) -> Any:
         validate_input("args", args)
+        if expected_ms is not None:
+            check_count("expected_ms", expected_ms)
         journal = self._journal
         step = journal.next()
         result = journal.record(step, "tool-result")
@@ -142,6 +145,11 @@ class JournaledContext:
         call = journal.record(step, "tool-call")
         if call is None:
             journal.expect_new(step, "tool-call")
+        elif side_effect and not idempotency_key and not journal.has(step, "tool-resolution"):
+            raise UnknownEffect(f"tool {name} at step {step}")
+        if expected_ms is not None:  # before anything of the step: its call is not written yet
+            journal.make_room(expected_ms, f"tool {name!r} at step {step}")
+        if call is None:
             body = {
                 "tool": name,
                 "args": args,
@@ -151,8 +159,6 @@ class JournaledContext:
             await journal.write(
                 "tool-call", body, step, failpoint="attempt:tool", check_yield=False
             )
-        elif side_effect and not idempotency_key and not journal.has(step, "tool-resolution"):
-            raise UnknownEffect(f"tool {name} at step {step}")
         self._open_step = step
         try:
             value = await run(args)
@@ -168,6 +174,11 @@ class JournaledContext:
         if self._live is not None:  # the journaled response replaces the step's live text
             await self._live.finish(step)
         return value
+
+    def before_long_step(self, expected_ms: int) -> None:
+        check_count("expected_ms", expected_ms)
+        if not self._journal.replaying:  # a replayed step takes no time
+            self._journal.make_room(expected_ms, f"a step after step {self._journal.step}")
 
     async def request_approval(
         self, reason: str, *, on_deny: Literal["fail", "resume"] = "fail"

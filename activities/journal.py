@@ -5,12 +5,18 @@ Errors decide nothing by accident (docs/bindings.md, "Errors"): a failure of thr
 write is remembered as the attempt's `Journal.fault`, so it fails the pass (and is retried) even
 when the handler catches it and returns `Failed`; once faulted, the journal refuses further
 steps.
+
+An inline attempt (`activities/attempt.py`) also keeps to its budget here: past it the attempt
+yields at its next committed step, and before a step declared to take longer than the budget has
+left (`Journal.make_room`) it yields at the boundary before it, so the step runs once, dispatched.
+The budget never cuts a step in flight; one that runs well past it is named in a warning.
 """
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from threadwarden.activities.endings import AttemptFaulted, NonDeterministic, Yield
@@ -21,6 +27,12 @@ from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.claims import Claim
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+OVERRUN_WARNING_MS = 1_000
+"""How far past its inline budget a step may end before the attempt warns that it should have
+declared its length (`Journal.make_room`)."""
 
 RESERVED_KINDS = frozenset(
     {
@@ -58,6 +70,8 @@ class Journal:
     attempts: Attempts
     yield_after: datetime
     failpoints: Failpoints = field(default_factory=Failpoints)
+    inline_until: datetime | None = None
+    """The end of an inline attempt's budget (None: a dispatched attempt)."""
     fault: BaseException | None = field(default=None, init=False)
     """The first failure of one of threadwarden's own writes (never a validation of the
     binding's arguments). It decides the attempt whatever the handler made of it."""
@@ -162,5 +176,42 @@ class Journal:
         )
         self.commit(step, record)
         if check_yield and datetime.now(UTC) >= self.yield_after:
+            self.check_overrun(f"step {step} ({_named(kind, body)})")
             raise Yield(f"yield_after {self.yield_after.isoformat()} passed at step {step}")
         return record
+
+    def make_room(self, expected_ms: int, what: str) -> None:
+        """Before ``what``, a step expected to take ``expected_ms``: an inline attempt it would
+        carry past its budget yields here, at the committed boundary before it (nothing of the
+        step started), so the dispatched attempt runs it once."""
+        check_count("expected_ms", expected_ms)
+        if self.inline_until is None:
+            return
+        if datetime.now(UTC) + timedelta(milliseconds=expected_ms) > self.inline_until:
+            raise Yield(f"{what}, expected to take {expected_ms} ms, would outlive the budget")
+
+    def check_overrun(self, what: str) -> None:
+        """Warn when an inline attempt's ``what`` (the step it just ended) ran more than
+        `OVERRUN_WARNING_MS` past the budget: it held a local-activity slot that long, and
+        its binding should declare such a step (or not be inline)."""
+        if self.inline_until is None:
+            return
+        over = (datetime.now(UTC) - self.inline_until) / timedelta(milliseconds=1)
+        if over > OVERRUN_WARNING_MS:
+            logger.warning(
+                "%s of agent %s ran %d ms past its inline budget on %s: declare how long such a"
+                " step takes (expected_ms of AttemptContext.tool, or"
+                " AttemptContext.before_long_step) so that it runs dispatched, or do not mark"
+                " the binding inline",
+                what,
+                self.claim.agent_id,
+                over,
+                self.claim.submission_id,
+            )
+
+
+def _named(kind: str, body: Any) -> str:
+    """A step's record as a warning names it: its kind, and a tool's name."""
+    if isinstance(body, dict) and isinstance(body.get("tool"), str):
+        return f"{kind} of tool {body['tool']!r}"
+    return kind

@@ -28,9 +28,12 @@ logger = logging.getLogger(__name__)
 SHORT_STEP_MS = 30_000
 """How long a short pass step may take (begin with recovery and selection, a finish): the
 bound of the workflow's local steps (`workflows/passes.py` ``SHORT_STEP``)."""
-INLINE_GRACE_MS = 1_000
-"""An inline attempt past its budget yields at its next committed step; one still in a step
-this much later is cut off (it gives the head back) and the head moves to its agent's queue."""
+INLINE_HARD_BOUND_MS = 30_000
+"""The longest an inline attempt runs, whatever its steps: the budget never cuts a step in
+flight (an attempt past it yields at a committed boundary), but a step that declared nothing and
+hangs is cut off here, so it cannot hold a local-activity slot for long. The head is then handed
+over and the step runs again, dispatched. Within begin's bound (`workflows/passes.py`
+``BEGIN_BOUND``: begin's own 30 s, this, the finish's 30 s)."""
 
 _SELECTED = {
     "thread_id",
@@ -55,13 +58,13 @@ class PassLimits:
     projection_timeout_ms: int
     inline_budget_ms: int
     """How long an inline attempt runs on the pass's worker before it hands its head over to
-    the agent's queue (docs/architecture.md, "The route of a head")."""
+    the agent's queue, at a committed boundary (docs/architecture.md, "The route of a head")."""
 
     @property
     def inline_bound_ms(self) -> int:
-        """The longest an inline head's local activity runs: its budget, the cut-off's grace,
-        and the binding-retry record and finish after it."""
-        return self.inline_budget_ms + INLINE_GRACE_MS + SHORT_STEP_MS
+        """The longest an inline head's local activity runs (its start-to-close): the attempt's
+        hard bound, then the binding-retry record and finish after it."""
+        return INLINE_HARD_BOUND_MS + SHORT_STEP_MS
 
 
 @dataclass(eq=False)

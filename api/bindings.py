@@ -167,6 +167,7 @@ class AttemptContext(Protocol):
         *,
         side_effect: bool = False,
         idempotency_key: str | None = None,
+        expected_ms: int | None = None,
     ) -> Any:
         """Prepare (record the call), run, then record and return the result.
 
@@ -174,6 +175,20 @@ class AttemptContext(Protocol):
         ``side_effect`` call that was prepared but never got its result is *unknown*: it is never
         replayed automatically, the submission waits for an operator. Give an
         ``idempotency_key`` when running the tool twice is safe; such calls simply run again.
+
+        ``expected_ms``: how long the call is expected to take (a model request, a sleep), for
+        an inline binding (`Binding`): an inline attempt that has less than that left of its
+        budget yields before the call (nothing of it recorded), and the dispatched attempt
+        runs it once (`before_long_step`).
+        """
+        ...
+
+    def before_long_step(self, expected_ms: int) -> None:
+        """Declare that the step about to start (work that is not a `tool` call, or more than
+        one) is expected to take ``expected_ms``. For an inline binding (`Binding`) only: an
+        inline attempt that has less than that left of its budget yields here, at the committed
+        boundary before the step (raising a `BaseException`: never swallow it), so the step
+        runs once, on the dispatched attempt. Otherwise, and while replaying, it does nothing.
         """
         ...
 
@@ -349,9 +364,13 @@ class Binding:
     has this binding runs the head there, as a local activity inside the pass's workflow task,
     instead of dispatching it to the agent's task queue (no activity task, no heartbeats; with
     nothing else of the pass due, begin runs it and a pass is one local activity). A worker
-    without the binding still routes the head to the agent's queue. Leave it false for turns
-    that wait on a model for long: a local activity holds its workflow task open, heartbeating
-    it every few seconds into the history.
+    without the binding still routes the head to the agent's queue. The attempt runs there for
+    the worker's inline budget, then hands the head over at a committed boundary; the budget
+    never cuts a step in flight, so an inline binding declares each step that may run long
+    (``expected_ms`` of `AttemptContext.tool`, `AttemptContext.before_long_step`): such a
+    step does not start inline when it would outlive the budget. Leave ``inline`` false for
+    turns that wait on a model for long: a local activity holds its workflow task open,
+    heartbeating it every few seconds into the history.
     """
 
     agent_id: str

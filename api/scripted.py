@@ -13,7 +13,9 @@ a subagent and wait for its outcome; ``agent`` defaults to ``scripted``, ``threa
 delegation gave this submission) and ``{"stream": text, "chunk_ms": n}`` (a model-like step: the
 text goes to readers word by word as live text, one word every ``n`` ms, default 100, then its
 whole is journaled as the step's result and said as a message). A scripted child's input is
-validated as scripted steps too.
+validated as scripted steps too. The binding is inline; its ``sleep_ms`` and ``stream`` steps
+declare their length, so an inline attempt never starts one it would not finish within its
+budget: it yields before it and the dispatched attempt runs it, once.
 
 The outcome is ``Completed({"said": [...]})``; a script that asked also gets ``"answers":
 [...]`` (in order), and one that made calls
@@ -190,15 +192,19 @@ async def _stream(context: AttemptContext, text: str, chunk_ms: int) -> str:
     """A model-like step: ``text`` word by word as live text, then journaled whole (a re-run
     after the journal returns the recorded text and streams nothing)."""
 
+    pieces = re.split(r"(?<=\s)(?=\S)", text)
+
     async def generate(_: dict[str, Any]) -> str:
-        for n, piece in enumerate(re.split(r"(?<=\s)(?=\S)", text)):
+        for n, piece in enumerate(pieces):
             if n:
                 await asyncio.sleep(chunk_ms / 1000)
                 context.heartbeat()
             context.text_delta(piece)
         return text
 
-    recorded = await context.tool("stream", {"chars": len(text)}, generate)
+    # Its length is known: an inline attempt it would outlive yields before it starts.
+    expected_ms = (len(pieces) - 1) * chunk_ms
+    recorded = await context.tool("stream", {"chars": len(text)}, generate, expected_ms=expected_ms)
     return str(recorded)
 
 
@@ -224,6 +230,7 @@ async def _act(context: AttemptContext, step: dict[str, Any]) -> None:
     elif "spend" in step:
         await context.spend(step["spend"])
     elif not context.replaying:  # a sleep commits nothing; a re-run skips the slept part
+        context.before_long_step(step["sleep_ms"])  # never started by an attempt it outlives
         await _sleep_with_heartbeats(context, step["sleep_ms"] / 1000)
 
 

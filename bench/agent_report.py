@@ -49,6 +49,9 @@ class AgentRun:
     """threadwarden with readers: measured turns of which no reader got a delta."""
     deltas_received: int | None = None
     """threadwarden with readers: ``event: delta`` messages, all readers."""
+    restarted_steps: int | None = None
+    """threadwarden with readers: steps whose live text started over (``"restart": true``: a
+    step cut off mid-answer and run again, its model asked twice); 0 expected."""
     console_statements: int | None = None
     """threadwarden with readers: the console process's statements (counted apart)."""
 
@@ -75,6 +78,7 @@ class AgentRun:
             "first_delta_ms": percentiles(self.first_delta_ms),
             "turns_without_delta": self.turns_without_delta,
             "deltas_per_unit": per_unit(self.deltas_received),
+            "restarted_steps": self.restarted_steps,
             "console_sql_statements_per_unit": per_unit(self.console_statements),
             "completed": self.completed,
             "units": self.units,
@@ -131,6 +135,8 @@ def _summary(runs: Sequence[AgentRun]) -> dict[str, Any]:
         )
     missing = [run.turns_without_delta for run in runs if run.turns_without_delta is not None]
     summary["turns_without_delta"] = max(missing) if missing else None
+    restarted = [run.restarted_steps for run in runs if run.restarted_steps is not None]
+    summary["restarted_steps"] = sum(restarted) if restarted else None
     summary["completed"] = min(run.completed for run in runs)
     summary["units"] = runs[0].units
     summary["errors"] = [run.error for run in runs if run.error is not None]
@@ -189,8 +195,11 @@ def result(
 def complete(data: dict[str, Any]) -> bool:
     """Every repetition of both sides completed every turn without error, and threadwarden
     asked the model as often as the bare agent (no step asked twice); with readers, every turn
-    reached them as live text."""
-    streamed = not data.get("readers") or data["threadwarden"]["turns_without_delta"] == 0
+    reached them as live text and no step's text started over (counted: 0, not unknown)."""
+    tw = data["threadwarden"]
+    streamed = not data.get("readers") or (
+        tw["turns_without_delta"] == 0 and tw.get("restarted_steps") == 0
+    )
     return (
         data["same_model_requests"]
         and streamed
@@ -225,6 +234,7 @@ _STREAM_ROWS: tuple[Row, ...] = (
     ("first delta max ms", _quantile("first_delta_ms", "max")),
     ("turns without a delta (worst)", lambda s: s["turns_without_delta"]),
     ("deltas/turn at the readers", lambda s: s["deltas_per_unit"]),
+    ("steps restarted (all reps)", lambda s: s["restarted_steps"]),
     ("  console CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("console")),
     ("  readers CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("readers")),
     ("  console SQL/turn (apart)", lambda s: s["console_sql_statements_per_unit"]),
@@ -256,6 +266,8 @@ def table(data: dict[str, Any]) -> str:
             lines.append(
                 "error: some turns reached no reader as live text (does the agent stream?)"
             )
+        if data.get("readers") and data["threadwarden"].get("restarted_steps"):
+            lines.append("error: some steps started over (cut off mid-answer and run again)")
     if not data["same_model_requests"]:
         lines.append("error: threadwarden and the bare agent sent different model requests")
     for name in SIDES:

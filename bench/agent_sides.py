@@ -217,6 +217,7 @@ async def threadwarden_side(
                 received = await watch.finish(observer, threads)
                 run.error = run.error or "; ".join(received["errors"]) or None
                 run.deltas_received = received["deltas_received"]
+                run.restarted_steps = received.get("restarted_steps")
                 run.first_delta_ms, run.turns_without_delta = first_deltas(
                     submitted, settled, watch.first_deltas
                 )

@@ -7,8 +7,10 @@ opens COUNT streams ``GET URL/v1/threads/{thread}/events``, round-robin over the
 sockets (HTTP/1.1, chunked or close-delimited bodies), and counts each stream's ``event:
 record`` messages, the last ``id:`` it saw and those that did not follow the one before (a
 stream reads its thread from sequence 1, so each record's is the last one's + 1), and its
-``event: delta`` messages (live text, ``--stream``): how many, and the wall-clock time
-(``time.time()``) the first one of each submission arrived. On stdio:
+``event: delta`` messages (live text, ``--stream``): how many, the wall-clock time
+(``time.time()``) the first one of each submission arrived, and the steps whose text started
+over (a delta with ``"restart": true``: the step was cut off mid-answer and run again). On
+stdio:
 
 1. once every stream has answered (its ``: live`` comment, or a refusal or an error), one line
    ``streams open K/N``;
@@ -57,6 +59,8 @@ class Stream:
     """Live-text events (``event: delta``)."""
     first_delta: dict[str, float] = field(default_factory=dict)
     """Each submission's first live-text event: when it arrived (``time.time()``)."""
+    restarted: set[tuple[str, int]] = field(default_factory=set)
+    """The steps (submission, step) whose text started over (a delta with ``restart``)."""
     status: int | None = None
     error: str | None = None
     ended: bool = False
@@ -107,9 +111,12 @@ class Stream:
         arrived = time.time()
         self.deltas += 1
         with contextlib.suppress(ValueError, TypeError, AttributeError):
-            submission = json.loads(data).get("submission_id")
+            delta = json.loads(data)
+            submission = delta.get("submission_id")
             if isinstance(submission, str):
                 self.first_delta.setdefault(submission, arrived)
+                if delta.get("restart") is True:
+                    self.restarted.add((submission, delta.get("step")))
 
 
 def _request(url: str, thread: str, token: str | None) -> tuple[str, int, bytes]:
@@ -177,7 +184,8 @@ def result(
 ) -> dict[str, Any]:
     """What the streams received; ``events_expected`` is every opened stream's thread's last
     sequence (a stream reads its thread from its first record); ``first_deltas``: ``[submission,
-    time]`` of each stream's first live-text event of each submission."""
+    time]`` of each stream's first live-text event of each submission; ``restarted_steps``: the
+    steps whose text started over at some stream (each counted once)."""
     errors = list(dict.fromkeys(s.error for s in streams if s.error is not None))
     return {
         "requested": len(streams),
@@ -191,6 +199,7 @@ def result(
         "catch_up_s": round(catch_up_s, 3),
         "deltas_received": sum(s.deltas for s in streams),
         "first_deltas": [[sub, at] for s in streams for sub, at in s.first_delta.items()],
+        "restarted_steps": len(set().union(*(s.restarted for s in streams))),
         "errors": errors[:MAX_ERRORS],
     }
 

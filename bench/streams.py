@@ -120,6 +120,7 @@ class StreamWatch:
             "failed": received.get("failed"),
             "catch_up_s": received.get("catch_up_s"),
             "deltas_received": received.get("deltas_received"),
+            "restarted_steps": received.get("restarted_steps"),
             "console_rss_idle_mib": _mib(self.rss_idle_kib),
             "console_rss_open_mib": _mib(self.rss_open_kib),
             "console_rss_peak_mib": _mib(memory.get("VmHWM")),

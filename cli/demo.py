@@ -132,6 +132,7 @@ async def _run_scripts(
         missing = await feed.catch_up(client, [s.thread_id for s in progress.statuses])
         late = f" ({missing} not published yet)" if missing else ""
         print_line(f"  feed showed {len(feed.seen)} records{late}")
+        progress.streamed, progress.restarted = len(feed.epochs), len(feed.restarted)
         return progress
 
 

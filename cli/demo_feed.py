@@ -1,5 +1,6 @@
 """The demo's live record feed: one printed line per record published for the run's threads,
-as LISTEN/NOTIFY brings it."""
+as LISTEN/NOTIFY brings it; and, from the live-text notifications, the steps whose text started
+over (cut off mid-answer and run again: none expected)."""
 
 import asyncio
 import contextlib
@@ -13,7 +14,9 @@ import asyncpg
 
 from threadwarden.cli.output import print_line
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.ledger.deltas import DELTA_CHANNEL
 from threadwarden.ledger.publication import NOTIFY_CHANNEL
+from threadwarden.reading.text import parse_notification
 
 FEED_CATCH_UP_S = 5.0
 """How long the demo waits, once everything settled, for the feed to show the last records
@@ -37,6 +40,20 @@ class DemoPrinter:
     seen: set[tuple[str, int]] = field(default_factory=set)
     queued: set[tuple[str, int]] = field(default_factory=set)
     pending: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    epochs: dict[tuple[str, int], int] = field(default_factory=dict)
+    """The attempt (epoch) each step's live text came from: (submission, step) → epoch."""
+    restarted: set[tuple[str, int]] = field(default_factory=set)
+    """The steps whose live text came from two attempts: started over (a restart)."""
+
+    def on_delta(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        """Note which attempt each step's live text comes from; a second one restarted it."""
+        parsed = parse_notification(str(payload))
+        if parsed is None or not parsed[0].startswith(self.prefix):
+            return
+        delta = parsed[1]
+        key = (delta.submission_id, delta.step)
+        if self.epochs.setdefault(key, delta.epoch) != delta.epoch:
+            self.restarted.add(key)
 
     def on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         record = json.loads(str(payload))
@@ -104,6 +121,7 @@ async def record_feed(
     shown = asyncio.create_task(feed.show())
     try:
         await listener.add_listener(NOTIFY_CHANNEL, feed.on_notify)
+        await listener.add_listener(DELTA_CHANNEL, feed.on_delta)
         yield feed
     finally:
         shown.cancel()

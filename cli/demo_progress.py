@@ -30,6 +30,10 @@ class Progress:
 
     statuses: list[ThreadStatus]
     messages: list[Message]
+    streamed: int = 0
+    """Steps whose live text the demo's feed saw."""
+    restarted: int = 0
+    """Of those, the steps whose text started over (cut off mid-answer, run again): 0 expected."""
 
     @property
     def submissions(self) -> list[SubmissionView]:
@@ -246,5 +250,9 @@ def print_summary(progress: Progress) -> None:
         format_table(
             ["thread", "agent", "host", "subs", "completed", "failed", "failure reasons"], rows
         )
+    )
+    print_line(
+        f"live text: {progress.streamed} steps streamed, {progress.restarted} restarted"
+        " (started over after a cut-off; 0 expected)"
     )
     print_line("")

@@ -43,7 +43,18 @@ SCRIPTS: dict[str, list[list[dict[str, Any]]]] = {
         [{"say": "Assigned to on-call."}],
     ],
     "digest": [
-        [{"say": "Daily digest ready."}],
+        [
+            {
+                # Live text, about 4 s of it: longer than the inline budget, so it never
+                # starts inline (it runs once, on the agent's queue) and never starts over.
+                "stream": "Daily digest: three releases shipped, two incidents closed, one"
+                " outage resolved, fourteen pull requests merged, and the beta is on track"
+                " for Friday with no open blockers left. Tomorrow the team reviews the"
+                " migration plan, the docs sprint starts, and on-call rotates to the EU shift.",
+                "chunk_ms": 100,
+            },
+            {"say": "Daily digest ready."},
+        ],
         [{"say": "Sent to 3 channels."}, {"sleep_ms": 100}],
     ],
     "planner": [

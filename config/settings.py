@@ -95,9 +95,10 @@ class Settings(BaseSettings):
     inline_budget_ms: int = Field(default=2_000, ge=0, le=5_000)
     """How long an attempt of an inline binding's head runs on the pass's worker (a local
     activity, holding a local-activity slot): past it the attempt yields at its next committed
-    step, or is cut off 1 s later, and the head is handed off: its later attempts are dispatched
-    to its agent's queue. At most 5 s: an inline head never outlives a workflow task's
-    heartbeat. 0: no head runs inline (every attempt is dispatched)."""
+    step, or before a step declared too long for what is left (the budget never cuts a step in
+    flight), and the head is handed off: its later attempts are dispatched to its agent's
+    queue. At most 5 s: an inline head whose binding declares its long steps never outlives a
+    workflow task's heartbeat. 0: no head runs inline (every attempt is dispatched)."""
     live_text: bool = True
     """Whether attempts write live text (the model's words as they are generated, for readers
     of the event stream, ``watch`` and the console; docs/agents.md, "Streaming"). False: the

@@ -31,8 +31,9 @@ ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 SHORT_STEP = timedelta(seconds=30)
 """Start-to-close of a local pass step: one or two short transactions."""
 BEGIN_BOUND = timedelta(seconds=90)
-"""Start-to-close of ``begin_pass``: its own part (30 s), then an inline head it may run (its
-budget of at most 5 s, the cut-off's grace, and the head's binding-retry record and finish)."""
+"""Start-to-close of ``begin_pass``: its own part (30 s), then an inline head it may run (at most
+its hard bound of 30 s, `activities/pass_steps.py` ``INLINE_HARD_BOUND_MS``, then the head's
+binding-retry record and finish)."""
 STEP_QUEUE = timedelta(seconds=30)
 """How long a local step may wait for a local-activity slot before the pass fails (queueing
 is bounded apart from running)."""

@@ -61,8 +61,8 @@ def test_the_bare_agents_first_chunk_is_the_first_text_of_the_answer() -> None:
     assert first_text(PartDeltaEvent(index=0, delta=TextPartDelta(" order")))
 
 
-def _delta(submission: str, text: str) -> bytes:
-    data = json.dumps({"submission_id": submission, "step": 3, "text": text, "restart": False})
+def _delta(submission: str, text: str, *, restart: bool = False, step: int = 3) -> bytes:
+    data = json.dumps({"submission_id": submission, "step": step, "text": text, "restart": restart})
     return f"event: delta\ndata: {data}\n\n".encode()
 
 
@@ -79,6 +79,15 @@ def test_the_reader_counts_deltas_and_times_each_submissions_first() -> None:
     got = sse.result([stream], {"t": 1}, 0.0)
     assert got["deltas_received"] == 4
     assert [sub for sub, _ in got["first_deltas"]] == ["s1", "s2"]
+    assert got["restarted_steps"] == 0
+
+
+def test_the_readers_count_each_restarted_step_once() -> None:
+    one, other = sse.Stream("t"), sse.Stream("t")  # two readers of the thread
+    for stream in (one, other):
+        stream.feed(_delta("s1", "final:") + _delta("s1", "final:", restart=True))
+    one.feed(_delta("s1", "order", step=5) + _delta("s1", "order", step=5, restart=True))
+    assert sse.result([one, other], {}, 0.0)["restarted_steps"] == 2
 
 
 SUBMITTED = {
@@ -102,10 +111,11 @@ def test_a_turns_latency_runs_from_its_start_to_its_settlement() -> None:
     assert [round(ms) for ms in turn_latencies(SUBMITTED, settled)] == [1000, 1500, 1000]
 
 
-def _tw(first: list[float] | None, missing: int | None = 0) -> AgentRun:
+def _tw(first: list[float] | None, missing: int | None = 0, restarted: int | None = 0) -> AgentRun:
     run = AgentRun("threadwarden", 10, completed=10, seconds=2.0, cpu_s=0.5, model_requests=20)
     run.statements, run.history_events, run.console_statements = 300, 90, 40
     run.first_delta_ms, run.turns_without_delta, run.deltas_received = first, missing, 90
+    run.restarted_steps = restarted
     run.servers_cpu_s = {"temporal": 0.1, "postgres": 0.2, "console": 0.05, "readers": 0.01}
     return run
 
@@ -133,9 +143,11 @@ def test_stream_figures_medians_ratio_and_budget(shape: Shape) -> None:
     assert data["first_delta_budget_ms"] == 200.0 and data["first_delta_within_budget"]
     assert (tw["deltas_per_unit"], tw["console_sql_statements_per_unit"]) == (9.0, 4.0)
     assert tw["servers_cpu_ms_per_unit"]["console"] == 5.0
+    assert tw["restarted_steps"] == 0 and tw["repetitions"][0]["restarted_steps"] == 0
     assert agent_report.complete(data)
     text = agent_report.table(data)
     assert "stream readers/thread=1" in text
+    assert "steps restarted (all reps)" in text
     assert "first delta p50 ms" in text and "console SQL/turn (apart)" in text
     assert "first delta max ms" in text
     assert "(first delta p50): 1.50; budget 1.5 x bare + 50 ms = 200.0 ms: within" in text
@@ -150,8 +162,21 @@ def test_turns_that_reach_no_reader_are_incomplete(shape: Shape) -> None:
     assert "some turns reached no reader as live text" in agent_report.table(data)
 
 
+def test_restarted_steps_add_up_over_repetitions_and_are_incomplete(shape: Shape) -> None:
+    runs = {
+        "threadwarden": [_tw([150.0], restarted=1), _tw([150.0], restarted=2)],
+        "bare": [_bare([100.0]), _bare([100.0])],
+    }
+    data = agent_report.result(runs, shape, stream=True, readers=1)
+    assert data["threadwarden"]["restarted_steps"] == 3
+    assert not agent_report.complete(data)
+    assert "some steps started over" in agent_report.table(data)
+    uncounted = {"threadwarden": [_tw([150.0], restarted=None)], "bare": [_bare([100.0])]}
+    assert not agent_report.complete(agent_report.result(uncounted, shape, stream=True, readers=1))
+
+
 def test_without_stream_no_stream_rows(shape: Shape) -> None:
-    runs = {"threadwarden": [_tw(None, None)], "bare": [_bare(None)]}
+    runs = {"threadwarden": [_tw(None, None, None)], "bare": [_bare(None)]}
     data = agent_report.result(runs, shape)
     assert (data["stream"], data["readers"], data["first_delta_ratio"]) == (False, 0, None)
     assert agent_report.complete(data)

@@ -1,33 +1,48 @@
-"""A step cut off mid-answer starts its live text over (issue 31): the scripted binding's inline
-budget (2 s) cuts a 4 s answer and its re-run on the agent's queue streams afresh. ``watch``
-says so on a line of its own, then prints the re-run's text; `ThreadwardenClient.stream`
-flags the fragment ``restart``."""
+"""A step cut off mid-answer starts its live text over (issue 31): a deploy stops the worker
+streaming a 4 s answer inline, and the next worker's attempt streams it afresh. ``watch`` says
+so on a line of its own, then prints the re-run's text; `ThreadwardenClient.stream` flags the
+fragment ``restart``."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import asyncpg
 import pytest
 
 from tests.helpers.cli import console
-from tests.helpers.feed import ANSWER, DEADLINE_S, STREAM, chunks_until, streamed_until_settled
+from tests.helpers.feed import (
+    ANSWER,
+    ANSWER_INLINE_BUDGET_MS,
+    DEADLINE_S,
+    STREAM,
+    chunks_until,
+    stopped_mid_answer,
+    streamed_until_settled,
+)
+from tests.helpers.workers import Workers
 from threadwarden.cli.watch import TEXT_MARK
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
 from threadwarden.reading.text import TextDelta
 
 
-@pytest.mark.usefixtures("cli_env", "worker")
+@pytest.mark.usefixtures("cli_env")
 async def test_watch_and_the_client_show_a_cut_off_step_starting_over(
-    client: ThreadwardenClient, ids: str
+    workers: Workers, client: ThreadwardenClient, pool: asyncpg.Pool[Any], ids: str
 ) -> None:
+    deployed = workers.tuned(inline_budget_ms=ANSWER_INLINE_BUDGET_MS)
     following = asyncio.create_task(streamed_until_settled(client, ids, wait_for_thread=True))
     async with console({}, "watch", ids) as watching:
         assert watching.stdout is not None and watching.stderr is not None
         await asyncio.wait_for(watching.stderr.readline(), DEADLINE_S)  # waiting for the thread
-        receipt = await client.submit(ids, agent_id="scripted", input=STREAM)
-        output = "".join(await chunks_until(watching.stdout, " settlement "))
-    seen = await asyncio.wait_for(following, DEADLINE_S)
+        async with deployed.running() as first:
+            receipt = await client.submit(ids, agent_id="scripted", input=STREAM)
+            await stopped_mid_answer(first, pool, ids)
+        async with deployed.running():
+            output = "".join(await chunks_until(watching.stdout, " settlement "))
+            seen = await asyncio.wait_for(following, DEADLINE_S)
 
     lines = output.splitlines()
     over = [n for n, line in enumerate(lines) if line == f"{TEXT_MARK:>6}  (step 1 started over)"]

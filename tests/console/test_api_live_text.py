@@ -26,8 +26,8 @@ STREAM = [{"stream": ANSWER, "chunk_ms": 100}]
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """No inline heads: a 4 s turn would pass the inline budget and start over on the agent's
-    queue (a restart that `test_a_step_cut_off_starts_over_with_restart` shows)."""
+    """No inline heads: every attempt is dispatched (a restart needs a deploy mid-answer, as
+    `test_a_step_cut_off_starts_over_with_restart` shows)."""
     return settings.model_copy(update={"inline_budget_ms": 0})
 
 

@@ -8,13 +8,16 @@ import asyncio
 import json
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, expect
 
 from tests.console.api import events
 from tests.console.browser import LiveConsole, not_reloaded
 from tests.console.helpers import submit_until
+from tests.helpers.feed import ANSWER_INLINE_BUDGET_MS, stopped_mid_answer, without_inline_heads
+from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.config.settings import Settings
 
@@ -49,15 +52,10 @@ LIVE_TEXT = "#timeline > li.live pre"
 
 
 @pytest.fixture
-def inline_budget_ms() -> int:
-    """No inline heads: a 4 s turn would pass the inline budget and start over on the agent's
-    queue (a restart: what `test_console_thread_page_starts_a_cut_off_reply_over` sets up)."""
-    return 0
-
-
-@pytest.fixture
-def settings(settings: Settings, inline_budget_ms: int) -> Settings:
-    return settings.model_copy(update={"inline_budget_ms": inline_budget_ms})
+def settings(settings: Settings) -> Settings:
+    """No inline heads: every attempt is dispatched (a restart needs a deploy mid-reply, as
+    `test_console_thread_page_starts_a_cut_off_reply_over` sets up)."""
+    return without_inline_heads(settings)
 
 
 async def _thread_page(console: LiveConsole, client: ThreadwardenClient, thread_id: str) -> Page:
@@ -118,15 +116,25 @@ async def test_console_thread_page_shows_the_reply_growing_then_its_journaled_re
     await not_reloaded(page)
 
 
-@pytest.mark.parametrize("inline_budget_ms", [2_000])  # cuts the first attempt at about 2 s
 async def test_console_thread_page_starts_a_cut_off_reply_over(
-    console: LiveConsole, client: ThreadwardenClient, ids: str
+    console_url: str,
+    browser: Browser,
+    workers: Workers,
+    client: ThreadwardenClient,
+    pool: asyncpg.Pool[Any],
+    ids: str,
 ) -> None:
-    page = await _thread_page(console, client, ids)
-    streamed = await client.submit(ids, agent_id="scripted", input=STREAM)
-    await expect(page.locator("#timeline > li.kind-settlement").last).to_have_attribute(
-        "data-submission", streamed.submission_id, timeout=60_000
-    )
+    """A deploy stops the worker streaming the reply inline; the next worker's attempt starts
+    it over, and the page's live text starts over with it."""
+    deployed = workers.tuned(inline_budget_ms=ANSWER_INLINE_BUDGET_MS)
+    async with deployed.running() as first:
+        page = await _thread_page(LiveConsole(console_url, browser), client, ids)
+        streamed = await client.submit(ids, agent_id="scripted", input=STREAM)
+        await stopped_mid_answer(first, pool, ids)
+    async with deployed.running():
+        await expect(page.locator("#timeline > li.kind-settlement").last).to_have_attribute(
+            "data-submission", streamed.submission_id, timeout=60_000
+        )
     await expect(page.locator("#timeline > li.live")).to_have_count(0)
     results = page.locator("#timeline > li.kind-tool-result")
     await expect(results).to_have_count(1)  # one journaled response

@@ -33,6 +33,8 @@ async def test_demo_settles_everything_and_shows_the_message_delegation_agent_an
     assert " delivered to demo-" in text  # the message between threads
     assert "  feed  demo-" in text  # the live record feed
     assert "settled 22/22" in text  # 20 submitted, the message and the delegated child
+    # The digest's streamed step reached the feed as live text, and no step started over.
+    assert re.search(r"^live text: [1-9]\d* steps streamed, 0 restarted ", text, re.MULTILINE)
     totals = re.search(r"(\d+) submissions on (\d+) threads in all\.", text)
     assert totals is not None and totals[1] == "22", text[-3000:]  # the same count, announced
     summary_rows = re.findall(r"^demo-\w+-\w+ +\S+ +demo-", text, re.MULTILINE)

@@ -1,6 +1,6 @@
-"""Deploys and slow inline heads (issue 28): a pass survives a graceful worker shutdown at any
-moment, and an inline binding's slow head never holds the local-activity slots the other hosts'
-passes need.
+"""Deploys and slow inline heads (issues 28, 39): a pass survives a graceful worker shutdown at
+any moment, and an inline binding's slow head (a step declared longer than the inline budget)
+never holds the local-activity slots the other hosts' passes need.
 
 Driven by failpoints and by what Temporal's history shows, not by timing: the deploy lands
 while the head is paused inside its attempt and the auxiliary work beside it is in flight.
@@ -92,9 +92,10 @@ async def test_slow_inline_heads_filling_a_worker_leave_room_for_other_hosts(
     ids: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """As many slow heads of an inline binding as the worker has local-activity slots: each is
-    handed to its agent's queue once its inline budget is spent, so another host's quick
-    submission still settles, with no begin starved of a slot."""
+    """As many slow heads of an inline binding as the worker has local-activity slots: each
+    step that would outlive the inline budget declares its length (the scripted ``sleep_ms``
+    does), so the inline attempt yields before it and hands the head to its agent's queue,
+    and another host's quick submission still settles, with no begin starved of a slot."""
     caplog.set_level(logging.WARNING)
     slots, failpoints = 4, workers.failpoints
     failpoints.arm("claim", observe=True)
@@ -111,11 +112,13 @@ async def test_slow_inline_heads_filling_a_worker_leave_room_for_other_hosts(
         await client.submit(quick, agent_id="scripted", input=say("not starved"))
         await assert_settled_once(client, quick, 1)
 
-        # Each slow head's inline attempt was cut off at its budget and gave the head back; its
-        # second attempt runs on the agent's queue.
+        # Each slow head's inline attempt yielded before its 40 s sleep (nothing of it started)
+        # and handed the head over; its second attempt sleeps, on the agent's queue.
         async def attempts() -> list[int]:
             return [(await submission_rows(pool, host))[0]["attempts"] for host in slow]
 
         await eventually(attempts, lambda counts: all(n == 2 for n in counts))
     messages = [record.getMessage() for record in caplog.records]
     assert not [m for m in messages if m.startswith(("begin failed", "sweep failed"))]
+    # No sleep started inline: none held its slot until the attempt's hard bound cut it off.
+    assert not [m for m in messages if "cut off at its hard bound" in m]

@@ -1,5 +1,6 @@
-"""Following a thread in tests: the readers waiting in the record feed's loop, and the scripted
-live-text answer that ``watch`` and `ThreadwardenClient.stream` show as it is generated."""
+"""Following a thread in tests: the readers waiting in the record feed's loop, the scripted
+live-text answer that ``watch`` and `ThreadwardenClient.stream` show as it is generated, and a
+deploy in the middle of it (the step starts over)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import asyncio
 from typing import Any
 
 import asyncpg
+from temporalio.worker import Worker
 
+from tests.helpers.polling import eventually
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.client.feed import FeedRecord
 from threadwarden.config.settings import Settings
@@ -40,10 +43,27 @@ async def text_so_far(pool: asyncpg.Pool[Any], thread_id: str) -> str:
         return "".join(row.text or "" for row in await rows_so_far(conn, thread_id))
 
 
+ANSWER_INLINE_BUDGET_MS = 5_000
+"""An inline budget `STREAM` fits in (it declares its 3.9 s): its attempt starts inline."""
+
+
 def without_inline_heads(settings: Settings) -> Settings:
-    """No inline heads: a 4 s turn would pass the inline budget and start over on the agent's
-    queue (tests/cli/test_watch_live_text_restart.py shows that)."""
+    """No inline heads: `STREAM` (longer than the default inline budget, and declared so) runs
+    on the agent's queue from its first attempt."""
     return settings.model_copy(update={"inline_budget_ms": 0})
+
+
+async def stopped_mid_answer(worker: Worker, pool: asyncpg.Pool[Any], thread_id: str) -> None:
+    """A deploy mid-answer: once readers were shown some words of the thread's streaming step,
+    ``worker`` stops gracefully (SIGTERM's path). Its attempt gives the head back at once and
+    its text so far stays for readers; the next worker's attempt starts the step over."""
+    await eventually(
+        lambda: text_so_far(pool, thread_id),
+        lambda text: len(text.split()) >= 5,
+        timeout_s=DEADLINE_S,
+        what="five words of the answer shown",
+    )
+    await worker.shutdown()
 
 
 async def chunks_until(stream: asyncio.StreamReader, end: str) -> list[str]:
