@@ -8,7 +8,8 @@ import json
 from typing import Any
 
 MODEL_TOOL = "model-request"
-"""The tool name agent adapters journal a model request under (`threadwarden.agents._common`)."""
+"""The tool name agent adapters journal a model request under
+(`threadwarden.agents._core.steps`)."""
 WIDTH = 200
 """The longest summary printed on one line (a longer one ends with an ellipsis)."""
 

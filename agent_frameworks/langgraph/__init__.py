@@ -6,8 +6,8 @@ the attempt; see docs/agents.md for what each LangGraph feature maps to.
 """
 
 from threadwarden.agents.langgraph._binding import graph_binding, graph_input
+from threadwarden.agents.langgraph._memory import UPDATE, LedgerSaver
 from threadwarden.agents.langgraph._model import JournaledChatModel, journaled
-from threadwarden.agents.langgraph._saver import UPDATE, LedgerSaver
 from threadwarden.agents.langgraph._tools import FAILED, INTERRUPTED
 
 __all__ = [

@@ -9,13 +9,15 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import digest, judged
+from threadwarden.agents._core.definition import digest
+from threadwarden.agents._core.errors import judged
+from threadwarden.agents.langgraph._approvals import answers
 from threadwarden.agents.langgraph._chain import ABSENT, appended
+from threadwarden.agents.langgraph._definition import read_definition
 from threadwarden.agents.langgraph._errors import verdict
-from threadwarden.agents.langgraph._saver import LedgerSaver
+from threadwarden.agents.langgraph._memory import MEMORY_KINDS, LedgerSaver
 from threadwarden.agents.langgraph._tools import journal_tools, running, tool_nodes
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Outcome
 from threadwarden.errors import InvalidInput
@@ -50,31 +52,6 @@ def turn_result(values: dict[str, Any], carried: dict[str, Any]) -> dict[str, An
     return result
 
 
-def _definition(builder: StateGraph[Any, Any, Any, Any]) -> dict[str, Any]:
-    """What defines the graph: its state keys, nodes (and their code), edges, branches and
-    the tools of its tool nodes with their schemas."""
-    nodes = {}
-    for name, spec in builder.nodes.items():
-        func = getattr(spec.runnable, "func", None) or getattr(spec.runnable, "afunc", None)
-        nodes[name] = getattr(func, "__qualname__", type(spec.runnable).__name__)
-    tools = {
-        name: {
-            tool.name: to_jsonable_python(tool.tool_call_schema.model_json_schema(), fallback=str)
-            if hasattr(tool.tool_call_schema, "model_json_schema")
-            else repr(tool.tool_call_schema)
-            for tool in node.tools_by_name.values()
-        }
-        for name, node in tool_nodes(builder).items()
-    }
-    return {
-        "state": {key: type(channel).__name__ for key, channel in builder.channels.items()},
-        "nodes": nodes,
-        "edges": sorted(builder.edges),
-        "branches": {node: sorted(branches) for node, branches in builder.branches.items()},
-        "tools": tools,
-    }
-
-
 class _Runner:
     """Runs the graph for one attempt, on a checkpointer of the attempt's own."""
 
@@ -98,7 +75,7 @@ class _Runner:
         }
         if saver.resuming:  # steps up to the saved work's are in the checkpoints
             ctx.advance_to(saver.position)
-            run: Any = await _answers(ctx, graph, config)
+            run: Any = await answers(ctx, graph, config)
         else:
             try:
                 run = graph_input(ctx.input, messages=self._messages)
@@ -108,31 +85,13 @@ class _Runner:
             try:
                 while True:
                     await graph.ainvoke(run, config, durability="sync")
-                    run = await _answers(ctx, graph, config)
+                    run = await answers(ctx, graph, config)
                     if run is None:
                         break
             except (Exception, BaseExceptionGroup) as raised:
                 return judged(raised, verdict)
         state = await graph.aget_state(config)
         return Completed(result=_jsonable(turn_result(state.values, saver.carried)))
-
-
-async def _answers(
-    ctx: AttemptContext, graph: CompiledStateGraph[Any, Any, Any, Any], config: RunnableConfig
-) -> Command[Any] | None:
-    """The resume of an interrupted graph: each pending ``interrupt`` is a question
-    (``ctx.ask``, one journal step each, in order; its ``response_schema`` the answer's JSON
-    Schema); None when nothing is pending."""
-    state = await graph.aget_state(config)
-    if not state.interrupts:
-        return None
-    answers = {}
-    for pending in state.interrupts:
-        schema = getattr(pending, "response_schema", None)
-        answers[pending.id] = await ctx.ask(
-            _jsonable(pending.value), schema=schema if isinstance(schema, dict) else None
-        )
-    return Command(resume=answers)
 
 
 def graph_binding(
@@ -176,7 +135,7 @@ def graph_binding(
         journal_tools(node, frozenset(idempotent_tools))
     return Binding(
         agent_id=agent_id,
-        digest=digest("langgraph", _definition(builder)),
+        digest=digest("langgraph", read_definition(builder)),
         handler=runner.handle,
-        history_kinds=frozenset(),  # its memory is its checkpoints: the claim loads no history
+        history_kinds=MEMORY_KINDS,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from langgraph.errors import GraphRecursionError, InvalidUpdateError
 
-from threadwarden.agents._common import short, transient_status
+from threadwarden.agents._core.errors import short, transient_status
 from threadwarden.bindings import Failed
 from threadwarden.errors import Retryable, ThreadwardenError
 

@@ -23,7 +23,8 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from threadwarden.agents._common import MODEL_TOOL, model_span
+from threadwarden.agents._core.spans import model_span
+from threadwarden.agents._core.steps import MODEL_TOOL
 from threadwarden.agents.langgraph._tools import current
 from threadwarden.bindings import AttemptContext
 from threadwarden.errors import InvalidInput

@@ -4,8 +4,8 @@
 docs/agents.md for what each SDK feature maps to.
 """
 
-from threadwarden.agents.openai_agents._binding import HANDOFF, Context, agent_binding
-from threadwarden.agents.openai_agents._delegation import delegation_tool
+from threadwarden.agents.openai_agents._binding import Context, agent_binding
+from threadwarden.agents.openai_agents._delegation import HANDOFF, delegation_tool
 from threadwarden.agents.openai_agents._memory import TRANSCRIPT
 
 __all__ = ["HANDOFF", "TRANSCRIPT", "Context", "agent_binding", "delegation_tool"]

@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from agents import (
-    Agent,
-    ModelProvider,
-    MultiProvider,
-    RunConfig,
-    RunContextWrapper,
-    RunHooks,
-    Runner,
-    RunResult,
-)
+from agents import Agent, ModelProvider, MultiProvider, RunConfig, Runner, RunResult, RunState
 from agents.run_config import ToolExecutionConfig
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
-from threadwarden.agents._compaction import Compactor, memory_definition, remember
+from threadwarden.agents._core.compaction import Compactor, remember
+from threadwarden.agents._core.definition import digest, memory_definition
+from threadwarden.agents._core.delegation import attempt
+from threadwarden.agents._core.errors import judged
+from threadwarden.agents._core.steps import user_prompt
+from threadwarden.agents.openai_agents._approvals import approved
 from threadwarden.agents.openai_agents._definition import read_definition
+from threadwarden.agents.openai_agents._delegation import Handoffs
 from threadwarden.agents.openai_agents._errors import verdict
 from threadwarden.agents.openai_agents._memory import (
     MEMORY_KINDS,
@@ -39,21 +34,6 @@ from threadwarden.errors import InvalidInput
 
 Context = Callable[[AttemptContext], Any]
 """Builds the run's ``context`` for one attempt (from its attempt context)."""
-
-HANDOFF = "handoff"
-"""The record kind of a handoff inside one run (``{"from", "to"}``)."""
-
-
-class _Handoffs(RunHooks[Any]):
-    """Records each handoff as a step of the journal."""
-
-    def __init__(self, ctx: AttemptContext) -> None:
-        self._ctx = ctx
-
-    async def on_handoff(
-        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
-    ) -> None:
-        await self._ctx.append(HANDOFF, {"from": from_agent.name, "to": to_agent.name})
 
 
 @dataclass(frozen=True)
@@ -104,21 +84,15 @@ class _Runner:
         options: dict[str, Any] = {
             "context": None if self.context is None else self.context(ctx),
             "max_turns": self.max_turns,
-            "hooks": _Handoffs(ctx),
+            "hooks": Handoffs(ctx),
             "run_config": config,
         }
         result = await Runner.run(agent, items, **options)
-        while result.interruptions:  # tools that need approval: one inbox wait each
-            state = result.to_state()
-            for item in result.interruptions:
-                name = item.name or "tool"
-                denied = await approve(ctx, name, json.loads(item.arguments or "{}"))
-                if denied is None:
-                    state.approve(item)
-                else:
-                    state.reject(item, rejection_message=denied)
-            result = await Runner.run(agent, state, **options)
-        return result
+
+        async def resume(state: RunState[Any]) -> RunResult:
+            return await Runner.run(agent, state, **options)
+
+        return await approved(ctx, result, resume)
 
 
 def agent_binding(

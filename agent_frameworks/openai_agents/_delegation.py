@@ -1,15 +1,20 @@
-"""An Agents SDK function tool that delegates to another threadwarden agent
-(`AttemptContext.call_agent`)."""
+"""Delegation in the Agents SDK: a function tool that delegates to another threadwarden agent
+(`AttemptContext.call_agent`, a child submission), and the run's own handoffs between its
+agents, each recorded as a ``handoff`` record of the journal."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from agents import FunctionTool
+from agents import Agent, FunctionTool, RunContextWrapper, RunHooks
 from agents.tool_context import ToolContext
 
-from threadwarden.agents._common import delegate, delegation_name
+from threadwarden.agents._core.delegation import delegate, delegation_name
+from threadwarden.bindings import AttemptContext
+
+HANDOFF = "handoff"
+"""The record kind of a handoff inside one run (``{"from", "to"}``)."""
 
 _PARAMETERS = {
     "type": "object",
@@ -47,3 +52,15 @@ def delegation_tool(
         params_json_schema=_PARAMETERS,
         on_invoke_tool=invoke,
     )
+
+
+class Handoffs(RunHooks[Any]):
+    """Records each handoff as a step of the journal."""
+
+    def __init__(self, ctx: AttemptContext) -> None:
+        self._ctx = ctx
+
+    async def on_handoff(
+        self, context: RunContextWrapper[Any], from_agent: Agent[Any], to_agent: Agent[Any]
+    ) -> None:
+        await self._ctx.append(HANDOFF, {"from": from_agent.name, "to": to_agent.name})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import openai
 from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
 
-from threadwarden.agents._common import run_failure, short, transient_status
+from threadwarden.agents._core.errors import run_failure, short, transient_status
 from threadwarden.bindings import Failed
 from threadwarden.errors import Retryable
 

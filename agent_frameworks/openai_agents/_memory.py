@@ -4,8 +4,8 @@ Each completed turn appends one ``openai-agents-items`` record just before it se
 turn's items in the Responses input format (`RunResult.to_input_list`, without the earlier
 turns it was given): the user message, model messages, tool calls and their outputs. A later
 turn's input is the thread's newest summary, if any (a system message), then those records of
-the turns after it that settled ``completed``, oldest first (`threadwarden.agents._compaction`),
-then its prompt.
+the turns after it that settled ``completed``, oldest first
+(`threadwarden.agents._core.compaction`), then its prompt.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from agents.items import TResponseInputItem
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._compaction import Recall, dumps, memory_kinds
+from threadwarden.agents._core.compaction import Recall, dumps, memory_kinds
 
 TRANSCRIPT = "openai-agents-items"
 """The record kind holding one completed turn's items."""

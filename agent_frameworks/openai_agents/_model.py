@@ -6,7 +6,7 @@ model, and records the response before the run sees it. A model that streams is 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,15 +23,19 @@ from openai.types.responses import Response, ResponseOutputMessage, ResponseOutp
 from openai.types.responses.response_prompt_param import ResponsePromptParam
 from pydantic import TypeAdapter
 
-from threadwarden.agents._common import MODEL_TOOL, model_span, short, spend
-from threadwarden.agents._compaction import (
+from threadwarden.agents._core.budget import spend
+from threadwarden.agents._core.compaction import (
     HeldMemory,
     TooLong,
     refusal,
     refused,
     says_too_long,
     tokens,
+    within_context,
 )
+from threadwarden.agents._core.errors import short
+from threadwarden.agents._core.spans import model_span
+from threadwarden.agents._core.steps import MODEL_TOOL
 from threadwarden.agents.openai_agents._memory import render_items
 from threadwarden.bindings import AttemptContext
 
@@ -214,15 +218,10 @@ class JournaledModel(Model):
         def carried() -> str | list[TResponseInputItem]:
             return input if memory is None or isinstance(input, str) else memory.rewrite(input)
 
-        recorded = await self.step(name, model, request, carried(), agent)
-        if refused(recorded):
-            if memory is None:
-                raise TooLong(name, recorded["message"], recorded["tokens"])
-            await memory.overflowed(name, recorded["tokens"], recorded["message"])
-            recorded = await self.step(name, model, request, carried(), agent)
-            if refused(recorded):
-                message = f"{recorded['message']} (still too long after summarizing)"
-                raise TooLong(name, message, recorded["tokens"])
+        def step() -> Awaitable[Any]:
+            return self.step(name, model, request, carried(), agent)
+
+        recorded = await within_context(name, memory, step)
         await spend(self._ctx, name, recorded["usage"])
         return load(recorded)
 
@@ -264,7 +263,7 @@ class JournaledModel(Model):
         return await self._ctx.tool(MODEL_TOOL, {"model": name, "agent": agent}, ask)
 
     async def summarize(self, chosen: str | Model | None, instructions: str, text: str) -> str:
-        """One summary request (`threadwarden.agents._compaction.Ask`) to ``chosen``, a journal
+        """One summary request (`threadwarden.agents._core.compaction.Ask`) to ``chosen``, a journal
         step of its own; `TooLong` when the model refuses it for its length."""
         name, model = self.resolve(chosen)
         request = _Request(instructions, ModelSettings(), [], None, [], ModelTracing.DISABLED)

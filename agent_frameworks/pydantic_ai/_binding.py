@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_ai import (
-    Agent,
-    AgentRunResult,
-    DeferredToolRequests,
-    DeferredToolResults,
-    RunContext,
-    ToolApproved,
-    ToolDenied,
-)
+from pydantic_ai import Agent, AgentRunResult, DeferredToolRequests
 from pydantic_ai.capabilities import HandleDeferredToolCalls
-from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.usage import UsageLimits
 from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import approve, attempt, digest, judged, user_prompt
-from threadwarden.agents._compaction import Compactor, HeldMemory, memory_definition, remember
+from threadwarden.agents._core.compaction import Compactor, HeldMemory, remember
+from threadwarden.agents._core.definition import digest, memory_definition
+from threadwarden.agents._core.delegation import attempt
+from threadwarden.agents._core.errors import judged
+from threadwarden.agents._core.steps import user_prompt
+from threadwarden.agents.pydantic_ai._approvals import Decide, deferred_handler
 from threadwarden.agents.pydantic_ai._definition import read_definition
 from threadwarden.agents.pydantic_ai._errors import verdict
-from threadwarden.agents.pydantic_ai._journal import JournaledModel, journaled, summarize
 from threadwarden.agents.pydantic_ai._memory import (
     MEMORY_KINDS,
     TRANSCRIPT,
@@ -35,10 +29,10 @@ from threadwarden.agents.pydantic_ai._memory import (
     standing,
     transcript,
 )
+from threadwarden.agents.pydantic_ai._model import JournaledModel, summarize
+from threadwarden.agents.pydantic_ai._tools import journaled
 from threadwarden.bindings import AttemptContext, Binding, Completed, Failed, Memory, Outcome
 from threadwarden.errors import InvalidInput
-
-_Decide = Callable[[RunContext[Any], DeferredToolRequests], Awaitable[DeferredToolResults]]
 
 Deps = Callable[[AttemptContext], Any]
 """Builds the agent's ``deps`` for one attempt (from its context)."""
@@ -82,7 +76,7 @@ class _Runner:
         compactor = Compactor(ctx, self.memory, TRANSCRIPT, ask, extra=standing)
         return await remember(compactor, ctx.history, prompt, render=render, build=message_history)
 
-    async def _run(self, ctx: AttemptContext, prompt: str, decide: _Decide) -> AgentRunResult[Any]:
+    async def _run(self, ctx: AttemptContext, prompt: str, decide: Decide) -> AgentRunResult[Any]:
         agent = self.agent
         toolsets = [journaled(t, ctx, self.idempotent) for t in agent.toolsets]
         memory = await self._remember(ctx, prompt)
@@ -109,18 +103,8 @@ class _Runner:
         except InvalidInput as refused:
             return Failed(str(refused))
 
-        async def decide(_: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults:
-            approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
-            for call in requests.approvals:  # one inbox wait each, in the model's order
-                denied = await approve(ctx, call.tool_name, call.args_as_dict())
-                approvals[call.tool_call_id] = True if denied is None else ToolDenied(denied)
-            answers: dict[str, Any] = {}
-            for call in requests.calls:  # CallDeferred: a person gives the call's result
-                answers[call.tool_call_id] = await ctx.ask(deferred_question(requests, call))
-            return DeferredToolResults(approvals=approvals, calls=answers)
-
         try:
-            result = await self._run(ctx, prompt, decide)
+            result = await self._run(ctx, prompt, deferred_handler(ctx))
         except (Exception, BaseExceptionGroup) as raised:
             return judged(raised, verdict)
         if isinstance(result.output, DeferredToolRequests):  # not reached: decide answers all
@@ -128,20 +112,6 @@ class _Runner:
             return Failed(f"output: the run deferred {names} and none was answered")
         await ctx.append(TRANSCRIPT, transcript(result.new_messages()))
         return Completed(result=_output(result.output))
-
-
-def deferred_question(requests: DeferredToolRequests, call: ToolCallPart) -> dict[str, Any]:
-    """What the inbox shows for a deferred call: the tool, its arguments, whether it asks a
-    question or stands for work done outside the agent, and the tool's metadata."""
-    question: dict[str, Any] = {
-        "tool": call.tool_name,
-        "args": to_jsonable_python(call.args_as_dict(), fallback=str),
-        "kind": requests.kind(call.tool_call_id),
-    }
-    metadata = requests.metadata.get(call.tool_call_id)
-    if metadata:
-        question["metadata"] = to_jsonable_python(metadata, fallback=str)
-    return question
 
 
 def agent_binding(

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic_ai import Tool
 
-from threadwarden.agents._common import delegate, delegation_name
+from threadwarden.agents._core.delegation import delegate, delegation_name
 
 DELEGATION = "threadwarden_delegation"
 """The tool metadata key naming the agent a delegation tool calls (such a tool is not wrapped in

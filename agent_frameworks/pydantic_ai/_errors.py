@@ -14,7 +14,7 @@ from pydantic_ai.exceptions import (
     ModelUnavailableError,
 )
 
-from threadwarden.agents._common import run_failure, short, transient_status
+from threadwarden.agents._core.errors import run_failure, short, transient_status
 from threadwarden.bindings import Failed
 from threadwarden.errors import Retryable
 

@@ -4,7 +4,8 @@ Each completed turn appends one ``pydantic-ai-messages`` record just before it s
 run's new messages (the user prompt, every model response, tool call and tool return) as
 pydantic-ai's own JSON. A later turn's ``message_history`` is the thread's newest summary, if
 any, then those records of the turns after it that settled ``completed``, oldest first
-(`threadwarden.agents._compaction`). Timestamps are left out: a re-run rebuilds the same record.
+(`threadwarden.agents._core.compaction`). Timestamps are left out: a re-run rebuilds the same
+record.
 
 A summary travels as system prompt parts at the head of the history: the standing system
 prompts of the thread's first turn (pydantic-ai sends an agent's ``system_prompt`` only on a
@@ -19,7 +20,7 @@ from typing import Any
 from pydantic_ai import ModelMessagesTypeAdapter
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart
 
-from threadwarden.agents._compaction import Recall, Summary, Turn, dumps, memory_kinds
+from threadwarden.agents._core.compaction import Recall, Summary, Turn, dumps, memory_kinds
 
 TRANSCRIPT = "pydantic-ai-messages"
 """The record kind holding one completed turn's messages."""

@@ -29,7 +29,7 @@ from tests.helpers.model_agents import (
     Framework,
     all_bindings,
 )
-from threadwarden.agents._common import MODEL_TOOL
+from threadwarden.agents._core.steps import MODEL_TOOL
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.config.settings import Settings
 from threadwarden.console.server import serving

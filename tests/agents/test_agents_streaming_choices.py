@@ -26,11 +26,11 @@ from tests.helpers.chat_server import ChatServer, words
 from tests.helpers.fake_agents_model import FakeModel, assistant_message
 from tests.helpers.graph_agents import ScriptedChat
 from tests.helpers.model_agents import openai_client
-from threadwarden.agents._common import MODEL_TOOL
+from threadwarden.agents._core.steps import MODEL_TOOL
 from threadwarden.agents.langgraph import journaled
 from threadwarden.agents.langgraph._tools import running
 from threadwarden.agents.openai_agents._model import JournaledModel as SdkJournaledModel
-from threadwarden.agents.pydantic_ai._journal import JournaledModel
+from threadwarden.agents.pydantic_ai._model import JournaledModel
 from threadwarden.bindings import AttemptContext
 
 

@@ -26,7 +26,7 @@ from bench.long_support import (
     prompt,
 )
 from bench.sqlstats import Written
-from threadwarden.agents._compaction import SUMMARY_INSTRUCTIONS
+from threadwarden.agents._core.compaction import SUMMARY_INSTRUCTIONS
 
 DECILE_KEYS = {
     "turns",

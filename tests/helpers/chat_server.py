@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadwarden.agents._compaction import SUMMARY_INSTRUCTIONS
+from threadwarden.agents._core.compaction import SUMMARY_INSTRUCTIONS
 
 USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
 

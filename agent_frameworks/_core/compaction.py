@@ -285,6 +285,26 @@ class HeldMemory:
         self.carried = self.build(self.held)
 
 
+async def within_context(
+    model: str, memory: HeldMemory | None, step: Callable[[], Awaitable[Any]]
+) -> Any:
+    """A model step's recorded answer (``step`` takes it, the request built from ``memory``'s
+    messages as they are then). When the model refused the request for its length: with the
+    run's ``memory``, the thread is compacted and the step taken again, once, carrying the
+    summary instead of the turns it folds in; else, or refused again, `TooLong`."""
+    recorded = await step()
+    if not refused(recorded):
+        return recorded
+    if memory is None:
+        raise TooLong(model, recorded["message"], recorded["tokens"])
+    await memory.overflowed(model, recorded["tokens"], recorded["message"])
+    recorded = await step()
+    if refused(recorded):
+        message = f"{recorded['message']} (still too long after summarizing)"
+        raise TooLong(model, message, recorded["tokens"])
+    return recorded
+
+
 async def remember(
     compactor: Compactor,
     history: list[ThreadRecord],
@@ -300,23 +320,6 @@ async def remember(
         held = await compactor.compact(held)
     given = build(held)
     return HeldMemory(compactor, held, build, given, given)
-
-
-def memory_definition(memory: Memory) -> dict[str, Any]:
-    """What of ``memory`` defines the agent (its digest): a budget, ``keep_turns`` and a
-    summarizer change which requests a turn makes; the default adds nothing."""
-    if memory == Memory():
-        return {}
-    summarizer = memory.summarizer
-    name = summarizer if summarizer is None or isinstance(summarizer, str) else repr(summarizer)
-    shown = getattr(summarizer, "model_name", None) or getattr(summarizer, "model", None) or name
-    return {
-        "memory": {
-            "budget_tokens": memory.budget_tokens,
-            "keep_turns": memory.keep_turns,
-            "summarizer": None if summarizer is None else str(shown),
-        }
-    }
 
 
 def dumps(value: Any) -> str:

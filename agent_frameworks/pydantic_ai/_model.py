@@ -1,25 +1,20 @@
-"""The pydantic-ai model and toolsets wrapped so that each request and each tool call is one
-journal step of the attempt (`AttemptContext.tool`). A model that can stream is asked with
-`request_stream`: the text of its response goes to readers as it arrives
-(`AttemptContext.text_delta`), and the whole response is journaled once, as a request's."""
+"""The pydantic-ai model wrapped so that each request is one journal step of the attempt
+(`AttemptContext.tool`). A model that can stream is asked with `request_stream`: the text of its
+response goes to readers as it arrives (`AttemptContext.text_delta`), and the whole response is
+journaled once, as a request's."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import (
-    ApprovalRequired,
-    CallDeferred,
     ModelContextWindowExceededError,
     ModelHTTPError,
     ModelMessagesTypeAdapter,
-    ModelRetry,
     RunContext,
     UserError,
-    WrapperToolset,
 )
 from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import (
@@ -39,27 +34,18 @@ from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
-from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
-from pydantic_core import to_jsonable_python
 
-from threadwarden.agents._common import (
-    APPROVAL_REQUIRED,
-    CALL_DEFERRED,
-    MODEL_TOOL,
-    RETRY,
-    model_span,
-    short,
-    spend,
-)
-from threadwarden.agents._compaction import (
+from threadwarden.agents._core.budget import spend
+from threadwarden.agents._core.compaction import (
     HeldMemory,
-    TooLong,
     refusal,
-    refused,
     says_too_long,
     tokens,
+    within_context,
 )
-from threadwarden.agents.pydantic_ai._delegation import DELEGATION
+from threadwarden.agents._core.errors import short
+from threadwarden.agents._core.spans import model_span
+from threadwarden.agents._core.steps import MODEL_TOOL
 from threadwarden.agents.pydantic_ai._memory import render_messages
 from threadwarden.bindings import AttemptContext
 
@@ -94,17 +80,12 @@ class JournaledModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         memory = self._memory
-        sent = messages if memory is None else memory.rewrite(messages)
-        recorded = await self._step(sent, model_settings, model_request_parameters)
-        if refused(recorded):
-            if memory is None:
-                raise TooLong(self.model_name, recorded["message"], recorded["tokens"])
-            await memory.overflowed(self.model_name, recorded["tokens"], recorded["message"])
-            sent = memory.rewrite(messages)
-            recorded = await self._step(sent, model_settings, model_request_parameters)
-            if refused(recorded):
-                message = f"{recorded['message']} (still too long after summarizing)"
-                raise TooLong(self.model_name, message, recorded["tokens"])
+
+        def step() -> Awaitable[Any]:
+            sent = messages if memory is None else memory.rewrite(messages)
+            return self._step(sent, model_settings, model_request_parameters)
+
+        recorded = await within_context(self.model_name, memory, step)
         (response,) = ModelMessagesTypeAdapter.validate_python([recorded["response"]])
         assert isinstance(response, ModelResponse)
         await spend(self._ctx, self.model_name, recorded["usage"])
@@ -199,35 +180,40 @@ def too_long(error: ModelAPIError) -> bool:
 
 
 async def summarize(model: JournaledModel, instructions: str, text: str) -> str:
-    """One summary request (`threadwarden.agents._compaction.Ask`): a journaled model step."""
+    """One summary request (`threadwarden.agents._core.compaction.Ask`): a journaled model step."""
     request = ModelRequest(parts=[SystemPromptPart(instructions), UserPromptPart(text)])
     response = await model.request([request], None, ModelRequestParameters())
     return response.text or ""
+
+
+def _answering(model: Model) -> Iterator[Model]:
+    """The models that answer ``model``'s requests: itself, or under its wrappers, each of a
+    `FallbackModel`'s."""
+    if isinstance(model, WrapperModel):
+        yield from _answering(model.wrapped)
+    elif isinstance(model, FallbackModel):
+        for inner in model.models:
+            yield from _answering(inner)
+    else:
+        yield model
 
 
 def streams(model: Model) -> bool:
     """Whether ``model`` can stream a response: a model with `request_stream` of its own,
     under its wrappers; a `FallbackModel` if each of its models can; pydantic-ai's
     `FunctionModel` only with a ``stream_function``."""
-    if isinstance(model, WrapperModel):
-        return streams(model.wrapped)
-    if isinstance(model, FallbackModel):
-        return all(streams(m) for m in model.models)
-    if isinstance(model, FunctionModel):
-        return model.stream_function is not None
-    return type(model).request_stream is not Model.request_stream
+    return all(
+        m.stream_function is not None
+        if isinstance(m, FunctionModel)
+        else type(m).request_stream is not Model.request_stream
+        for m in _answering(model)
+    )
 
 
 def answers_whole(model: Model) -> bool:
     """Whether ``model`` can answer a request in one response: every model but pydantic-ai's
     `FunctionModel` without a ``function`` (under its wrappers, each of a `FallbackModel`'s)."""
-    if isinstance(model, WrapperModel):
-        return answers_whole(model.wrapped)
-    if isinstance(model, FallbackModel):
-        return all(answers_whole(m) for m in model.models)
-    if isinstance(model, FunctionModel):
-        return model.function is not None
-    return True
+    return all(m.function is not None for m in _answering(model) if isinstance(m, FunctionModel))
 
 
 def structured(parameters: ModelRequestParameters) -> bool:
@@ -246,49 +232,3 @@ def text_of(event: ModelResponseStreamEvent) -> str:
     if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
         return event.delta.content_delta
     return ""
-
-
-@dataclass
-class JournaledToolset(WrapperToolset[Any]):
-    """A toolset whose calls run through ``ctx.tool``: recorded, replayed on a re-run, and
-    (unless idempotent) a side effect that becomes ``unknown`` when interrupted mid-call."""
-
-    ctx: AttemptContext | None = None
-    idempotent: Collection[str] = field(default_factory=frozenset)
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
-    ) -> Any:
-        assert self.ctx is not None
-        if DELEGATION in (tool.tool_def.metadata or {}):  # a journal step of its own
-            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
-
-        async def run(_: dict[str, Any]) -> Any:
-            try:
-                value = await self.wrapped.call_tool(name, tool_args, ctx, tool)
-            except ApprovalRequired as asked:  # nothing ran: the tool wants a person first
-                return {APPROVAL_REQUIRED: to_jsonable_python(asked.metadata, fallback=str)}
-            except CallDeferred as deferred:  # its result comes from a person (ctx.ask)
-                metadata = to_jsonable_python(deferred.metadata, fallback=str)
-                return {CALL_DEFERRED: {"metadata": metadata, "kind": deferred.kind}}
-            except ModelRetry as retry:
-                return {RETRY: retry.message}
-            return to_jsonable_python(value, fallback=str)
-
-        args = to_jsonable_python(tool_args, fallback=str)
-        result = await self.ctx.tool(name, args, run, side_effect=name not in self.idempotent)
-        if isinstance(result, dict) and APPROVAL_REQUIRED in result:
-            raise ApprovalRequired(result[APPROVAL_REQUIRED])
-        if isinstance(result, dict) and isinstance(result.get(CALL_DEFERRED), dict):
-            deferred = result[CALL_DEFERRED]
-            raise CallDeferred(deferred.get("metadata"), kind=deferred.get("kind", "external"))
-        if isinstance(result, dict) and RETRY in result:
-            raise ModelRetry(str(result[RETRY]))
-        return result
-
-
-def journaled(
-    toolset: AbstractToolset[Any], ctx: AttemptContext, idempotent: Collection[str]
-) -> JournaledToolset:
-    """Wrap one of the agent's toolsets for this attempt."""
-    return JournaledToolset(wrapped=toolset, ctx=ctx, idempotent=idempotent)

@@ -1,4 +1,8 @@
-"""`LedgerSaver`: a LangGraph checkpointer on the threadwarden ledger, fenced by the attempt.
+"""A graph's memory: its checkpoints, in `LedgerSaver`, a LangGraph checkpointer on the
+threadwarden ledger fenced by the attempt. The graph's state carries across the thread's
+submissions, so the binding reads no history records (`MEMORY_KINDS` is empty) and there is no
+compaction here: a graph keeps its state small itself (it summarizes with a journaled model and
+removes messages: docs/agents.md, "Long threads: summarize with `journaled(model)`").
 
 The saver keeps LangGraph's own in-memory saver as its index and writes every change through
 `AttemptContext.save_checkpoint`: the ledger holds the saver's log (each checkpoint, each
@@ -33,6 +37,10 @@ from pydantic_core import to_jsonable_python
 
 from threadwarden.agents.langgraph._chain import Chains, encode
 from threadwarden.bindings import AttemptContext, SavedCheckpoint
+
+MEMORY_KINDS: frozenset[str] = frozenset()
+"""The record kinds the binding reads from the thread's history: none (its memory is its
+checkpoints: the claim loads no history)."""
 
 UPDATE = "graph-update"
 """The record kind of one node's update (its writes to the graph's state), appended with the
