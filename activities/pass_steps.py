@@ -22,12 +22,13 @@ from threadwarden.ledger.maintenance import HostView, Maintenance
 from threadwarden.ledger.models import from_ms
 from threadwarden.protocol.passes import PassReport, Selection
 from threadwarden.workflows import contracts
+from threadwarden.workflows.passes import SHORT_STEP
 
 logger = logging.getLogger(__name__)
 
-SHORT_STEP_MS = 30_000
+SHORT_STEP_MS = int(SHORT_STEP / timedelta(milliseconds=1))
 """How long a short pass step may take (begin with recovery and selection, a finish): the
-bound of the workflow's local steps (`workflows/passes.py` ``SHORT_STEP``)."""
+bound of the workflow's local steps, `SHORT_STEP`, in the milliseconds the steps count in."""
 INLINE_HARD_BOUND_MS = 30_000
 """The longest an inline attempt runs, whatever its steps: the budget never cuts a step in
 flight (an attempt past it yields at a committed boundary), but a step that declared nothing and
