@@ -169,6 +169,7 @@ class HeadRunner:
                 bindings=digests,
                 submission_id=step.submission_id,
                 history_kinds=kinds,
+                serve_ms=step.serve_ms,
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
             # Logged by the binding-retry step, at error level at most once per 15 minutes.

@@ -88,12 +88,17 @@ class PassSteps:
         stalls: int,
         folded: bool,
         view: HostView | None = None,
+        runs_now: bool = False,
     ) -> contracts.Route:
         """Recovery (only when some head is stalled), round-robin selection, then where the
         selected head runs: the one place a head's attempt is planned.
 
         ``view`` is what begin read; recovery changes the heads, so after it they are re-read.
         ``folded``: nothing runs beside the native work, so the attempt finishes the pass.
+        ``runs_now``: an inline head would run at once (begin runs it, nothing else being due),
+        so its claim writes the selection (`RunHeadInput.serve_ms`) instead of a statement
+        here; any other pick is persisted here, before its attempt may wait for a slot or a
+        worker.
         """
         if activity.is_worker_shutdown():
             return contracts.Stopping()  # plan nothing here: the next pass runs on another worker
@@ -105,13 +110,19 @@ class PassSteps:
                 if self.waker is not None:  # a child recovery settled: its parent may go on
                     await self.waker.wake(parent_host, reason="child-settled")
         await self.failpoints.hit("maintenance:select:before")
+        wait_ms = self.limits.head_start_ms
         selection = await self.maintenance.select_lane(
-            step.host_id, step.epoch, now, view, head_wait_ms=self.limits.head_start_ms
+            step.host_id, step.epoch, now, view, head_wait_ms=wait_ms, persist=False
         )
-        await self.failpoints.hit("maintenance:select:after")
         if selection.thread_id is None:
+            await self.failpoints.hit("maintenance:select:after")
             return contracts.Idle(repaired=repaired, other_lanes_at=selection.other_lanes_at)
         assert selection.submission_id is not None and selection.agent_id is not None
+        inline = self._runs_inline(selection)
+        if not (inline and runs_now):
+            until = now + timedelta(milliseconds=wait_ms)
+            await self.maintenance.serve_lane(step.host_id, step.epoch, selection.thread_id, until)
+        await self.failpoints.hit("maintenance:select:after")
         finish = None
         if folded:
             finish = contracts.FinishPlan(
@@ -124,8 +135,9 @@ class PassSteps:
             yield_after=begun_at + timedelta(milliseconds=self.limits.yield_after_ms),
             pass_deadline=begun_at + timedelta(milliseconds=self.limits.pass_deadline_ms),
             finish=finish,
+            serve_ms=wait_ms if inline and runs_now else None,
         )
-        if self._runs_inline(selection):
+        if inline:
             return contracts.RunHere(head=head, bound_ms=self.limits.inline_bound_ms)
         if self.pollers is not None and await self.pollers.unpolled(
             selection.agent_id, selection.agent_digest

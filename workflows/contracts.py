@@ -161,6 +161,9 @@ class RunHeadInput(PassStepInput):
     finish: FinishPlan | None = None
     """Set when nothing else of the pass is running: the activity finishes the pass too, so a
     unit costs one activity instead of an activity and a step."""
+    serve_ms: int | None = None
+    """Set when begin runs this inline head at once: selection persisted nothing and the claim
+    records the lane as served and keeps the alarm this far ahead, in its own statement."""
 
     @property
     def subject(self) -> str:
