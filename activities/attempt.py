@@ -231,15 +231,17 @@ class HeadRunner:
         )
 
     async def _apply_committed(self, claim: Claim) -> None:
-        """Refresh the thread's summary and publish the attempt's records; best effort (the
-        pass's backfill and publication drain catch up)."""
-        try:
+        """Refresh the thread's summary and publish the attempt's records (one statement with
+        only the built-in sink); best effort (the pass's backfill and publication drain catch
+        up)."""
+        if await self.publications.publish_committed(claim.host_id, refresh=[claim.thread_id]):
+            return
+        try:  # nothing was done: the summary on its own, once more
             await self.projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
             activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)
             with contextlib.suppress(Exception):  # the backfill comes back for it
                 await self.projection.mark_due(claim.host_id)
-        await self.publications.publish_committed(claim.host_id)
 
     async def _abort(self, claim: Claim) -> contracts.RunHeadResult:
         """Settle ``aborted``; a parent first aborts each unfinished child (once: the child's

@@ -6,7 +6,9 @@ application sink while it holds a connection or a row lock:
 
 - The built-in NOTIFY goes out in the statement that acknowledges (deletes) the outbox rows, on
   that statement's own connection, so it is delivered exactly when the acknowledgement commits.
-  With only the built-in sink (the default) a drain is that one autocommit statement.
+  With only the built-in sink (the default) a drain is that one autocommit statement; the drain
+  right after an attempt's commit also refreshes the thread's summary in it
+  (`Publications.publish_committed`).
 - External sinks: one short statement claims the due batch (pushes its ``not_before`` forward by
   ``CLAIM_LEASE_MS`` and returns it; an abandoned claim comes due again), the connection goes
   back to the pool, the sinks are called, then one statement acknowledges the rows the claim
@@ -25,6 +27,8 @@ from typing import Any
 import asyncpg
 
 from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.projection import refresh as refresh_summaries
+from threadwarden.ledger.projection import refresh_statement
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 logger = logging.getLogger(__name__)
@@ -56,14 +60,18 @@ SELECT pg_notify($3, json_build_object('thread_id', g.thread_id, 'sequence', g.s
 """
 _COUNT_GONE = "SELECT g.record_id FROM gone g"
 
-_DRAIN = f"""
-WITH due AS ({_DUE}),
+_DRAIN_CTES = f"""
+due AS ({_DUE}),
 gone AS (
     DELETE FROM threadwarden.publications p USING due WHERE p.record_id = due.record_id
     RETURNING p.thread_id, p.sequence, p.record_id
 )
 """
+_DRAIN = "WITH " + _DRAIN_CTES
 """Publish-and-acknowledge in one statement: $1 host, $2 batch (, $3 channel)."""
+_REFRESHING = f"WITH summaries AS ({refresh_statement('$4')}), {_DRAIN_CTES}"
+"""`_DRAIN` that also refreshes the summaries of the threads ``$4`` (a data-modifying CTE runs
+whether or not the query reads it): $1 host, $2 batch, $3 channel, $4 threads."""
 
 CLAIM = f"""
 WITH due AS ({_DUE}),
@@ -146,6 +154,7 @@ class Publications:
         finish = _NOTIFY_GONE if self._notify else _COUNT_GONE
         self._drain_sql = _DRAIN + finish
         self._ack_sql = _ACK + finish
+        self._refreshing_sql = _REFRESHING + _NOTIFY_GONE
 
     @property
     def gating(self) -> bool:
@@ -162,17 +171,31 @@ class Publications:
         async with self._pool.acquire() as conn:
             return await pending_deadline(conn, host_id)
 
-    async def publish_committed(self, host_id: str) -> None:
-        """After a committed mutation: publish what it recorded, best effort. A failure is
-        logged, never raised (the outbox keeps the records and the next pass retries)."""
+    async def publish_committed(self, host_id: str, *, refresh: Sequence[str] = ()) -> bool:
+        """After a committed mutation: publish what it recorded, best effort, and refresh the
+        summaries of the threads ``refresh`` (`threadwarden.ledger.projection`) in the same
+        statement when only the built-in sink publishes. A failure is logged, never raised (the
+        outbox keeps the records and the next pass retries); False tells the caller that
+        nothing was done (the statement is atomic), so it refreshes the summaries itself."""
         try:
-            await self.drain(host_id)
+            await self.drain(host_id, refresh=refresh)
         except Exception as error:  # the mutation already committed; it must not fail now
             logger.warning("publication after a mutation on %s failed: %r", host_id, error)
+            return False
+        return True
 
-    async def drain(self, host_id: str) -> int:
+    async def drain(self, host_id: str, *, refresh: Sequence[str] = ()) -> int:
         """Publish one batch of due records; on a sink failure back them off. Returns how many
-        were published. Never raises for a sink failure (it is logged and persisted)."""
+        were published. Never raises for a sink failure (it is logged and persisted).
+
+        ``refresh``: threads whose summaries are refreshed too, in the drain's one statement
+        when only the built-in sink publishes, else in a statement before it."""
+        if refresh and (self._external or not self._notify):
+            async with self._pool.acquire() as conn:
+                await refresh_summaries(conn, list(refresh))
+        elif refresh:  # one autocommit statement: the summaries, the NOTIFY and the delete
+            args = (host_id, BATCH, NOTIFY_CHANNEL, list(refresh))
+            return len(await self._pool.fetch(self._refreshing_sql, *args))
         if not self._external:  # one autocommit statement: NOTIFY and delete commit together
             rows = await self._pool.fetch(self._drain_sql, *self._args(host_id, BATCH))
             return len(rows)

@@ -319,8 +319,8 @@ class CountedPublications(Publications):
         super().__init__(pool, sinks)
         self._domain = domain
 
-    async def drain(self, host_id: str) -> int:
-        published = await super().drain(host_id)
+    async def drain(self, host_id: str, *, refresh: Sequence[str] = ()) -> int:
+        published = await super().drain(host_id, refresh=refresh)
         if published:
             self._domain.publications.add(published)
         return published

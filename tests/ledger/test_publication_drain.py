@@ -16,7 +16,9 @@ import asyncpg
 import pytest
 
 from tests.helpers.sinks import RecordingSink
+from tests.helpers.statements import counted_pool
 from threadwarden.ledger.pool import create_pool
+from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import (
     CLAIM_LEASE_MS,
     NOTIFY_CHANNEL,
@@ -328,3 +330,24 @@ async def test_a_drain_does_not_acknowledge_rows_another_drain_claimed_again(
     assert [r["record_id"] for r in rows] == expected, "the stale claim deleted nothing"
     assert {r["attempts"] for r in rows} == {1}
     assert failing.calls == 1
+
+
+async def test_publishing_after_a_commit_refreshes_the_summary_in_the_same_statement(
+    pool: asyncpg.Pool[Any], database_url: str, listener: Listener, ids: str
+) -> None:
+    ((host, expected),) = (await seed(pool, ids, hosts=1, threads=1, records=3)).items()
+    thread = f"{host}-t0"
+    async with counted_pool(database_url) as counted:
+        publications = Publications(counted.pool, [NotifySink(counted.pool)])
+        await counted.taken()
+        async with asyncio.timeout(DEADLINE_S):
+            assert await publications.publish_committed(host, refresh=[thread])
+            statements = await counted.taken()
+            heard = await listener.settled(pool)
+
+    assert len(statements) == 1, statements  # the summary, the NOTIFY and the delete
+    assert [n["record_id"] for n in heard] == expected
+    assert await outbox(pool, host) == []
+    summary = await Projection(pool).summary(thread)
+    assert summary is not None
+    assert (summary.last_sequence, summary.last_kind, summary.states) == (3, "note", {"ready": 1})
