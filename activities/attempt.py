@@ -225,23 +225,29 @@ class HeadRunner:
         marker = await self.attempts.settle(claim, outcome, result=result, reason=reason)
         if marker is not None and marker.recorded:  # a child: its parent may go on
             await self.waker.wake(marker.parent_host_id, reason="child-settled")
-        await self._apply_committed(claim)
         return contracts.RunHeadResult(
-            submission_id=claim.submission_id, outcome=outcome, admitted_at=claim.admitted_at
+            submission_id=claim.submission_id,
+            outcome=outcome,
+            admitted_at=claim.admitted_at,
+            committed_view=await self._apply_committed(claim),
         )
 
-    async def _apply_committed(self, claim: Claim) -> None:
+    async def _apply_committed(self, claim: Claim) -> Any:
         """Refresh the thread's summary and publish the attempt's records (one statement with
-        only the built-in sink); best effort (the pass's backfill and publication drain catch
-        up)."""
-        if await self.publications.publish_committed(claim.host_id, refresh=[claim.thread_id]):
-            return
+        only the built-in sink, which also reads the host for the pass's finish: returned);
+        best effort (the pass's backfill and publication drain catch up)."""
+        committed = await self.publications.publish_committed(
+            claim.host_id, refresh=[claim.thread_id], view=True
+        )
+        if committed.done:
+            return committed.view
         try:  # nothing was done: the summary on its own, once more
             await self.projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
             activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)
             with contextlib.suppress(Exception):  # the backfill comes back for it
                 await self.projection.mark_due(claim.host_id)
+        return None
 
     async def _abort(self, claim: Claim) -> contracts.RunHeadResult:
         """Settle ``aborted``; a parent first aborts each unfinished child (once: the child's
@@ -288,8 +294,11 @@ class HeadRunner:
         )
         if not isinstance(stop, WaitForChildren):  # that wait already ended the ownership
             await self.attempts.stop(claim, state)
-        await self._apply_committed(claim)
-        return contracts.RunHeadResult(submission_id=claim.submission_id, stopped=state)
+        return contracts.RunHeadResult(
+            submission_id=claim.submission_id,
+            stopped=state,
+            committed_view=await self._apply_committed(claim),
+        )
 
     async def _run_binding(self, claim: Claim, yield_after: datetime) -> object:
         """Run the handler beside the lease keeper; return its outcome, or raise what decides

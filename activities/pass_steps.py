@@ -9,6 +9,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio import activity
 
@@ -183,9 +184,10 @@ class PassSteps:
                 error,
             )
 
-    async def finish(self, step: contracts.FinishPassInput) -> PassReport:
+    async def finish(self, step: contracts.FinishPassInput, view: Any = None) -> PassReport:
         """Acknowledge the observed generation and set the alarm (docs/protocol.md, "The pass,
-        step by step", (e)7–9)."""
+        step by step", (e)7–9); ``view``: the host as the attempt's last statement read it
+        (`RunHeadResult.committed_view`), decided on instead of a first read."""
         return await self._ending(
             "maintenance:finish",
             step,
@@ -200,6 +202,7 @@ class PassSteps:
                 extra_deadline=deadline,
                 selected=step.selected_submission_id,
                 other_lanes_at=step.other_lanes_at,
+                view=view,
             ),
         )
 
@@ -259,7 +262,9 @@ class PassSteps:
         step by step", (e)): the binding-retry record, then (folded) the native finish. A
         failure here fails the pass after the attempt (reported, never raised: the attempt's
         outcome is already committed)."""
+        view = head.committed_view  # what the attempt's last statement read of the host
         if head.binding_error is not None or step.binding_retry_pending:
+            view = None  # the binding-retry record writes the host row without a version
             try:
                 await self.record_binding_result(
                     step, head.submission_id or step.submission_id, head.binding_error
@@ -283,7 +288,8 @@ class PassSteps:
                     jitter=step.finish.jitter,
                     selected_submission_id=step.submission_id,
                     other_lanes_at=step.other_lanes_at,
-                )
+                ),
+                view=view,
             )
         except StalePass:
             raise

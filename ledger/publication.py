@@ -21,11 +21,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
+from threadwarden.ledger.pass_finish import finish_view
 from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.projection import refresh as refresh_summaries
 from threadwarden.ledger.projection import refresh_statement
@@ -69,9 +71,18 @@ gone AS (
 """
 _DRAIN = "WITH " + _DRAIN_CTES
 """Publish-and-acknowledge in one statement: $1 host, $2 batch (, $3 channel)."""
-_REFRESHING = f"WITH summaries AS ({refresh_statement('$4')}), {_DRAIN_CTES}"
-"""`_DRAIN` that also refreshes the summaries of the threads ``$4`` (a data-modifying CTE runs
-whether or not the query reads it): $1 host, $2 batch, $3 channel, $4 threads."""
+_REFRESHING = f"""
+WITH summaries AS ({refresh_statement("$4")}), {_DRAIN_CTES},
+note AS ({_NOTIFY_GONE})
+SELECT (SELECT count(*) FROM note) AS published, {finish_view("gone")}
+  FROM (SELECT 1) one LEFT JOIN threadwarden.hosts h ON h.host_id = $1
+"""
+"""After an attempt's commit, with only the built-in sink: the summaries of the threads ``$4``
+refreshed (a data-modifying CTE runs whether or not the query reads it), one batch of the
+host's due records published and acknowledged (`_DRAIN`; ``note`` is read by the count, so
+every NOTIFY goes out, in its ORDER BY's order), and one row, always: how many were published
+and the host as a finish reads it (`finish_view`), the acknowledged records no longer due.
+$1 host, $2 batch, $3 channel, $4 threads."""
 
 CLAIM = f"""
 WITH due AS ({_DUE}),
@@ -105,6 +116,17 @@ UPDATE threadwarden.publications p
   FROM unnest($1::text[], $2::timestamptz[]) AS c(record_id, not_before)
  WHERE p.record_id = c.record_id AND p.not_before = c.not_before
 """
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What `Publications.publish_committed` did."""
+
+    done: bool
+    """The summaries were refreshed and the due records published (or backed off)."""
+    view: asyncpg.Record | None = None
+    """The host as a pass's finish reads it (`threadwarden.ledger.pass_finish.finish_view`),
+    right after the acknowledgement, when asked for and read in the same statement."""
 
 
 class NotifySink:
@@ -154,7 +176,7 @@ class Publications:
         finish = _NOTIFY_GONE if self._notify else _COUNT_GONE
         self._drain_sql = _DRAIN + finish
         self._ack_sql = _ACK + finish
-        self._refreshing_sql = _REFRESHING + _NOTIFY_GONE
+        self._refreshing_sql = _REFRESHING
 
     @property
     def gating(self) -> bool:
@@ -171,31 +193,46 @@ class Publications:
         async with self._pool.acquire() as conn:
             return await pending_deadline(conn, host_id)
 
-    async def publish_committed(self, host_id: str, *, refresh: Sequence[str] = ()) -> bool:
+    async def publish_committed(
+        self, host_id: str, *, refresh: Sequence[str] = (), view: bool = False
+    ) -> Committed:
         """After a committed mutation: publish what it recorded, best effort, and refresh the
-        summaries of the threads ``refresh`` (`threadwarden.ledger.projection`) in the same
-        statement when only the built-in sink publishes. A failure is logged, never raised (the
-        outbox keeps the records and the next pass retries); False tells the caller that
-        nothing was done (the statement is atomic), so it refreshes the summaries itself."""
+        summaries of the threads ``refresh`` (`threadwarden.ledger.projection`). A failure is
+        logged, never raised (the outbox keeps the records and the next pass retries).
+
+        With only the built-in sink and ``refresh``, one statement (`_REFRESHING`) does it all
+        and, with ``view``, also reads the host as a pass's finish does (`finish_view`, the
+        records it acknowledges no longer due), so that the finish that follows need not read
+        it again. When it fails nothing was done (it is atomic): the caller refreshes the
+        summaries itself (`Committed.done` False)."""
         try:
-            await self.drain(host_id, refresh=refresh)
+            if refresh and self._notify and not self._external:
+                args = (host_id, BATCH, NOTIFY_CHANNEL, list(refresh))
+                row = await self._pool.fetchrow(self._refreshing_sql, *args)
+                assert row is not None  # one row, always
+                self.published(int(row["published"]))
+                seen = view and row["pass_epoch"] is not None
+                return Committed(done=True, view=row if seen else None)
+            if refresh:
+                async with self._pool.acquire() as conn:
+                    await refresh_summaries(conn, list(refresh))
+            await self.drain(host_id)
         except Exception as error:  # the mutation already committed; it must not fail now
             logger.warning("publication after a mutation on %s failed: %r", host_id, error)
-            return False
-        return True
+            return Committed(done=False)
+        return Committed(done=True)
 
-    async def drain(self, host_id: str, *, refresh: Sequence[str] = ()) -> int:
+    def published(self, count: int) -> None:
+        """Told how many records a drain published (a hook: `worker.metrics` counts them)."""
+
+    async def drain(self, host_id: str) -> int:
         """Publish one batch of due records; on a sink failure back them off. Returns how many
-        were published. Never raises for a sink failure (it is logged and persisted).
+        were published. Never raises for a sink failure (it is logged and persisted)."""
+        count = await self._drain(host_id)
+        self.published(count)
+        return count
 
-        ``refresh``: threads whose summaries are refreshed too, in the drain's one statement
-        when only the built-in sink publishes, else in a statement before it."""
-        if refresh and (self._external or not self._notify):
-            async with self._pool.acquire() as conn:
-                await refresh_summaries(conn, list(refresh))
-        elif refresh:  # one autocommit statement: the summaries, the NOTIFY and the delete
-            args = (host_id, BATCH, NOTIFY_CHANNEL, list(refresh))
-            return len(await self._pool.fetch(self._refreshing_sql, *args))
+    async def _drain(self, host_id: str) -> int:
         if not self._external:  # one autocommit statement: NOTIFY and delete commit together
             rows = await self._pool.fetch(self._drain_sql, *self._args(host_id, BATCH))
             return len(rows)

@@ -5,7 +5,7 @@ and instants only; bodies stay in Postgres.
 """
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -186,6 +186,10 @@ class RunHeadResult(BaseModel):
     shutdown: bool = False
     """The attempt ran inline on a worker that began to shut down: it gave the head back (or
     never claimed it) and the pass ends without a rearm; the next pass runs elsewhere."""
+    committed_view: Any = Field(default=None, exclude=True)
+    """The host as a finish reads it, read by the attempt's last statement (after its
+    settlement or stop): the finish the same activity runs next decides on it instead of
+    reading again. Never serialized: it stays in the worker."""
     report: PassReport | None = None
     """The finish's report, when the activity finished the pass."""
     failure: str | None = None

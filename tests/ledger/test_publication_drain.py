@@ -332,22 +332,28 @@ async def test_a_drain_does_not_acknowledge_rows_another_drain_claimed_again(
     assert failing.calls == 1
 
 
-async def test_publishing_after_a_commit_refreshes_the_summary_in_the_same_statement(
+async def test_publishing_after_a_commit_refreshes_the_summary_and_reads_the_host_at_once(
     pool: asyncpg.Pool[Any], database_url: str, listener: Listener, ids: str
 ) -> None:
-    ((host, expected),) = (await seed(pool, ids, hosts=1, threads=1, records=3)).items()
+    ((host, expected),) = (await seed(pool, ids, hosts=1, threads=2, records=3)).items()
     thread = f"{host}-t0"
     async with counted_pool(database_url) as counted:
         publications = Publications(counted.pool, [NotifySink(counted.pool)])
         await counted.taken()
         async with asyncio.timeout(DEADLINE_S):
-            assert await publications.publish_committed(host, refresh=[thread])
+            committed = await publications.publish_committed(host, refresh=[thread], view=True)
             statements = await counted.taken()
             heard = await listener.settled(pool)
 
-    assert len(statements) == 1, statements  # the summary, the NOTIFY and the delete
+    # The summary, the NOTIFYs (in thread/sequence order), the delete and the host's read.
+    assert committed.done and len(statements) == 1, statements
     assert [n["record_id"] for n in heard] == expected
     assert await outbox(pool, host) == []
     summary = await Projection(pool).summary(thread)
     assert summary is not None
     assert (summary.last_sequence, summary.last_kind, summary.states) == (3, "note", {"ready": 1})
+    view = committed.view
+    assert view is not None and view["updated_at"] is not None
+    # As a finish reads it: both heads remain, and the records it published are not due.
+    assert [r["thread_id"] for r in view["remaining"]] == [f"{host}-t0", f"{host}-t1"]
+    assert view["publication_due"] is None
