@@ -239,9 +239,9 @@ class HeadRunner:
         committed = await self.publications.publish_committed(
             claim.host_id, refresh=[claim.thread_id], view=True
         )
-        if committed.done:
+        if committed.refreshed:
             return committed.view
-        try:  # nothing was done: the summary on its own, once more
+        try:  # the summary on its own (another sink publishes, or the one statement failed)
             await self.projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
             activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)

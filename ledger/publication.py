@@ -29,7 +29,6 @@ import asyncpg
 
 from threadwarden.ledger.pass_finish import finish_view
 from threadwarden.ledger.pool import Connection
-from threadwarden.ledger.projection import refresh as refresh_summaries
 from threadwarden.ledger.projection import refresh_statement
 from threadwarden.publication import PublicationSink, PublishedRecord
 
@@ -122,8 +121,8 @@ UPDATE threadwarden.publications p
 class Committed:
     """What `Publications.publish_committed` did."""
 
-    done: bool
-    """The summaries were refreshed and the due records published (or backed off)."""
+    refreshed: bool
+    """The summaries asked for were refreshed too (else the caller refreshes them)."""
     view: asyncpg.Record | None = None
     """The host as a pass's finish reads it (`threadwarden.ledger.pass_finish.finish_view`),
     right after the acknowledgement, when asked for and read in the same statement."""
@@ -196,31 +195,30 @@ class Publications:
     async def publish_committed(
         self, host_id: str, *, refresh: Sequence[str] = (), view: bool = False
     ) -> Committed:
-        """After a committed mutation: publish what it recorded, best effort, and refresh the
-        summaries of the threads ``refresh`` (`threadwarden.ledger.projection`). A failure is
+        """After a committed mutation: publish what it recorded, best effort. A failure is
         logged, never raised (the outbox keeps the records and the next pass retries).
 
-        With only the built-in sink and ``refresh``, one statement (`_REFRESHING`) does it all
-        and, with ``view``, also reads the host as a pass's finish does (`finish_view`, the
-        records it acknowledges no longer due), so that the finish that follows need not read
-        it again. When it fails nothing was done (it is atomic): the caller refreshes the
-        summaries itself (`Committed.done` False)."""
-        try:
-            if refresh and self._notify and not self._external:
+        With only the built-in sink and ``refresh``, one statement (`_REFRESHING`) also refreshes
+        the summaries of the threads ``refresh`` (`threadwarden.ledger.projection`) and, with
+        ``view``, reads the host as a pass's finish does (`finish_view`, the records it
+        acknowledges no longer due), so that the finish that follows need not read it again.
+        Otherwise, or when that statement failed (it is atomic: nothing was done), the records
+        are drained alone and the caller refreshes the summaries (`Committed.refreshed`)."""
+        if refresh and self._notify and not self._external:
+            try:
                 args = (host_id, BATCH, NOTIFY_CHANNEL, list(refresh))
                 row = await self._pool.fetchrow(self._refreshing_sql, *args)
                 assert row is not None  # one row, always
                 self.published(int(row["published"]))
                 seen = view and row["pass_epoch"] is not None
-                return Committed(done=True, view=row if seen else None)
-            if refresh:
-                async with self._pool.acquire() as conn:
-                    await refresh_summaries(conn, list(refresh))
+                return Committed(refreshed=True, view=row if seen else None)
+            except Exception as error:  # the mutation already committed; it must not fail now
+                logger.warning("publication after a mutation on %s failed: %r", host_id, error)
+        try:
             await self.drain(host_id)
         except Exception as error:  # the mutation already committed; it must not fail now
             logger.warning("publication after a mutation on %s failed: %r", host_id, error)
-            return Committed(done=False)
-        return Committed(done=True)
+        return Committed(refreshed=False)
 
     def published(self, count: int) -> None:
         """Told how many records a drain published (a hook: `worker.metrics` counts them)."""

@@ -346,7 +346,7 @@ async def test_publishing_after_a_commit_refreshes_the_summary_and_reads_the_hos
             heard = await listener.settled(pool)
 
     # The summary, the NOTIFYs (in thread/sequence order), the delete and the host's read.
-    assert committed.done and len(statements) == 1, statements
+    assert committed.refreshed and len(statements) == 1, statements
     assert [n["record_id"] for n in heard] == expected
     assert await outbox(pool, host) == []
     summary = await Projection(pool).summary(thread)
@@ -357,3 +357,24 @@ async def test_publishing_after_a_commit_refreshes_the_summary_and_reads_the_hos
     # As a finish reads it: both heads remain, and the records it published are not due.
     assert [r["thread_id"] for r in view["remaining"]] == [f"{host}-t0", f"{host}-t1"]
     assert view["publication_due"] is None
+
+
+async def test_when_the_summary_fails_publishing_after_a_commit_still_drains_the_records(
+    pool: asyncpg.Pool[Any], listener: Listener, ids: str
+) -> None:
+    ((host, expected),) = (await seed(pool, ids, hosts=1, threads=1, records=2)).items()
+    await pool.execute(  # the summaries' table refuses every write (this test's own database)
+        "CREATE FUNCTION threadwarden.refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$BEGIN RAISE EXCEPTION 'summaries down'; END$$;"
+        " CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON threadwarden.thread_summaries"
+        " FOR EACH ROW EXECUTE FUNCTION threadwarden.refuse()"
+    )
+    publications = Publications(pool, [NotifySink(pool)])
+    async with asyncio.timeout(DEADLINE_S):
+        committed = await publications.publish_committed(host, refresh=[f"{host}-t0"], view=True)
+        heard = await listener.settled(pool)
+
+    # Logged, not raised; the records went out on their own, the caller refreshes the summary.
+    assert (committed.refreshed, committed.view) == (False, None)
+    assert [n["record_id"] for n in heard] == expected
+    assert await outbox(pool, host) == []
