@@ -191,7 +191,8 @@ class Admissions:
             self._minimum_alarm_delay_ms,
         ]
         if if_busy == "enqueue":
-            found = await conn.fetchrow(ENQUEUE, request.get("host_id"), *write_args)
+            asked = request.get("host_id") or None  # as `_checked` reads it
+            found = await conn.fetchrow(ENQUEUE, asked, *write_args)
             assert found is not None
             host = self._checked(found, thread_id, key, digest, request.get("host_id"))
             return self._receipt(found, found, thread_id, host, submission_id, [])
