@@ -177,6 +177,7 @@ class HeadRunner:
                 bindings=digests,
                 submission_id=step.submission_id,
                 history_kinds=kinds,
+                serve_ms=step.serve_ms,
             )
         except (BindingUnavailable, BindingDigestMismatch) as error:
             # Logged by the binding-retry step, at error level at most once per 15 minutes.
@@ -232,21 +233,29 @@ class HeadRunner:
         marker = await self.attempts.settle(claim, outcome, result=result, reason=reason)
         if marker is not None and marker.recorded:  # a child: its parent may go on
             await self.waker.wake(marker.parent_host_id, reason="child-settled")
-        await self._apply_committed(claim)
         return contracts.RunHeadResult(
-            submission_id=claim.submission_id, outcome=outcome, admitted_at=claim.admitted_at
+            submission_id=claim.submission_id,
+            outcome=outcome,
+            admitted_at=claim.admitted_at,
+            committed_view=await self._apply_committed(claim),
         )
 
-    async def _apply_committed(self, claim: Claim) -> None:
-        """Refresh the thread's summary and publish the attempt's records; best effort (the
-        pass's backfill and publication drain catch up)."""
-        try:
+    async def _apply_committed(self, claim: Claim) -> Any:
+        """Refresh the thread's summary and publish the attempt's records (one statement with
+        only the built-in sink, which also reads the host for the pass's finish: returned);
+        best effort (the pass's backfill and publication drain catch up)."""
+        committed = await self.publications.publish_committed(
+            claim.host_id, refresh=[claim.thread_id], view=True
+        )
+        if committed.refreshed:
+            return committed.view
+        try:  # the summary on its own (another sink publishes, or the one statement failed)
             await self.projection.apply_committed(claim.thread_id)
         except Exception as error:  # a disposable projection never fails a settled attempt
             activity.logger.warning("projection of %s failed: %r", claim.thread_id, error)
             with contextlib.suppress(Exception):  # the backfill comes back for it
                 await self.projection.mark_due(claim.host_id)
-        await self.publications.publish_committed(claim.host_id)
+        return None
 
     async def _abort(self, claim: Claim) -> contracts.RunHeadResult:
         """Settle ``aborted``; a parent first aborts each unfinished child (once: the child's
@@ -293,8 +302,11 @@ class HeadRunner:
         )
         if not isinstance(stop, WaitForChildren):  # that wait already ended the ownership
             await self.attempts.stop(claim, state)
-        await self._apply_committed(claim)
-        return contracts.RunHeadResult(submission_id=claim.submission_id, stopped=state)
+        return contracts.RunHeadResult(
+            submission_id=claim.submission_id,
+            stopped=state,
+            committed_view=await self._apply_committed(claim),
+        )
 
     async def _run_binding(
         self, claim: Claim, yield_after: datetime, inline_until: datetime | None

@@ -97,6 +97,7 @@ class MaintenanceActivities:
                 stalls=begun.stalls,
                 folded=plan.nothing_beside,
                 view=begun.view,
+                runs_now=plan.quiet,
             )
         except StalePass:
             raise  # a newer pass took over: nothing to rearm (its rearm would be fenced)

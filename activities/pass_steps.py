@@ -9,6 +9,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio import activity
 
@@ -92,12 +93,17 @@ class PassSteps:
         stalls: int,
         folded: bool,
         view: HostView | None = None,
+        runs_now: bool = False,
     ) -> contracts.Route:
         """Recovery (only when some head is stalled), round-robin selection, then where the
         selected head runs: the one place a head's attempt is planned.
 
         ``view`` is what begin read; recovery changes the heads, so after it they are re-read.
         ``folded``: nothing runs beside the native work, so the attempt finishes the pass.
+        ``runs_now``: an inline head would run at once (begin runs it, nothing else being due),
+        so its claim writes the selection (`RunHeadInput.serve_ms`) instead of a statement
+        here; any other pick is persisted here, before its attempt may wait for a slot or a
+        worker.
         """
         if activity.is_worker_shutdown():
             return contracts.Stopping()  # plan nothing here: the next pass runs on another worker
@@ -109,13 +115,19 @@ class PassSteps:
                 if self.waker is not None:  # a child recovery settled: its parent may go on
                     await self.waker.wake(parent_host, reason="child-settled")
         await self.failpoints.hit("maintenance:select:before")
+        wait_ms = self.limits.head_start_ms
         selection = await self.maintenance.select_lane(
-            step.host_id, step.epoch, now, view, head_wait_ms=self.limits.head_start_ms
+            step.host_id, step.epoch, now, view, head_wait_ms=wait_ms, persist=False
         )
-        await self.failpoints.hit("maintenance:select:after")
         if selection.thread_id is None:
+            await self.failpoints.hit("maintenance:select:after")
             return contracts.Idle(repaired=repaired, other_lanes_at=selection.other_lanes_at)
         assert selection.submission_id is not None and selection.agent_id is not None
+        inline = self._runs_inline(selection)
+        if not (inline and runs_now):
+            until = now + timedelta(milliseconds=wait_ms)
+            await self.maintenance.serve_lane(step.host_id, step.epoch, selection.thread_id, until)
+        await self.failpoints.hit("maintenance:select:after")
         finish = None
         if folded:
             finish = contracts.FinishPlan(
@@ -128,8 +140,9 @@ class PassSteps:
             yield_after=begun_at + timedelta(milliseconds=self.limits.yield_after_ms),
             pass_deadline=begun_at + timedelta(milliseconds=self.limits.pass_deadline_ms),
             finish=finish,
+            serve_ms=wait_ms if inline and runs_now else None,
         )
-        if self._runs_inline(selection):
+        if inline:
             return contracts.RunHere(head=head, bound_ms=self.limits.inline_bound_ms)
         if self.pollers is not None and await self.pollers.unpolled(
             selection.agent_id, selection.agent_digest
@@ -175,9 +188,10 @@ class PassSteps:
                 error,
             )
 
-    async def finish(self, step: contracts.FinishPassInput) -> PassReport:
+    async def finish(self, step: contracts.FinishPassInput, view: Any = None) -> PassReport:
         """Acknowledge the observed generation and set the alarm (docs/protocol.md, "The pass,
-        step by step", (e)7–9)."""
+        step by step", (e)7–9); ``view``: the host as the attempt's last statement read it
+        (`RunHeadResult.committed_view`), decided on instead of a first read."""
         return await self._ending(
             "maintenance:finish",
             step,
@@ -192,6 +206,7 @@ class PassSteps:
                 extra_deadline=deadline,
                 selected=step.selected_submission_id,
                 other_lanes_at=step.other_lanes_at,
+                view=view,
             ),
         )
 
@@ -251,7 +266,9 @@ class PassSteps:
         step by step", (e)): the binding-retry record, then (folded) the native finish. A
         failure here fails the pass after the attempt (reported, never raised: the attempt's
         outcome is already committed)."""
+        view = head.committed_view  # what the attempt's last statement read of the host
         if head.binding_error is not None or step.binding_retry_pending:
+            view = None  # the binding-retry record writes the host row without a version
             try:
                 await self.record_binding_result(
                     step, head.submission_id or step.submission_id, head.binding_error
@@ -275,7 +292,8 @@ class PassSteps:
                     jitter=step.finish.jitter,
                     selected_submission_id=step.submission_id,
                     other_lanes_at=step.other_lanes_at,
-                )
+                ),
+                view=view,
             )
         except StalePass:
             raise

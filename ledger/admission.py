@@ -49,22 +49,22 @@ SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest,
 (``if_busy`` other than ``enqueue``) also what that submission interrupted
 (``submissions_interrupted``; compared in the column's default collation, as the ids are
 ``COLLATE "C"``, or no index serves it) and whether the thread has a submission that has not
-settled (``submissions_lane``). An ``enqueue`` admission, the hot path, evaluates neither
-subquery (a ``CASE`` runs a branch's subquery only when taken; only an ``interrupt``
-admission ever sets ``interrupted_by``)."""
+settled (``submissions_lane``): the read of a ``reject`` or ``interrupt`` admission (an
+``enqueue`` admission reads in `ENQUEUE`, neither subquery: only an ``interrupt`` admission
+ever sets ``interrupted_by``)."""
 _LOCK_THREAD = "SELECT pg_advisory_xact_lock(hashtextextended('threadwarden:thread:' || $1, 0))"
 """Serialises ``reject`` and ``interrupt`` admissions of one thread (the thread's row may not
 exist yet), so that two of them never both see it idle."""
 _LOCK_HOST = "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE"
 """Then the thread's host row (when it exists), which every admission's write locks first:
 an ``enqueue`` admission racing a ``reject`` either committed before its read or waits."""
-_WRITE = """
-WITH armed AS (
+_GATE = """
+armed AS (
   SELECT clock_timestamp() + make_interval(secs => $11::float8 / 1000) AS at
 ), h AS (
   -- A new host starts dirty (1) and this mutation bumps it (2), as for an existing one.
   INSERT INTO threadwarden.hosts AS h (host_id, dirty, nonterminal, alarm_at)
-  SELECT $1, 2, 1, at FROM armed
+  SELECT host_id, 2, 1, at FROM armed, target
   ON CONFLICT (host_id) DO UPDATE
      SET dirty = h.dirty + 1, nonterminal = h.nonterminal + 1,
          alarm_at = LEAST(h.alarm_at, EXCLUDED.alarm_at), updated_at = clock_timestamp()
@@ -79,15 +79,36 @@ WITH armed AS (
          payload_digest, agent_id, agent_digest, input, state, source_thread_id,
          source_message_id)
   SELECT $3, $2, sequence, $4, $5, $6, $7, COALESCE($8::jsonb, 'null'::jsonb), 'ready', $9, $10
-    FROM t WHERE t.host_id = $1
+    FROM t WHERE t.host_id = (SELECT host_id FROM target)
   RETURNING sequence
 )
-SELECT (SELECT sequence FROM s) AS sequence, (SELECT already_armed FROM h) AS already_armed
 """
-"""The mutation gate for one admission, in one statement: lock the host (hosts, then threads,
-then submissions, the lock order everywhere), bump its generation and nonterminal count, ensure
-its alarm (reporting whether an alarm at least as early was already armed, so the caller can
-skip a redundant wake), take the thread's next sequence and insert the submission."""
+"""The mutation gate for one admission into ``target``'s host: lock the host (hosts, then
+threads, then submissions, the lock order everywhere), bump its generation and nonterminal
+count, ensure its alarm (reporting whether an alarm at least as early was already armed, so the
+caller can skip a redundant wake), take the thread's next sequence and insert the submission."""
+_WRITTEN = "(SELECT sequence FROM s) AS written, (SELECT already_armed FROM h) AS already_armed"
+_WRITE = f"""
+WITH target AS (SELECT $1::text AS host_id), {_GATE}
+SELECT {_WRITTEN}
+"""
+"""The write of an admission that read first (``reject``, ``interrupt``)."""
+ENQUEUE = f"""
+WITH found AS (
+  SELECT t.host_id AS owner, s.submission_id, s.sequence, s.payload_digest,
+         NULL::text[] AS interrupted, NULL::boolean AS busy
+    FROM (SELECT $2::text AS thread_id) q
+    LEFT JOIN threadwarden.threads t ON t.thread_id = q.thread_id
+    LEFT JOIN threadwarden.submissions s ON s.thread_id = q.thread_id AND s.idempotency_key = $4
+), target AS (
+  SELECT COALESCE($1, owner, $2) AS host_id FROM found
+   WHERE submission_id IS NULL AND (owner IS NULL OR owner = COALESCE($1, owner))
+), {_GATE}
+SELECT found.*, {_WRITTEN} FROM found
+"""
+"""An ``enqueue`` admission (the hot path) in one statement: `KEY_READ`'s owner and keyed
+submission, and the write only when the key names none and the thread is the host's (or new):
+``$1`` is the host asked for (None: the thread's owner, else the thread id)."""
 
 
 class MessageSource(BaseModel):
@@ -150,52 +171,14 @@ class Admissions:
     async def admit_in(
         self, conn: Connection, *, key: str, digest: str, **request: Unpack[AdmissionRequest]
     ) -> Receipt:
-        """`admit` inside the caller's transaction: one read, then one write (``reject`` and
-        ``interrupt`` first take the thread's admission lock; ``interrupt`` asks the earlier
-        submissions to abort before the write)."""
+        """`admit` inside the caller's transaction. An ``enqueue`` admission is one statement
+        (`ENQUEUE`: the read, and the write when it may); ``reject`` and ``interrupt`` first take
+        the thread's admission lock, read, and (``interrupt``) ask the earlier submissions to
+        abort before the write."""
         thread_id, if_busy = request["thread_id"], request.get("if_busy", "enqueue")
-        if if_busy != "enqueue":
-            await conn.execute(_LOCK_THREAD, thread_id)
-        checks = if_busy != "enqueue"
-        found = await conn.fetchrow(KEY_READ, thread_id, key, checks)
-        assert found is not None
-        owner = found["owner"]
-        host = request.get("host_id") or owner or thread_id
-        if if_busy != "enqueue" and owner is not None:
-            await conn.execute(_LOCK_HOST, owner)
-            found = await conn.fetchrow(KEY_READ, thread_id, key, checks)  # as of the lock
-            assert found is not None
-        if owner is not None and owner != host:
-            raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")
-        if found["submission_id"] is not None:
-            if found["payload_digest"] != digest:
-                raise IdempotencyConflict(
-                    f"idempotency_key: {key!r} was already used on thread {thread_id}"
-                    " for a different payload"
-                )
-            return Receipt(
-                submission_id=found["submission_id"],
-                thread_id=thread_id,
-                host_id=host,
-                sequence=found["sequence"],
-                created=False,
-                wake=False,
-                interrupted=list(found["interrupted"] or []),
-            )
-        if if_busy == "reject" and found["busy"]:
-            raise ThreadBusy(
-                f"thread: {thread_id} has a submission that has not settled (if_busy reject)"
-            )
         submission_id = f"sub_{uuid.uuid4().hex}"
-        interrupted: list[OperatorResult] = []
-        if if_busy == "interrupt" and found["busy"]:
-            interrupted = await interrupt(
-                conn, thread_id, submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
-            )
         source = request.get("source")
-        written = await conn.fetchrow(
-            _WRITE,
-            host,
+        write_args = [
             thread_id,
             submission_id,
             key,
@@ -206,14 +189,80 @@ class Admissions:
             source.thread_id if source else None,
             source.message_id if source else None,
             self._minimum_alarm_delay_ms,
-        )
-        if written is None or written["sequence"] is None:  # created meanwhile, for another host
+        ]
+        if if_busy == "enqueue":
+            asked = request.get("host_id") or None  # as `_checked` reads it
+            found = await conn.fetchrow(ENQUEUE, asked, *write_args)
+            assert found is not None
+            host = self._checked(found, thread_id, key, digest, request.get("host_id"))
+            return self._receipt(found, found, thread_id, host, submission_id, [])
+        await conn.execute(_LOCK_THREAD, thread_id)
+        found = await conn.fetchrow(KEY_READ, thread_id, key, True)
+        assert found is not None
+        if found["owner"] is not None:
+            await conn.execute(_LOCK_HOST, found["owner"])
+            found = await conn.fetchrow(KEY_READ, thread_id, key, True)  # as of the lock
+            assert found is not None
+        host = self._checked(found, thread_id, key, digest, request.get("host_id"))
+        if found["submission_id"] is None and if_busy == "reject" and found["busy"]:
+            raise ThreadBusy(
+                f"thread: {thread_id} has a submission that has not settled (if_busy reject)"
+            )
+        interrupted: list[OperatorResult] = []
+        if found["submission_id"] is None and if_busy == "interrupt" and found["busy"]:
+            interrupted = await interrupt(
+                conn, thread_id, submission_id, minimum_alarm_delay_ms=self._minimum_alarm_delay_ms
+            )
+        written = None
+        if found["submission_id"] is None:
+            written = await conn.fetchrow(_WRITE, host, *write_args)
+        return self._receipt(found, written, thread_id, host, submission_id, interrupted)
+
+    @staticmethod
+    def _checked(
+        found: asyncpg.Record, thread_id: str, key: str, digest: str, asked: str | None
+    ) -> str:
+        """The host the admission goes to (the one asked, else the thread's owner, else the
+        thread id), once the thread is known to be that host's and the key, if it names a
+        submission already, to have been used for this payload."""
+        owner = found["owner"]
+        host: str = asked or owner or thread_id
+        if owner is not None and owner != host:
+            raise HostMismatch(f"host: thread {thread_id} belongs to host {owner}, not {host}")
+        if found["submission_id"] is not None and found["payload_digest"] != digest:
+            raise IdempotencyConflict(
+                f"idempotency_key: {key!r} was already used on thread {thread_id}"
+                " for a different payload"
+            )
+        return host
+
+    @staticmethod
+    def _receipt(
+        found: asyncpg.Record,
+        written: asyncpg.Record | None,
+        thread_id: str,
+        host: str,
+        submission_id: str,
+        interrupted: list[OperatorResult],
+    ) -> Receipt:
+        """The receipt: of the submission the key named (nothing written), or of the new one."""
+        if found["submission_id"] is not None:
+            return Receipt(
+                submission_id=found["submission_id"],
+                thread_id=thread_id,
+                host_id=host,
+                sequence=found["sequence"],
+                created=False,
+                wake=False,
+                interrupted=list(found["interrupted"] or []),
+            )
+        if written is None or written["written"] is None:  # created meanwhile, for another host
             raise HostMismatch(f"host: thread {thread_id} belongs to another host than {host}")
         return Receipt(
             submission_id=submission_id,
             thread_id=thread_id,
             host_id=host,
-            sequence=int(written["sequence"]),
+            sequence=int(written["written"]),
             created=True,
             wake=not written["already_armed"] or bool(interrupted),
             interrupted=[result.submission_id for result in interrupted],

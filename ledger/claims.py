@@ -2,8 +2,9 @@
 
 A claim bumps the thread's producer epoch and mints an attempt id and ownership token with a
 lease; the `Claim` it returns is what every later write of the attempt is fenced by
-(`threadwarden.ledger.attempts`). A claim is one statement; renewing, handing off and releasing
-the head are one statement each.
+(`threadwarden.ledger.attempts`). A claim is one statement (with, for an inline head begin runs
+at once, the pass's lane selection written in it); renewing, handing off and releasing the head
+are one statement each.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ WITH locked AS (
   RETURNING u.submission_id, u.epoch, head.agent_id, u.abort_requested
 ), t AS (
   UPDATE threadwarden.threads SET producer_epoch = s.epoch FROM s WHERE thread_id = $2
+), served AS (
+  UPDATE threadwarden.hosts
+     SET last_served_thread_id = $2, alarm_at = GREATEST(
+           alarm_at, clock_timestamp() + make_interval(secs => $13::float8 / 1000))
+   WHERE host_id = $1 AND pass_epoch = $3 AND $13::float8 IS NOT NULL
+     AND EXISTS (SELECT 1 FROM locked l WHERE l.pass_epoch = $3)
 ), reads AS (
   SELECT s.submission_id COLLATE "default" AS submission_id,
          COALESCE($10::jsonb -> s.agent_id ->> 'route', 'newest') AS route,
@@ -83,7 +90,10 @@ binding at its pinned digest), take it and bump the producer epoch; with the jou
 history of a taken head. What was read is returned either way, so the caller raises what
 refused the claim. ``$4``: agent id → digest this worker runs; ``$10``: agent id → how its
 history is read (`history_routes`: the route and its kinds; an agent not in it reads the newest
-``$9`` records of every kind); ``$11``: the selected submission; ``$12``: the summary kind.
+``$9`` records of every kind); ``$11``: the selected submission; ``$12``: the summary kind;
+``$13`` (when the pass's selection left it to the claim, `Maintenance.serve_lane`): record the
+thread as the host's last served lane and keep the alarm that many ms ahead, whether or not the
+head is taken (fenced by the pass epoch, on the host row the claim locked).
 
 The statement reads from the snapshot it started with, before its lock wait: when the thread's
 record counter moved while it waited (``moved``: a record committed meanwhile), the journal it
@@ -140,10 +150,15 @@ class Claims:
         bindings: dict[str, str],
         submission_id: str | None = None,
         history_kinds: dict[str, frozenset[str]] | None = None,
+        serve_ms: int | None = None,
     ) -> Claim | None:
         """Claim the thread's head for a new attempt, or None when it is not claimable: it is
         not ``submission_id`` (the head the pass selected; None, for tests and tools: any head)
         or it cannot be taken now.
+
+        ``serve_ms``: the pass left its selection to the claim (an inline head run at once):
+        the claim records the lane as served and keeps the alarm ``serve_ms`` ahead, as
+        `Maintenance.serve_lane` would have, in its own statement.
 
         ``history_kinds`` maps an agent id to its binding's ``history_kinds`` (an agent not
         in it loads the newest records of every kind); `threadwarden.ledger.history` says
@@ -172,6 +187,7 @@ class Claims:
                 routes,
                 submission_id,
                 SUMMARY,
+                serve_ms,
             )
             assert found is not None  # one row, always
             if not found["moved"]:

@@ -12,15 +12,28 @@ from pydantic import BaseModel
 
 from threadwarden.ledger.models import to_ms
 
-DEADLINES = """
-       (SELECT min(not_before) FROM threadwarden.publications p WHERE p.host_id = h.host_id)
-         AS publication_due,
+
+def deadlines(acknowledged: str | None = None) -> str:
+    """`DEADLINES`; ``acknowledged`` names a CTE of the same statement with the ``record_id`` of
+    outbox rows it deletes: their publication is not due (the statement's snapshot still shows
+    them)."""
+    skip = (
+        ""
+        if acknowledged is None
+        else f" AND p.record_id NOT IN (SELECT a.record_id FROM {acknowledged} a)"
+    )
+    return f"""
+       (SELECT min(not_before) FROM threadwarden.publications p
+         WHERE p.host_id = h.host_id{skip}) AS publication_due,
        (SELECT min(not_before) FROM threadwarden.messages m
          WHERE m.source_host_id = h.host_id AND m.state = 'pending') AS message_due,
        projection_due_at,
        host_work_due_at,
        clock_timestamp() AS due_checked_at
 """
+
+
+DEADLINES = deadlines()
 """The host's auxiliary deadlines: the host row plus two index lookups (O(1) in the ledger)."""
 
 

@@ -170,8 +170,11 @@ class Maintenance(PassFinish):
         view: HostView | None = None,
         *,
         head_wait_ms: int = 0,
+        persist: bool = True,
     ) -> Selection:
-        """Round-robin over eligible heads; the cursor is persisted every time one is picked.
+        """Round-robin over eligible heads; the cursor is persisted every time one is picked
+        (`serve_lane`), here or (``persist`` False: the caller's choice, for a head claimed at
+        once) by the claim's own statement.
 
         Binding retries of submissions no longer at their thread's head are ignored; threads
         whose head is in binding backoff are skipped until its ``not_before``. ``view`` is what
@@ -202,20 +205,10 @@ class Maintenance(PassFinish):
         )
         others = [blocked_until.get(t, to_ms(now)) for t in eligible if t != picked]
         other_lanes_at = from_ms(min(others)) if others else None
-        if picked is not None:
-            status = await self._pool.execute(
-                "UPDATE threadwarden.hosts SET last_served_thread_id = $3,"
-                " alarm_at = GREATEST(alarm_at, $4)"
-                " WHERE host_id = $1 AND pass_epoch = $2",
-                host_id,
-                epoch,
-                picked,
-                from_ms(to_ms(now) + head_wait_ms),
-            )
-            if status != "UPDATE 1":
-                raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")
         if picked is None:
             return Selection(thread_id=None, other_lanes_at=other_lanes_at)
+        if persist:
+            await self.serve_lane(host_id, epoch, picked, from_ms(to_ms(now) + head_wait_ms))
         return Selection(
             thread_id=picked,
             submission_id=head_of[picked],
@@ -225,6 +218,21 @@ class Maintenance(PassFinish):
             binding_retry_pending=any(r.thread_id == picked for r in current),
             other_lanes_at=other_lanes_at,
         )
+
+    async def serve_lane(self, host_id: str, epoch: int, thread_id: str, until: datetime) -> None:
+        """Persist a pick: the round-robin cursor, and the alarm kept at least ``until`` (fenced
+        by the pass epoch in its one statement)."""
+        status = await self._pool.execute(
+            "UPDATE threadwarden.hosts SET last_served_thread_id = $3,"
+            " alarm_at = GREATEST(alarm_at, $4)"
+            " WHERE host_id = $1 AND pass_epoch = $2",
+            host_id,
+            epoch,
+            thread_id,
+            until,
+        )
+        if status != "UPDATE 1":
+            raise StalePass(f"host {host_id}: pass epoch {epoch} is stale")
 
     async def record_binding_result(
         self,

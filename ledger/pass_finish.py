@@ -16,7 +16,7 @@ from typing import Any, Literal, Required, TypedDict, Unpack
 
 import asyncpg
 
-from threadwarden.ledger.deadlines import DEADLINES, auxiliary_due_of
+from threadwarden.ledger.deadlines import DEADLINES, auxiliary_due_of, deadlines
 from threadwarden.ledger.models import (
     STABLE_WAITS,
     binding_retries_from_json,
@@ -26,7 +26,7 @@ from threadwarden.ledger.models import (
     retry_to_json,
     to_ms,
 )
-from threadwarden.ledger.pass_fence import HOST_COLUMNS, read_fenced
+from threadwarden.ledger.pass_fence import HOST_COLUMNS, fenced, read_fenced
 from threadwarden.ledger.status import children_awaited, latest_wait, waiting_for
 from threadwarden.protocol import decisions
 from threadwarden.protocol.passes import HeadView, PassReport
@@ -35,8 +35,14 @@ LOCK_HOST_WITH_DEADLINES = f"""
 SELECT {HOST_COLUMNS}, {DEADLINES} FROM threadwarden.hosts h WHERE host_id = $1 FOR UPDATE
 """
 """For the steps that set the alarm (finish, rearm): the host row and its deadlines."""
-_READ_WITH_REMAINING = f"""
-SELECT {HOST_COLUMNS}, updated_at, {DEADLINES},
+
+
+def finish_view(acknowledged: str | None = None) -> str:
+    """The finish's read, as a select list on ``threadwarden.hosts h``: the host row (with its
+    version, ``updated_at``), its deadlines (``acknowledged``: `deadlines`) and every
+    nonterminal row (a suspended one with its latest wait: an approval or its children)."""
+    return f"""
+{HOST_COLUMNS}, updated_at, {deadlines(acknowledged)},
        (SELECT json_agg(json_build_object('thread_id', s.thread_id,
                                           'submission_id', s.submission_id, 'state', s.state,
                                           'agent_id', s.agent_id,
@@ -45,10 +51,11 @@ SELECT {HOST_COLUMNS}, updated_at, {DEADLINES},
                         ORDER BY s.thread_id, s.sequence)
           FROM threadwarden.submissions s JOIN threadwarden.threads t USING (thread_id)
          WHERE t.host_id = h.host_id AND s.state <> 'settled') AS remaining
-  FROM threadwarden.hosts h WHERE host_id = $1
 """
-"""The finish's read: the host row (with its version, ``updated_at``), its deadlines and every
-nonterminal row (a suspended one with its latest wait: an approval or its children)."""
+
+
+_READ_WITH_REMAINING = f"SELECT {finish_view()} FROM threadwarden.hosts h WHERE host_id = $1"
+"""The finish's read (`finish_view`)."""
 _LOCK_WITH_REMAINING = _READ_WITH_REMAINING + " FOR UPDATE"
 _SET_FINISH = """
 UPDATE threadwarden.hosts
@@ -120,6 +127,10 @@ class FinishRequest(TypedDict, total=False):
     """The head the pass selected: its binding-retry entry is read as the attempt left it."""
     other_lanes_at: datetime | None
     """When the other lanes eligible before the attempt are (`Selection.other_lanes_at`)."""
+    view: Any
+    """The finish's read (`finish_view`) as a statement of the same worker just read it after
+    the attempt's last commit (`Publications.publish_committed`): the first try decides on it
+    instead of reading again."""
 
 
 class PassFinish:
@@ -169,13 +180,18 @@ class PassFinish:
         it) and ``other_lanes_at`` (`Selection.other_lanes_at`); neither: no lane was eligible.
 
         Optimistic: read, decide, then write only if the host row is as read (its epoch and
-        ``updated_at``, which every mutation of the host moves), in two autocommit statements;
-        when something wrote in between, decide again, and after `FINISH_TRIES` lock the row.
+        ``updated_at``, which every mutation of the host moves), in two autocommit statements
+        (one with ``view``: what the attempt's last statement read); when something wrote in
+        between, decide again on a fresh read, and after `FINISH_TRIES` lock the row.
         """
         decide = functools.partial(self._plan_finish, asked=asked)
+        view = asked.get("view")
         for _ in range(FINISH_TRIES):
             async with self._pool.acquire() as conn:
-                row = await read_fenced(conn, host_id, epoch, _READ_WITH_REMAINING)
+                if view is not None:  # read once: as the attempt's last statement saw the host
+                    row, view = fenced(view, host_id, epoch), None
+                else:
+                    row = await read_fenced(conn, host_id, epoch, _READ_WITH_REMAINING)
                 report, args = decide(row)
                 status = await conn.execute(
                     _SET_FINISH + " AND updated_at = $8", host_id, epoch, *args, row["updated_at"]

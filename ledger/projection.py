@@ -21,7 +21,11 @@ from threadwarden.ledger.pool import Connection
 
 BATCH = 50
 
-REFRESH = """
+
+def refresh_statement(threads: str) -> str:
+    """The upsert of the summaries of the threads the ``text[]`` parameter ``threads`` (``$n``)
+    names, recomputed from the ledger: a statement, or a CTE of a larger one."""
+    return f"""
 INSERT INTO threadwarden.thread_summaries (thread_id, host_id, last_sequence, last_kind, states)
 SELECT t.thread_id, t.host_id, t.next_record - 1,
        (SELECT kind FROM threadwarden.records r
@@ -33,12 +37,15 @@ SELECT t.thread_id, t.host_id, t.next_record - 1,
                    SELECT 'settled', t.next_sequence - 1 - (
                             SELECT count(*) FROM threadwarden.submissions s
                              WHERE s.thread_id = t.thread_id AND s.state <> 'settled')) c
-                  WHERE n > 0), '{}'::jsonb)
-  FROM threadwarden.threads t WHERE t.thread_id = ANY($1::text[])
+                  WHERE n > 0), '{{}}'::jsonb)
+  FROM threadwarden.threads t WHERE t.thread_id = ANY({threads}::text[])
 ON CONFLICT (thread_id) DO UPDATE
    SET last_sequence = EXCLUDED.last_sequence, last_kind = EXCLUDED.last_kind,
        states = EXCLUDED.states, refreshed_at = clock_timestamp()
 """
+
+
+REFRESH = refresh_statement("$1")
 _DUE = """
 SELECT t.thread_id FROM threadwarden.threads t
   LEFT JOIN threadwarden.thread_summaries s USING (thread_id)

@@ -6,7 +6,9 @@ application sink while it holds a connection or a row lock:
 
 - The built-in NOTIFY goes out in the statement that acknowledges (deletes) the outbox rows, on
   that statement's own connection, so it is delivered exactly when the acknowledgement commits.
-  With only the built-in sink (the default) a drain is that one autocommit statement.
+  With only the built-in sink (the default) a drain is that one autocommit statement; the drain
+  right after an attempt's commit also refreshes the thread's summary in it
+  (`Publications.publish_committed`).
 - External sinks: one short statement claims the due batch (pushes its ``not_before`` forward by
   ``CLAIM_LEASE_MS`` and returns it; an abandoned claim comes due again), the connection goes
   back to the pool, the sinks are called, then one statement acknowledges the rows the claim
@@ -19,12 +21,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
+from threadwarden.ledger.pass_finish import finish_view
 from threadwarden.ledger.pool import Connection
+from threadwarden.ledger.projection import refresh_statement
 from threadwarden.publication import PublicationSink, PublishedRecord
 
 logger = logging.getLogger(__name__)
@@ -56,14 +61,27 @@ SELECT pg_notify($3, json_build_object('thread_id', g.thread_id, 'sequence', g.s
 """
 _COUNT_GONE = "SELECT g.record_id FROM gone g"
 
-_DRAIN = f"""
-WITH due AS ({_DUE}),
+_DRAIN_CTES = f"""
+due AS ({_DUE}),
 gone AS (
     DELETE FROM threadwarden.publications p USING due WHERE p.record_id = due.record_id
     RETURNING p.thread_id, p.sequence, p.record_id
 )
 """
+_DRAIN = "WITH " + _DRAIN_CTES
 """Publish-and-acknowledge in one statement: $1 host, $2 batch (, $3 channel)."""
+_REFRESHING = f"""
+WITH summaries AS ({refresh_statement("$4")}), {_DRAIN_CTES},
+note AS ({_NOTIFY_GONE})
+SELECT (SELECT count(*) FROM note) AS published, {finish_view("gone")}
+  FROM (SELECT 1) one LEFT JOIN threadwarden.hosts h ON h.host_id = $1
+"""
+"""After an attempt's commit, with only the built-in sink: the summaries of the threads ``$4``
+refreshed (a data-modifying CTE runs whether or not the query reads it), one batch of the
+host's due records published and acknowledged (`_DRAIN`; ``note`` is read by the count, so
+every NOTIFY goes out, in its ORDER BY's order), and one row, always: how many were published
+and the host as a finish reads it (`finish_view`), the acknowledged records no longer due.
+$1 host, $2 batch, $3 channel, $4 threads."""
 
 CLAIM = f"""
 WITH due AS ({_DUE}),
@@ -97,6 +115,17 @@ UPDATE threadwarden.publications p
   FROM unnest($1::text[], $2::timestamptz[]) AS c(record_id, not_before)
  WHERE p.record_id = c.record_id AND p.not_before = c.not_before
 """
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What `Publications.publish_committed` did."""
+
+    refreshed: bool
+    """The summaries asked for were refreshed too (else the caller refreshes them)."""
+    view: asyncpg.Record | None = None
+    """The host as a pass's finish reads it (`threadwarden.ledger.pass_finish.finish_view`),
+    right after the acknowledgement, when asked for and read in the same statement."""
 
 
 class NotifySink:
@@ -146,6 +175,7 @@ class Publications:
         finish = _NOTIFY_GONE if self._notify else _COUNT_GONE
         self._drain_sql = _DRAIN + finish
         self._ack_sql = _ACK + finish
+        self._refreshing_sql = _REFRESHING
 
     @property
     def gating(self) -> bool:
@@ -162,17 +192,45 @@ class Publications:
         async with self._pool.acquire() as conn:
             return await pending_deadline(conn, host_id)
 
-    async def publish_committed(self, host_id: str) -> None:
+    async def publish_committed(
+        self, host_id: str, *, refresh: Sequence[str] = (), view: bool = False
+    ) -> Committed:
         """After a committed mutation: publish what it recorded, best effort. A failure is
-        logged, never raised (the outbox keeps the records and the next pass retries)."""
+        logged, never raised (the outbox keeps the records and the next pass retries).
+
+        With only the built-in sink and ``refresh``, one statement (`_REFRESHING`) also refreshes
+        the summaries of the threads ``refresh`` (`threadwarden.ledger.projection`) and, with
+        ``view``, reads the host as a pass's finish does (`finish_view`, the records it
+        acknowledges no longer due), so that the finish that follows need not read it again.
+        Otherwise, or when that statement failed (it is atomic: nothing was done), the records
+        are drained alone and the caller refreshes the summaries (`Committed.refreshed`)."""
+        if refresh and self._notify and not self._external:
+            try:
+                args = (host_id, BATCH, NOTIFY_CHANNEL, list(refresh))
+                row = await self._pool.fetchrow(self._refreshing_sql, *args)
+                assert row is not None  # one row, always
+                self.published(int(row["published"]))
+                seen = view and row["pass_epoch"] is not None
+                return Committed(refreshed=True, view=row if seen else None)
+            except Exception as error:  # the mutation already committed; it must not fail now
+                logger.warning("publication after a mutation on %s failed: %r", host_id, error)
         try:
             await self.drain(host_id)
         except Exception as error:  # the mutation already committed; it must not fail now
             logger.warning("publication after a mutation on %s failed: %r", host_id, error)
+        return Committed(refreshed=False)
+
+    def published(self, count: int) -> None:
+        """Told how many records a drain published (a hook: `worker.metrics` counts them)."""
 
     async def drain(self, host_id: str) -> int:
         """Publish one batch of due records; on a sink failure back them off. Returns how many
         were published. Never raises for a sink failure (it is logged and persisted)."""
+        count = await self._drain(host_id)
+        self.published(count)
+        return count
+
+    async def _drain(self, host_id: str) -> int:
         if not self._external:  # one autocommit statement: NOTIFY and delete commit together
             rows = await self._pool.fetch(self._drain_sql, *self._args(host_id, BATCH))
             return len(rows)

@@ -319,11 +319,9 @@ class CountedPublications(Publications):
         super().__init__(pool, sinks)
         self._domain = domain
 
-    async def drain(self, host_id: str) -> int:
-        published = await super().drain(host_id)
-        if published:
-            self._domain.publications.add(published)
-        return published
+    def published(self, count: int) -> None:
+        if count:
+            self._domain.publications.add(count)
 
 
 def _tag_span(step: object) -> None:

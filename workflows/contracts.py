@@ -5,7 +5,7 @@ and instants only; bodies stay in Postgres.
 """
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -161,6 +161,9 @@ class RunHeadInput(PassStepInput):
     finish: FinishPlan | None = None
     """Set when nothing else of the pass is running: the activity finishes the pass too, so a
     unit costs one activity instead of an activity and a step."""
+    serve_ms: int | None = None
+    """Set when begin runs this inline head at once: selection persisted nothing and the claim
+    records the lane as served and keeps the alarm this far ahead, in its own statement."""
 
     @property
     def subject(self) -> str:
@@ -183,6 +186,10 @@ class RunHeadResult(BaseModel):
     shutdown: bool = False
     """The attempt ran inline on a worker that began to shut down: it gave the head back (or
     never claimed it) and the pass ends without a rearm; the next pass runs elsewhere."""
+    committed_view: Any = Field(default=None, exclude=True)
+    """The host as a finish reads it, read by the attempt's last statement (after its
+    settlement or stop): the finish the same activity runs next decides on it instead of
+    reading again. Never serialized: it stays in the worker."""
     report: PassReport | None = None
     """The finish's report, when the activity finished the pass."""
     failure: str | None = None

@@ -28,7 +28,7 @@ from threadwarden.workflows.contracts import host_workflow_id
 
 HOSTS, SUBMISSIONS = 4, 10
 UNITS = HOSTS * SUBMISSIONS
-MAX_STATEMENTS_PER_UNIT = 15
+MAX_STATEMENTS_PER_UNIT = 8
 MAX_EVENTS_PER_UNIT = 10
 CONTROL = ("BEGIN", "COMMIT", "ROLLBACK")
 
@@ -94,7 +94,7 @@ async def _all_idle(temporal: Client, hosts: list[str]) -> bool:
     return True
 
 
-async def test_unit_of_the_bench_workload_costs_at_most_15_statements_and_10_events(
+async def test_unit_of_the_bench_workload_costs_at_most_8_statements_and_10_events(
     production_like: ThreadwardenClient,
     statements: list[str],
     connections: Connections,

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from tests.helpers.statements import counted_pool
 from threadwarden.errors import HostMismatch, IdempotencyConflict
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.gate import mark_dirty
@@ -256,3 +257,25 @@ async def test_admission_asks_for_a_wake_only_when_it_moved_the_alarm_earlier(
     assert (await admissions.admit(thread_id=ids, agent_id="echo", input=5)).wake
     host = await _host(pool, ids)
     assert host["nonterminal"] == 5
+
+
+async def test_an_enqueue_admission_and_its_replay_are_one_statement_each(
+    database_url: str, ids: str
+) -> None:
+    async with counted_pool(database_url) as counted:
+        admissions = Admissions(counted.pool, minimum_alarm_delay_ms=50)
+        await counted.taken()
+        first = await admissions.admit(
+            thread_id=ids, agent_id="echo", input={"q": 1}, idempotency_key="k1"
+        )
+        admitted = await counted.taken()
+        again = await admissions.admit(
+            thread_id=ids, agent_id="echo", input={"q": 1}, idempotency_key="k1"
+        )
+        replayed = await counted.taken()
+
+    assert first.created and not again.created
+    assert again.submission_id == first.submission_id
+    # The read and the gated write in one round trip; the replay's write is guarded out.
+    assert len(admitted) == 1, admitted
+    assert len(replayed) == 1, replayed

@@ -24,8 +24,8 @@ from threadwarden.errors import (
 from threadwarden.ledger.child_establishment import child_key_for, child_thread_id_for
 from threadwarden.ledger.pool import Connection
 
-NEW_CHILD_STATEMENTS = 9
-"""owner, lock hosts, fence, resolve, admission read + write, linkage, lineage, start link."""
+NEW_CHILD_STATEMENTS = 8
+"""owner, lock hosts, fence, resolve, admission (one statement), linkage, lineage, start link."""
 
 
 async def test_children_scenario_01_clean_run_one_receipt_one_join(family: Family) -> None:

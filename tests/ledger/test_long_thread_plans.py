@@ -47,6 +47,7 @@ async def _claim_rows_read(ledger: Ledger, thread_id: str, kinds: frozenset[str]
         history_routes({"echo": kinds}),
         None,
         SUMMARY,
+        None,
     )
     assert scans, "the claim's plan scans no records at all: is it the claim?"
     return read

@@ -9,11 +9,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
+import pytest
 
+from tests.helpers.statements import counted_pool
+from threadwarden.errors import StalePass
 from threadwarden.ledger.admission import Admissions
 from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.pass_finish import FINISH_TRIES
+from threadwarden.ledger.publication import NotifySink, Publications
 from threadwarden.protocol.decisions import Timing
 
 BINDINGS = {"echo": "d"}
@@ -107,3 +111,70 @@ async def test_a_finish_raced_every_time_falls_back_to_locking_the_row(
     assert host["processed"] <= observed
     assert host["alarm_at"] is not None
     assert report.generation == observed + FINISH_TRIES
+
+
+@pytest.mark.parametrize("raced", [False, True], ids=["as-read", "raced-after-the-read"])
+async def test_a_finish_given_the_attempts_read_writes_at_once_unless_the_host_moved(
+    pool: asyncpg.Pool[Any], database_url: str, ids: str, raced: bool
+) -> None:
+    admissions = Admissions(pool, minimum_alarm_delay_ms=50)
+    await admissions.admit(thread_id=ids, agent_id="echo", input={})
+    begun = await Maintenance(pool, Timing()).begin(ids, datetime.now(UTC))
+    attempts = Attempts(pool, lease_ms=30_000)
+    claim = await attempts.claim_head(ids, begun.epoch, ids, bindings=BINDINGS)
+    assert claim is not None
+    await attempts.settle(claim, "completed", result=1)
+    publications = Publications(pool, [NotifySink(pool)])
+    committed = await publications.publish_committed(ids, refresh=[ids], view=True)
+    assert committed.view is not None
+    if raced:  # an admission commits after the attempt's read
+        await admissions.admit(thread_id=ids, agent_id="echo", input={})
+
+    async with counted_pool(database_url) as counted:
+        await counted.taken()
+        report = await Maintenance(counted.pool, Timing()).finish(
+            ids,
+            begun.epoch,
+            generation=begun.generation,
+            stalls=0,
+            progressed=True,
+            now=datetime.now(UTC),
+            jitter=0.5,
+            view=committed.view,
+        )
+        statements = await counted.taken()
+
+    host = await pool.fetchrow("SELECT * FROM threadwarden.hosts WHERE host_id = $1", ids)
+    assert host is not None
+    if not raced:  # the write alone, on the attempt's read: nothing left, acknowledged
+        assert len(statements) == 1, statements
+        assert (host["processed"], host["nonterminal"]) == (begun.generation, 0)
+    else:  # the write found the host moved: read again, the admission counts
+        assert len(statements) == 3, statements
+        assert host["processed"] <= begun.generation < host["dirty"]
+        assert host["nonterminal"] == report.nonterminal == 1
+
+
+async def test_a_finish_given_a_read_of_a_replaced_pass_raises_stale_pass(
+    pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    admissions = Admissions(pool, minimum_alarm_delay_ms=50)
+    await admissions.admit(thread_id=ids, agent_id="echo", input={})
+    maintenance = Maintenance(pool, Timing())
+    begun = await maintenance.begin(ids, datetime.now(UTC))
+    committed = await Publications(pool, [NotifySink(pool)]).publish_committed(
+        ids, refresh=[ids], view=True
+    )
+    await maintenance.begin(ids, datetime.now(UTC))  # a newer pass
+
+    with pytest.raises(StalePass):
+        await maintenance.finish(
+            ids,
+            begun.epoch,
+            generation=begun.generation,
+            stalls=0,
+            progressed=False,
+            now=datetime.now(UTC),
+            jitter=0.5,
+            view=committed.view,
+        )

@@ -9,7 +9,9 @@ import asyncpg
 import pytest
 
 from tests.helpers.ledger import BINDINGS, Ledger, now
+from tests.helpers.statements import counted_pool
 from threadwarden.errors import StaleAttempt, StalePass
+from threadwarden.ledger.attempts import Attempts
 from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.maintenance import Maintenance
 from threadwarden.ledger.models import from_ms, retry_to_json, to_ms
@@ -237,6 +239,38 @@ async def test_select_lane_round_robins_and_persists_the_cursor(ledger: Ledger, 
 
     again = await ledger.begin(ids)  # a new pass continues from the cursor
     assert (await ledger.maintenance.select_lane(ids, again.epoch, now())).thread_id == threads[1]
+
+
+async def test_a_claim_left_the_selection_serves_the_lane_in_its_one_statement_fenced(
+    database_url: str, ledger: Ledger, ids: str
+) -> None:
+    first, second = f"{ids}-A", f"{ids}-B"
+    for thread in (first, second):
+        await ledger.admit(ids, thread)
+    begun = await ledger.begin(ids)
+    picked = await ledger.maintenance.select_lane(ids, begun.epoch, now(), persist=False)
+    assert picked.thread_id == first
+    assert (await ledger.host(ids))["last_served_thread_id"] is None  # nothing persisted
+    wait = timedelta(seconds=60)
+
+    async with counted_pool(database_url) as counted:
+        claims = Attempts(counted.pool, lease_ms=30_000)
+        await counted.taken()
+        before = now()
+        serve_ms = int(wait / timedelta(milliseconds=1))
+        claim = await claims.claim_head(
+            ids, begun.epoch, first, bindings=BINDINGS, serve_ms=serve_ms
+        )
+        statements = await counted.taken()
+        assert claim is not None and len(statements) == 1, statements
+        host = await ledger.host(ids)
+        assert host["last_served_thread_id"] == first
+        assert host["alarm_at"] >= before + wait - timedelta(seconds=1)  # kept ahead
+
+        await ledger.begin(ids)  # a newer pass: the stale one's claim serves nothing
+        with pytest.raises(StalePass):
+            await claims.claim_head(ids, begun.epoch, second, bindings=BINDINGS, serve_ms=1)
+    assert (await ledger.host(ids))["last_served_thread_id"] == first
 
 
 async def test_select_lane_never_picks_a_suspended_head(ledger: Ledger, ids: str) -> None:

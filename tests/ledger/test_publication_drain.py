@@ -16,7 +16,9 @@ import asyncpg
 import pytest
 
 from tests.helpers.sinks import RecordingSink
+from tests.helpers.statements import counted_pool
 from threadwarden.ledger.pool import create_pool
+from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import (
     CLAIM_LEASE_MS,
     NOTIFY_CHANNEL,
@@ -328,3 +330,51 @@ async def test_a_drain_does_not_acknowledge_rows_another_drain_claimed_again(
     assert [r["record_id"] for r in rows] == expected, "the stale claim deleted nothing"
     assert {r["attempts"] for r in rows} == {1}
     assert failing.calls == 1
+
+
+async def test_publishing_after_a_commit_refreshes_the_summary_and_reads_the_host_at_once(
+    pool: asyncpg.Pool[Any], database_url: str, listener: Listener, ids: str
+) -> None:
+    ((host, expected),) = (await seed(pool, ids, hosts=1, threads=2, records=3)).items()
+    thread = f"{host}-t0"
+    async with counted_pool(database_url) as counted:
+        publications = Publications(counted.pool, [NotifySink(counted.pool)])
+        await counted.taken()
+        async with asyncio.timeout(DEADLINE_S):
+            committed = await publications.publish_committed(host, refresh=[thread], view=True)
+            statements = await counted.taken()
+            heard = await listener.settled(pool)
+
+    # The summary, the NOTIFYs (in thread/sequence order), the delete and the host's read.
+    assert committed.refreshed and len(statements) == 1, statements
+    assert [n["record_id"] for n in heard] == expected
+    assert await outbox(pool, host) == []
+    summary = await Projection(pool).summary(thread)
+    assert summary is not None
+    assert (summary.last_sequence, summary.last_kind, summary.states) == (3, "note", {"ready": 1})
+    view = committed.view
+    assert view is not None and view["updated_at"] is not None
+    # As a finish reads it: both heads remain, and the records it published are not due.
+    assert [r["thread_id"] for r in view["remaining"]] == [f"{host}-t0", f"{host}-t1"]
+    assert view["publication_due"] is None
+
+
+async def test_when_the_summary_fails_publishing_after_a_commit_still_drains_the_records(
+    pool: asyncpg.Pool[Any], listener: Listener, ids: str
+) -> None:
+    ((host, expected),) = (await seed(pool, ids, hosts=1, threads=1, records=2)).items()
+    await pool.execute(  # the summaries' table refuses every write (this test's own database)
+        "CREATE FUNCTION threadwarden.refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$BEGIN RAISE EXCEPTION 'summaries down'; END$$;"
+        " CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON threadwarden.thread_summaries"
+        " FOR EACH ROW EXECUTE FUNCTION threadwarden.refuse()"
+    )
+    publications = Publications(pool, [NotifySink(pool)])
+    async with asyncio.timeout(DEADLINE_S):
+        committed = await publications.publish_committed(host, refresh=[f"{host}-t0"], view=True)
+        heard = await listener.settled(pool)
+
+    # Logged, not raised; the records went out on their own, the caller refreshes the summary.
+    assert (committed.refreshed, committed.view) == (False, None)
+    assert [n["record_id"] for n in heard] == expected
+    assert await outbox(pool, host) == []
