@@ -32,7 +32,7 @@ from threadwarden.ledger.messages import DELIVERY_BATCH, PERMANENT, DeliveryClai
 from threadwarden.ledger.projection import Projection
 from threadwarden.ledger.publication import Publications
 from threadwarden.views import Receipt
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 from threadwarden.workflows.client_calls import wake_host
 
 logger = logging.getLogger(__name__)
@@ -66,22 +66,24 @@ class AuxiliaryActivities:
     @domain_errors
     async def drain_publications(
         self, step: contracts.PassStepInput
-    ) -> contracts.PublicationResult:
+    ) -> auxiliary_contracts.PublicationResult:
         """One bounded drain; a sink failure is persisted (backoff), never raised."""
         published = await self.publications.drain(step.host_id)
-        return contracts.PublicationResult(
+        return auxiliary_contracts.PublicationResult(
             published=published, pending=await self.publications.gate(step.host_id)
         )
 
     @activity.defn(name=contracts.DELIVER_MESSAGES)
     @domain_errors
-    async def deliver_messages(self, step: contracts.DeliverInput) -> contracts.DeliverResult:
+    async def deliver_messages(
+        self, step: auxiliary_contracts.DeliverInput
+    ) -> auxiliary_contracts.DeliverResult:
         """Deliver one batch of the host's due messages, each bounded by its claim's deadline.
 
         The batch is the boundary at which delivery stops once the native work finished (the
         workflow starts the next batch only before that); ``more`` says the batch was full.
         """
-        result = contracts.DeliverResult()
+        result = auxiliary_contracts.DeliverResult()
         for _ in range(self.delivery_batch):
             if datetime.now(UTC) >= step.dispatch_until:
                 break
@@ -145,7 +147,9 @@ class AuxiliaryActivities:
 
     @activity.defn(name=contracts.HOST_WAVE)
     @domain_errors
-    async def host_wave(self, step: contracts.HostWaveInput) -> contracts.HostWaveResult:
+    async def host_wave(
+        self, step: auxiliary_contracts.HostWaveInput
+    ) -> auxiliary_contracts.HostWaveResult:
         """One wave of the host plug-in, heartbeating so that cancellation reaches it; first
         taking the host's due work mark when asked (put back if the wave does not succeed)."""
         running = self._waves.get(step.host_id)
@@ -156,7 +160,9 @@ class AuxiliaryActivities:
             )
         taken = await self.host_work.take_due(step.host_id) if step.take_host_work else None
         if self.host is None:
-            return contracts.HostWaveResult(more=False)  # a mark without a plug-in: nothing to run
+            return auxiliary_contracts.HostWaveResult(
+                more=False
+            )  # a mark without a plug-in: nothing to run
         trace.get_current_span().set_attributes(
             {"threadwarden.host_id": step.host_id, "threadwarden.allowance_ms": step.allowance_ms}
         )
@@ -166,7 +172,7 @@ class AuxiliaryActivities:
         self._waves[step.host_id] = wave
         wave.add_done_callback(lambda done: self._forget(step.host_id, done))
         try:
-            return contracts.HostWaveResult(more=await _outlasting(wave))
+            return auxiliary_contracts.HostWaveResult(more=await _outlasting(wave))
         except BaseException:
             if taken is not None:
                 await self._put_back(step.host_id, taken)
@@ -184,11 +190,13 @@ class AuxiliaryActivities:
 
     @activity.defn(name=contracts.BACKFILL_PROJECTION)
     @domain_errors
-    async def backfill_projection(self, step: contracts.PassStepInput) -> contracts.BackfillResult:
+    async def backfill_projection(
+        self, step: contracts.PassStepInput
+    ) -> auxiliary_contracts.BackfillResult:
         """At most one batch, under the projection timeout; a timeout is silent."""
         return await self.bounded_backfill(step.host_id)
 
-    async def bounded_backfill(self, host_id: str) -> contracts.BackfillResult:
+    async def bounded_backfill(self, host_id: str) -> auxiliary_contracts.BackfillResult:
         """One projection batch under ``projection_timeout_ms``; a timeout is silent."""
         try:
             refreshed = await asyncio.wait_for(
@@ -196,8 +204,8 @@ class AuxiliaryActivities:
             )
         except TimeoutError:
             logger.debug("projection backfill of %s timed out", host_id)
-            return contracts.BackfillResult(timed_out=True)
-        return contracts.BackfillResult(refreshed=refreshed)
+            return auxiliary_contracts.BackfillResult(timed_out=True)
+        return auxiliary_contracts.BackfillResult(refreshed=refreshed)
 
     async def _backfill(self, host_id: str) -> int:
         await self.failpoints.hit("projection")  # inside the bound: a pause here times out

@@ -8,7 +8,7 @@ from temporalio.client import Client
 
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.sweep import Sweeps
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 from threadwarden.workflows.client_calls import wake_host
 
 WAKE_BUDGET_S = 10.0
@@ -51,7 +51,9 @@ class SweepActivities:
     idle_interval_ms: int
 
     @activity.defn(name=contracts.SWEEP)
-    async def sweep(self, request: contracts.SweepInput) -> contracts.SweepResult:
+    async def sweep(
+        self, request: auxiliary_contracts.SweepInput
+    ) -> auxiliary_contracts.SweepResult:
         scan = await self.ledger.scan(grace_ms=self.grace_ms, limit=request.limit)
         next_due_ms, woken = scan.next_due_ms, 0
         stop_at = time.monotonic() + WAKE_BUDGET_S
@@ -74,4 +76,4 @@ class SweepActivities:
             interval_ms=self.interval_ms,
             idle_interval_ms=self.idle_interval_ms,
         )
-        return contracts.SweepResult(woken=woken, interval_ms=interval)
+        return auxiliary_contracts.SweepResult(woken=woken, interval_ms=interval)

@@ -33,7 +33,7 @@ from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from threadwarden.ledger.gauges import LedgerGauges, read_gauges
 from threadwarden.ledger.publication import Publications
 from threadwarden.publication import PublicationSink
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -302,7 +302,10 @@ class ActivityMetering:
             self.domain.pass_finished(step.head.host_id, step.head.epoch, result.report)
 
     def _delivered(
-        self, _: contracts.DeliverInput, result: contracts.DeliverResult, __: float
+        self,
+        _: auxiliary_contracts.DeliverInput,
+        result: auxiliary_contracts.DeliverResult,
+        __: float,
     ) -> None:
         if result.delivered:
             self.domain.delivered.add(result.delivered)

@@ -45,7 +45,7 @@ from threadwarden.worker.head_workers import HEARTBEAT_THROTTLE, running_heads
 from threadwarden.worker.health import MetricsEndpoint, serving
 from threadwarden.worker.metrics import MeteredRuntime
 from threadwarden.worker.slots import SharedSlots
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 from threadwarden.workflows.host import SEARCH_ATTRIBUTES, HostWorkflow
 from threadwarden.workflows.sweeper import SweeperWorkflow
 
@@ -86,7 +86,7 @@ async def start_sweeper(client: Client, task_queue: str) -> None:
     """Ensure the task queue's sweeper runs (a no-op when it already does)."""
     await client.start_workflow(
         contracts.SWEEPER_WORKFLOW,
-        contracts.SweeperInput(),
+        auxiliary_contracts.SweeperInput(),
         id=contracts.sweeper_workflow_id(task_queue),
         task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,

@@ -20,7 +20,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from threadwarden.config.settings import OtelEnvironment, Settings, otel_environment
+from threadwarden.config.otel import OtelEnvironment, otel_environment
+from threadwarden.config.settings import Settings
 
 logger = logging.getLogger(__name__)
 

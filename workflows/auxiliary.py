@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 
 ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)
 AUX_HEARTBEAT = timedelta(seconds=10)
@@ -113,13 +113,13 @@ class AuxiliaryScope:
             first = False
             result = await workflow.execute_activity(
                 contracts.HOST_WAVE,
-                contracts.HostWaveInput(
+                auxiliary_contracts.HostWaveInput(
                     host_id=self._step.host_id,
                     dispatch_until=self._dispatch_until,
                     allowance_ms=allowance_ms,
                     take_host_work=take,
                 ),
-                result_type=contracts.HostWaveResult,
+                result_type=auxiliary_contracts.HostWaveResult,
                 start_to_close_timeout=max(self._dispatch_until - workflow.now(), allowance)
                 + AUX_GRACE,
                 heartbeat_timeout=AUX_HEARTBEAT,
@@ -141,10 +141,10 @@ class AuxiliaryScope:
             first = False
             result = await workflow.execute_activity(
                 contracts.DELIVER_MESSAGES,
-                contracts.DeliverInput(
+                auxiliary_contracts.DeliverInput(
                     host_id=self._step.host_id, dispatch_until=self._dispatch_until
                 ),
-                result_type=contracts.DeliverResult,
+                result_type=auxiliary_contracts.DeliverResult,
                 start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN)
                 + AUX_GRACE,
                 heartbeat_timeout=AUX_HEARTBEAT,
@@ -159,7 +159,7 @@ class AuxiliaryScope:
         await workflow.execute_local_activity(
             contracts.BACKFILL_PROJECTION,
             contracts.PassStepInput(host_id=self._step.host_id, epoch=self._step.epoch),
-            result_type=contracts.BackfillResult,
+            result_type=auxiliary_contracts.BackfillResult,
             start_to_close_timeout=timedelta(milliseconds=self._plan.projection_timeout_ms)
             + AUX_GRACE,
             retry_policy=ONE_ATTEMPT,

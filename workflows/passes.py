@@ -22,7 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError,
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 from threadwarden.workflows.auxiliary import AuxiliaryScope
 
 T = TypeVar("T")
@@ -170,7 +170,10 @@ class MaintenancePass:
                 not isinstance(route, contracts.CaughtUp) or plan.publication_drain_due
             ):
                 publication = await _step(
-                    contracts.DRAIN_PUBLICATIONS, step, contracts.PublicationResult, self._host_id
+                    contracts.DRAIN_PUBLICATIONS,
+                    step,
+                    auxiliary_contracts.PublicationResult,
+                    self._host_id,
                 )
                 if isinstance(route, contracts.Held) and publication.pending is None:
                     route = await self._prepare(step, begin, started, folded=scope.idle)

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from threadwarden.workflows import contracts
+from threadwarden.workflows import auxiliary_contracts, contracts
 from threadwarden.workflows.passes import ONE_ATTEMPT
 
 ITERATIONS_PER_RUN = 200
@@ -33,7 +33,7 @@ class SweeperWorkflow:
     """Runs bounded sweeps, each scheduling the next, forever (continuing as new now and then)."""
 
     @workflow.run
-    async def run(self, state: contracts.SweeperInput) -> None:
+    async def run(self, state: auxiliary_contracts.SweeperInput) -> None:
         for _ in range(ITERATIONS_PER_RUN):
             try:
                 result = await _sweep()
@@ -43,18 +43,18 @@ class SweeperWorkflow:
                 interval = FAILED_SWEEP_PAUSE
             await workflow.sleep(interval)
         workflow.continue_as_new(
-            contracts.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN)
+            auxiliary_contracts.SweeperInput(iterations=state.iterations + ITERATIONS_PER_RUN)
         )
 
 
-async def _sweep() -> contracts.SweepResult:
+async def _sweep() -> auxiliary_contracts.SweepResult:
     result = await workflow.execute_local_activity(
         contracts.SWEEP,
-        contracts.SweepInput(),
-        result_type=contracts.SweepResult,
+        auxiliary_contracts.SweepInput(),
+        result_type=auxiliary_contracts.SweepResult,
         start_to_close_timeout=SWEEP_TIMEOUT,
         retry_policy=ONE_ATTEMPT,
         summary=f"sweep {workflow.info().task_queue}",
     )
-    assert isinstance(result, contracts.SweepResult)
+    assert isinstance(result, auxiliary_contracts.SweepResult)
     return result

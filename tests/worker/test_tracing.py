@@ -22,7 +22,8 @@ from tests.helpers.polling import eventually
 from tests.helpers.workers import QUEUED, with_queued_scripted
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.config.connect import Connections
-from threadwarden.config.settings import OtelEnvironment, Settings, otel_environment
+from threadwarden.config.otel import OtelEnvironment, otel_environment
+from threadwarden.config.settings import Settings
 from threadwarden.worker.runtime import running_worker
 from threadwarden.worker.telemetry import configure_tracing
 
