@@ -144,13 +144,15 @@ async def test_cli_abort_repeat_exits_0_unchanged(
     ids: str,
 ) -> None:
     # The attempt sleeps (in heartbeat slices) before its next committed boundary, where an
-    # abort asked while it runs stops it: long enough for the repeat to find it running.
+    # abort asked while it runs stops it: long enough for the repeat to find it running. The
+    # sleep declares its length, so the inline first attempt yields before it (running only a
+    # moment) and the second, dispatched attempt sleeps: the abort waits for that one.
     script = [{"sleep_ms": 6_000}, {"say": "never"}]
     slow = await client.submit(ids, agent_id="scripted", input=script)
     await eventually(
         lambda: client.thread_status(ids),
-        lambda s: s.submissions[0].state == "running",
-        what="the attempt running",
+        lambda s: s.submissions[0].state == "running" and s.submissions[0].attempts == 2,
+        what="the dispatched attempt running",
     )
     code, asked, _ = await decide(capsys, "abort", slow.submission_id)
     assert code == 0 and (asked["state"], asked["changed"]) == ("running", True)
