@@ -86,7 +86,7 @@ async def test_the_agent_and_the_graph_model_answer_the_same() -> None:
 async def test_the_agents_summary_request_gets_a_summary() -> None:
     model = long_thread_agent().model
     assert isinstance(model, Model)
-    # as the adapter asks for a summary (agent_frameworks/pydantic_ai/_journal.py, summarize)
+    # as the adapter asks for a summary (agent_frameworks/pydantic_ai/_model.py, summarize)
     request = ModelRequest(parts=[SystemPromptPart(SUMMARY_INSTRUCTIONS), UserPromptPart("…")])
     response = await model_request(model, [request])
     assert len(response.text or "") == SUMMARY_CHARS
