@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from threadwarden.errors import HostMismatch, IdempotencyConflict, ThreadBusy
 from threadwarden.ledger.aborts import interrupt
+from threadwarden.ledger.gate import host_gate
 from threadwarden.ledger.pool import Connection
 from threadwarden.validation import IfBusy, canonical_json
 from threadwarden.views import OperatorResult, Receipt
@@ -58,18 +59,9 @@ exist yet), so that two of them never both see it idle."""
 _LOCK_HOST = "SELECT 1 FROM threadwarden.hosts WHERE host_id = $1 FOR UPDATE"
 """Then the thread's host row (when it exists), which every admission's write locks first:
 an ``enqueue`` admission racing a ``reject`` either committed before its read or waits."""
-_GATE = """
-armed AS (
-  SELECT clock_timestamp() + make_interval(secs => $11::float8 / 1000) AS at
-), h AS (
-  -- A new host starts dirty (1) and this mutation bumps it (2), as for an existing one.
-  INSERT INTO threadwarden.hosts AS h (host_id, dirty, nonterminal, alarm_at)
-  SELECT host_id, 2, 1, at FROM armed, target
-  ON CONFLICT (host_id) DO UPDATE
-     SET dirty = h.dirty + 1, nonterminal = h.nonterminal + 1,
-         alarm_at = LEAST(h.alarm_at, EXCLUDED.alarm_at), updated_at = clock_timestamp()
-  RETURNING h.host_id, h.alarm_at < (SELECT at FROM armed) AS already_armed
-), t AS (
+_GATE = (
+    host_gate("host_id", "$11", new_work="1", source="target")
+    + """, t AS (
   INSERT INTO threadwarden.threads AS t (thread_id, host_id, next_sequence)
   SELECT $2, host_id, 2 FROM h
   ON CONFLICT (thread_id) DO UPDATE SET next_sequence = t.next_sequence + 1
@@ -83,6 +75,7 @@ armed AS (
   RETURNING sequence
 )
 """
+)
 """The mutation gate for one admission into ``target``'s host: lock the host (hosts, then
 threads, then submissions, the lock order everywhere), bump its generation and nonterminal
 count, ensure its alarm (reporting whether an alarm at least as early was already armed, so the
