@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import Coroutine
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -34,6 +34,8 @@ AUX_HEARTBEAT = timedelta(seconds=10)
 AUX_GRACE = timedelta(seconds=10)
 """Start-to-close slack beyond each auxiliary activity's own bound."""
 MIN_JOIN = timedelta(milliseconds=1)
+
+Result = TypeVar("Result")
 
 
 def host_join_bound(allowance_ms: int, dispatch_until: datetime, now: datetime) -> timedelta:
@@ -111,7 +113,7 @@ class AuxiliaryScope:
             if workflow.now() + allowance > self._dispatch_until:
                 return  # the wave would not fit before dispatch_until
             first = False
-            result = await workflow.execute_activity(
+            result = await self._batch(
                 contracts.HOST_WAVE,
                 auxiliary_contracts.HostWaveInput(
                     host_id=self._step.host_id,
@@ -119,13 +121,8 @@ class AuxiliaryScope:
                     allowance_ms=allowance_ms,
                     take_host_work=take,
                 ),
-                result_type=auxiliary_contracts.HostWaveResult,
-                start_to_close_timeout=max(self._dispatch_until - workflow.now(), allowance)
-                + AUX_GRACE,
-                heartbeat_timeout=AUX_HEARTBEAT,
-                retry_policy=ONE_ATTEMPT,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"host_wave {self._step.host_id}",
+                auxiliary_contracts.HostWaveResult,
+                at_least=allowance,
             )
             take = False
             if not result.more:
@@ -139,21 +136,34 @@ class AuxiliaryScope:
             if not first and workflow.now() >= self._dispatch_until:
                 return
             first = False
-            result = await workflow.execute_activity(
+            result = await self._batch(
                 contracts.DELIVER_MESSAGES,
                 auxiliary_contracts.DeliverInput(
                     host_id=self._step.host_id, dispatch_until=self._dispatch_until
                 ),
-                result_type=auxiliary_contracts.DeliverResult,
-                start_to_close_timeout=max(self._dispatch_until - workflow.now(), MIN_JOIN)
-                + AUX_GRACE,
-                heartbeat_timeout=AUX_HEARTBEAT,
-                retry_policy=ONE_ATTEMPT,
-                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=f"deliver_messages {self._step.host_id}",
+                auxiliary_contracts.DeliverResult,
+                at_least=MIN_JOIN,
             )
             if not result.more:
                 return
+
+    async def _batch(
+        self, activity: str, arg: object, result_type: type[Result], *, at_least: timedelta
+    ) -> Result:
+        """One host wave or delivery batch: a single attempt, heartbeating, that may run until
+        ``dispatch_until`` (at least ``at_least``) plus `AUX_GRACE`, and whose cancellation is
+        waited for (the module's docstring)."""
+        result = await workflow.execute_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=max(self._dispatch_until - workflow.now(), at_least) + AUX_GRACE,
+            heartbeat_timeout=AUX_HEARTBEAT,
+            retry_policy=ONE_ATTEMPT,
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"{activity} {self._step.host_id}",
+        )
+        return cast(Result, result)
 
     async def _backfill(self) -> None:
         await workflow.execute_local_activity(
