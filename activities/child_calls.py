@@ -14,6 +14,7 @@ from threadwarden.activities.journal import Journal
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import ChildOutcome, ThreadRecord
 from threadwarden.ledger.admission import payload_digest
+from threadwarden.ledger.child_establishment import call_started_body
 from threadwarden.ledger.children import Children
 from threadwarden.ledger.claims import Claim
 from threadwarden.ledger.models import CallJoined
@@ -133,14 +134,9 @@ class ChildCalls:
             record_id="",
             submission_id=claim.submission_id,
             kind="call-started",
-            body={
-                "child_thread_id": receipt.thread_id,
-                "child_submission_id": receipt.submission_id,
-                "child_host_id": receipt.host_id,
-                "agent_id": call.agent_id,
-                "payload_digest": call.digest,
-                "budget": call.budget,
-            },
+            body=call_started_body(
+                receipt, agent_id=call.agent_id, digest=call.digest, budget=call.budget
+            ),
             step=step,
         )
         self._journal.commit(step, record)

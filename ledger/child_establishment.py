@@ -146,28 +146,33 @@ async def establish_child_in(
         epoch=int(child_epoch),
         step=0,  # in the child's journal: its attempts read their given budget from it
     )
-    await append_in(
-        conn,
-        claim,
-        "call-started",
-        {
-            "child_thread_id": thread,
-            "child_submission_id": receipt.submission_id,
-            "child_host_id": receipt.host_id,
-            "agent_id": agent_id,
-            "idempotency_key": key,
-            "payload_digest": digest,
-            "budget": budget,
-        },
-        step=step,
-    )
-    return ChildReceipt(
+    child = ChildReceipt(
         **receipt.model_dump(),
         wake=receipt.wake,
         parent_submission_id=claim.submission_id,
         parent_call_step=step,
         idempotency_key=key,
     )
+    started = call_started_body(child, agent_id=agent_id, digest=digest, budget=budget)
+    await append_in(conn, claim, "call-started", started, step=step)
+    return child
+
+
+def call_started_body(
+    child: ChildReceipt, *, agent_id: str, digest: str, budget: int | None
+) -> dict[str, Any]:
+    """The body of the parent's ``call-started`` record for the call that established
+    ``child``: where the child is, and the call's agent, payload digest and budget, which a
+    re-run's call must match. The attempt keeps the same body in its journal."""
+    return {
+        "child_thread_id": child.thread_id,
+        "child_submission_id": child.submission_id,
+        "child_host_id": child.host_id,
+        "agent_id": agent_id,
+        "idempotency_key": child.idempotency_key,
+        "payload_digest": digest,
+        "budget": budget,
+    }
 
 
 def _repeated(
