@@ -214,6 +214,11 @@ def _quantile(key: str, quantile: str) -> Any:
     return lambda s: (s[key] or {}).get(quantile)
 
 
+def _quantiles(label: str, key: str) -> tuple[Row, ...]:
+    """A distribution's rows: its `QUANTILES` (p50, p95, max), ms."""
+    return tuple((f"{label} {q} ms", _quantile(key, q)) for q in QUANTILES)
+
+
 _ROWS: tuple[Row, ...] = (
     ("turns/s", lambda s: s["units_per_s"]),
     ("seconds", lambda s: s["seconds"]),
@@ -223,15 +228,11 @@ _ROWS: tuple[Row, ...] = (
     ("model requests/turn", lambda s: s["model_requests_per_unit"]),
     ("SQL statements/turn", lambda s: s["sql_statements_per_unit"]),
     ("history events/turn", lambda s: s["history_events_per_unit"]),
-    ("turn p50 ms", _quantile("turn_ms", "p50")),
-    ("turn p95 ms", _quantile("turn_ms", "p95")),
-    ("turn max ms", _quantile("turn_ms", "max")),
+    *_quantiles("turn", "turn_ms"),
     ("completed (worst rep)", lambda s: f"{s['completed']}/{s['units']}"),
 )
 _STREAM_ROWS: tuple[Row, ...] = (
-    ("first delta p50 ms", _quantile("first_delta_ms", "p50")),
-    ("first delta p95 ms", _quantile("first_delta_ms", "p95")),
-    ("first delta max ms", _quantile("first_delta_ms", "max")),
+    *_quantiles("first delta", "first_delta_ms"),
     ("turns without a delta (worst)", lambda s: s["turns_without_delta"]),
     ("deltas/turn at the readers", lambda s: s["deltas_per_unit"]),
     ("steps restarted (all reps)", lambda s: s["restarted_steps"]),

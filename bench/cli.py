@@ -71,15 +71,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"long-thread: turns of the thread (default {LONG_THREAD_TURNS}, at least 10)",
     )
-    add("--hosts", type=_positive_int, default=4, help="hosts, or agent threads (default 4)")
-    add(
-        "--submissions",
-        type=_positive_int,
-        default=25,
-        help="units per host, or turns per agent thread (default 25)",
-    )
-    add("--workers", type=_positive_int, default=1, help="worker processes per side (default 1)")
-    add("--repeat", type=_positive_int, default=3, help="repetitions, medians reported (default 3)")
+    for flag, default, what in (
+        ("--hosts", 4, "hosts, or agent threads"),
+        ("--submissions", 25, "units per host, or turns per agent thread"),
+        ("--workers", 1, "worker processes per side"),
+        ("--repeat", 3, "repetitions, medians reported"),
+    ):
+        add(flag, type=_positive_int, default=default, help=f"{what} (default {default})")
     add(
         "--timeout",
         type=_positive_float,
