@@ -26,6 +26,7 @@ from threadwarden.activities.endings import (
     UnknownEffect,
     WaitForChildren,
     Yield,
+    ended_by_itself,
     judge,
     recordable,
 )
@@ -315,7 +316,12 @@ class HeadRunner:
         the attempt instead (`PassFault`, fencing, an abort, a stop)."""
         binding = self.registry.bindings[claim.agent_id]
         journal = Journal(
-            claim, self.attempts, yield_after, self.failpoints, inline_until=inline_until
+            claim,
+            self.attempts,
+            yield_after,
+            self.failpoints,
+            inline_until=inline_until,
+            quick=not binding.inline,
         )
         context = JournaledContext(
             journal,
@@ -352,6 +358,8 @@ class HeadRunner:
         if _cancelling():  # the handler swallowed an outside cancellation
             await self._release(claim)
             raise asyncio.CancelledError()
+        ended = ended_by_itself(lost=lease.lost, fault=context.fault, error=error)
+        self.steps.quick.note(claim.agent_id, binding.digest, journal.timing, ended=ended)
         judge(claim, lost=lease.lost, fault=context.fault, error=error)
         if error is None:
             return outcome

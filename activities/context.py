@@ -161,7 +161,8 @@ class JournaledContext:
             )
         self._open_step = step
         try:
-            value = await run(args)
+            with journal.timing.step():
+                value = await run(args)
         finally:
             self._open_step = None
         validate_input("result", value)

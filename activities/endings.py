@@ -102,6 +102,19 @@ def judge(
         )
 
 
+def ended_by_itself(
+    *, lost: str | None, fault: BaseException | None, error: BaseException | None
+) -> bool:
+    """Whether the binding ended its attempt itself: returned, raised its own error, waited or
+    was aborted; not a yield to a budget or a deadline, a fault, another owner (`QuickHeads`)."""
+    decided = (Yield, PassFault, *INFRASTRUCTURE, *DECISIVE)
+    return (
+        lost is None
+        and fault is None
+        and (isinstance(error, AbortRequested) or not isinstance(error, decided))
+    )
+
+
 def recordable(outcome: object) -> Outcome:
     """Turn an outcome that cannot be recorded into a recordable failure (never a retry loop)."""
     if isinstance(outcome, Yielded):

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from threadwarden.activities.endings import AttemptFaulted, NonDeterministic, Yield
+from threadwarden.activities.quick_heads import StepTiming
 from threadwarden.bindings import ThreadRecord
 from threadwarden.errors import InvalidInput
 from threadwarden.failpoints import Failpoints
@@ -72,11 +73,15 @@ class Journal:
     failpoints: Failpoints = field(default_factory=Failpoints)
     inline_until: datetime | None = None
     """The end of an inline attempt's budget (None: a dispatched attempt)."""
+    quick: bool = False
+    """Inline for its agent's quickness on this worker (`QuickHeads`), not declared inline."""
     fault: BaseException | None = field(default=None, init=False)
     """The first failure of one of threadwarden's own writes (never a validation of the
     binding's arguments). It decides the attempt whatever the handler made of it."""
     step: int = field(default=0, init=False)
     """The last step taken."""
+    timing: StepTiming = field(default_factory=StepTiming, init=False)
+    """How long the attempt and its longest step ran (`QuickHeads`)."""
 
     def __post_init__(self) -> None:
         self._records = {(r.step, r.kind): r for r in self.claim.journal}
@@ -193,21 +198,28 @@ class Journal:
     def check_overrun(self, what: str) -> None:
         """Warn when an inline attempt's ``what`` (the step it just ended) ran more than
         `OVERRUN_WARNING_MS` past the budget: it held a local-activity slot that long, and
-        its binding should declare such a step (or not be inline)."""
+        its binding should declare such a step (or not be inline). A head inline for its
+        agent's quickness (``quick``) is only noted: its agent's next heads are dispatched."""
         if self.inline_until is None:
             return
         over = (datetime.now(UTC) - self.inline_until) / timedelta(milliseconds=1)
-        if over > OVERRUN_WARNING_MS:
-            logger.warning(
-                "%s of agent %s ran %d ms past its inline budget on %s: declare how long such a"
-                " step takes (expected_ms of AttemptContext.tool, or"
-                " AttemptContext.before_long_step) so that it runs dispatched, or do not mark"
-                " the binding inline",
-                what,
-                self.claim.agent_id,
-                over,
-                self.claim.submission_id,
-            )
+        if over <= OVERRUN_WARNING_MS:
+            return
+        advice = (
+            "the agent's heads are dispatched until its attempts are quick again"
+            if self.quick  # not declared inline: nothing for its author to declare
+            else "declare how long such a step takes (expected_ms of AttemptContext.tool, or"
+            " AttemptContext.before_long_step) so that it runs dispatched, or do not mark the"
+            " binding inline"
+        )
+        (logger.info if self.quick else logger.warning)(
+            "%s of agent %s ran %d ms past its inline budget on %s: %s",
+            what,
+            self.claim.agent_id,
+            over,
+            self.claim.submission_id,
+            advice,
+        )
 
 
 def _named(kind: str, body: Any) -> str:

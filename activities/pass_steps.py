@@ -15,6 +15,7 @@ from temporalio import activity
 
 from threadwarden.activities.auxiliary import host_deadline
 from threadwarden.activities.pollers import HeadPollers
+from threadwarden.activities.quick_heads import QuickHeads
 from threadwarden.activities.wake import Waker
 from threadwarden.errors import StalePass
 from threadwarden.failpoints import Failpoints
@@ -82,6 +83,10 @@ class PassSteps:
     pollers: HeadPollers | None = None
     inline: Mapping[str, str] = field(default_factory=dict)
     """The inline bindings this worker has: agent id → digest."""
+    bindings: Mapping[str, str] = field(default_factory=dict)
+    """Every binding this worker has: agent id → digest."""
+    quick: QuickHeads = field(default_factory=lambda: QuickHeads(quick_ms=0, budget_ms=0))
+    """The agents whose attempts have been quick here: their heads run inline too."""
 
     async def route(
         self,
@@ -151,9 +156,15 @@ class PassSteps:
         return contracts.Dispatch(head=head)
 
     def _runs_inline(self, selection: Selection) -> bool:
-        """An inline binding this worker has at the head's pinned digest, a head no inline
-        attempt handed over yet, and a worker that allows inline heads (a budget)."""
-        digest = self.inline.get(selection.agent_id or "")
+        """A binding this worker has at the head's pinned digest, declared inline or quick here
+        (`QuickHeads`), a head no inline attempt handed over yet, and a worker that allows
+        inline heads (a budget)."""
+        agent = selection.agent_id or ""
+        digest = self.inline.get(agent)
+        if digest is None:
+            digest = self.bindings.get(agent)
+            if digest is not None and not self.quick.quick(agent, digest):
+                digest = None
         return (
             digest is not None
             and self.limits.inline_budget_ms > 0

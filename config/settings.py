@@ -99,6 +99,11 @@ class Settings(BaseSettings):
     flight), and the head is handed off: its later attempts are dispatched to its agent's
     queue. At most 5 s: an inline head whose binding declares its long steps never outlives a
     workflow task's heartbeat. 0: no head runs inline (every attempt is dispatched)."""
+    inline_quick_ms: int = Field(default=500, ge=0, le=5_000)
+    """An agent whose last 8 attempts on a worker each ended within this long has its heads run
+    inline on that worker too, as an inline binding's (within ``inline_budget_ms``), until one
+    of its attempts is slower: a fast agent's turn skips the activity round trip through the
+    Temporal server. 0: only bindings declared ``inline`` run inline."""
     live_text: bool = True
     """Whether attempts write live text (the model's words as they are generated, for readers
     of the event stream, ``watch`` and the console; docs/agents.md, "Streaming"). False: the

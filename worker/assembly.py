@@ -16,6 +16,7 @@ from threadwarden.activities.auxiliary import AuxiliaryActivities
 from threadwarden.activities.maintenance import MaintenanceActivities, task_break
 from threadwarden.activities.pass_steps import PassLimits, PassSteps
 from threadwarden.activities.pollers import HeadPollers
+from threadwarden.activities.quick_heads import QuickHeads
 from threadwarden.activities.sweep import SweepActivities
 from threadwarden.activities.wake import Waker
 from threadwarden.bindings import BindingRegistry
@@ -130,6 +131,10 @@ class Assembler:
                 local=head_queues(settings.task_queue, registry),
             ),
             inline={b.agent_id: b.digest for b in registry.bindings.values() if b.inline},
+            bindings={b.agent_id: b.digest for b in registry.bindings.values()},
+            quick=QuickHeads(
+                quick_ms=settings.inline_quick_ms, budget_ms=settings.inline_budget_ms
+            ),
         )
         runner = HeadRunner(
             Attempts(pool, lease_ms=settings.lease_ms, minimum_alarm_delay_ms=delay),
