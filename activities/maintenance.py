@@ -176,6 +176,10 @@ class MaintenanceActivities:
 
 
 @activity.defn(name=contracts.TASK_BREAK)
-async def task_break() -> None:
-    """Nothing: the host workflow awaits this activity to end its workflow task; its completion
-    comes back in the next task (`threadwarden.workflows.host.CHAIN_LIMIT`)."""
+async def task_break(sleep_ms: int = 0) -> None:
+    """Nothing but, when asked, a sleep of under a second: the host workflow awaits this
+    activity to end its workflow task, its completion coming back in the next task
+    (`threadwarden.workflows.host.CHAIN_LIMIT`), or to wait for an alarm due too soon for a
+    timer (`threadwarden.workflows.host.TIMER_SHIFT`)."""
+    if sleep_ms > 0:
+        await asyncio.sleep(min(sleep_ms, 1_000) / 1000)

@@ -41,7 +41,8 @@ READ_BATCH = 500
 COALESCE_S = 0.2
 """A reader woken again for records within this long of its last read waits out the rest of it:
 one read folds the records a pass commits back to back (each commit notifies), while a record
-that follows a quiet spell is read at once."""
+that follows a quiet spell is read at once. Live text is not held by it: a fragment notified
+meanwhile goes out at once (a model's first words would otherwise wait up to this long)."""
 RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to listen again after the connection was lost."""
 
@@ -68,9 +69,16 @@ class StreamsFull(Exception):
 class LedgerFeed:
     """Hints per thread from one LISTEN connection, taken from ``pool`` when first needed."""
 
-    def __init__(self, pool: asyncpg.Pool[Any], *, recheck_s: float = RECHECK_S) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool[Any],
+        *,
+        recheck_s: float = RECHECK_S,
+        coalesce_s: float = COALESCE_S,
+    ) -> None:
         self._pool = pool
         self.recheck_s = recheck_s
+        self.coalesce_s = coalesce_s
         self._waiters: dict[str, set[Subscription]] = {}
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -122,14 +130,16 @@ class LedgerFeed:
             read_at = -COALESCE_S
             catch_up = live
             while not self._closing:
-                if hint.records and (fold := read_at + COALESCE_S - loop.time()) > 0:
-                    await asyncio.sleep(fold)  # records again so soon: a pass is committing
+                read = hint.records  # else only live text woke it: no read of the records
+                if read and (fold := read_at + self.coalesce_s - loop.time()) > 0:
+                    # Records again so soon (a pass is committing): their read waits out the
+                    # rest of the fold, but live text that comes meanwhile goes out at once.
+                    read = await self._folded(hint, fold)
                     if self._closing:
                         break
                 hint.clear()
-                read, hint.records = hint.records, False  # only live text woke it: no read
                 if read:
-                    read_at = loop.time()
+                    hint.records, read_at = False, loop.time()
                 found = await self._unless_closing(
                     self._round(placer, hint, thread_id, last, catch_up=catch_up, read=read)
                 )
@@ -145,10 +155,27 @@ class LedgerFeed:
                 if not complete:  # a reader far behind catches up a batch at a time
                     hint.records = True
                     continue
+                if hint.records:  # still to read, once the fold is over
+                    continue
                 await self._wait(hint, quiet_since, idle_s)
                 if idle_s is not None and loop.time() - quiet_since >= idle_s:
                     quiet_since = loop.time()
                     yield None
+
+    async def _folded(self, hint: Subscription, fold_s: float) -> bool:
+        """Wait out ``fold_s`` before a read of the records (True), unless live text for the
+        reader comes first (False: it goes out now, the records after the fold)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + fold_s
+        while hint.live and not self._closing and (left := until - loop.time()) > 0:
+            if hint.text.pending:
+                return False
+            hint.clear()  # a record's hint changes nothing here; a fragment's ends the wait
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(hint.wait(), left)
+        if not hint.live:
+            await asyncio.sleep(fold_s)
+        return True
 
     async def _wait(self, hint: Subscription, quiet_since: float, idle_s: float | None) -> None:
         """Until a hint, the next keep-alive (``idle_s`` after ``quiet_since``) or the recheck

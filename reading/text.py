@@ -182,6 +182,11 @@ class NotedDeltas:
             self.overflow = True
         self._poke()
 
+    @property
+    def pending(self) -> bool:
+        """Whether fragments wait to be taken (or one was dropped: read the rows)."""
+        return bool(self._queue) or self.overflow
+
     def take(self) -> list[Delta]:
         """The fragments notified since the last take, in order."""
         taken, self._queue = self._queue, []

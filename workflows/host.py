@@ -2,7 +2,8 @@
 
 Postgres holds the truth; this workflow only orchestrates. A pass walks its steps (each an
 activity with an explicit timeout and a single attempt); then the run waits for min(alarm, wake)
-on a workflow timer (or starts the next pass at once when the last one made progress). After
+on a workflow timer, or for a wait under a second on an activity that sleeps it (or starts the
+next pass at once when the last one made progress). After
 100 passes, or when Temporal suggests it, the run continues as new. When a pass cleared the alarm
 and no wake is pending the run completes: an idle host holds no open workflow.
 
@@ -11,6 +12,7 @@ pass, and the phase is written only when it can be seen (a pass that goes straig
 next one stays in ``pass``).
 """
 
+import asyncio
 import contextlib
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +35,11 @@ its steps' markers are recorded (a task that fails, e.g. because a wake arrived 
 about to complete, loses only its own), the clock moves on, and other workflows get the slot."""
 TASK_BREAK_BOUND = timedelta(seconds=10)
 """Start-to-close of the no-op ``task_break`` activity (a worker lost while it holds it costs
-the run this long)."""
+the run this long), beyond the short wait it may sleep."""
+TIMER_SHIFT = timedelta(seconds=1)
+"""A wait shorter than this is not a workflow timer but ``task_break`` sleeping it
+(`HostWorkflow._sleep`): the server fires a timer due sooner than its
+``history.timerProcessorMaxTimeShift`` (1 s by default) only about that late."""
 BUSY_UPSERT_INTERVAL = timedelta(seconds=1)
 """While passes run back to back, search attributes are upserted at most this often (each
 upsert is a history event and a visibility write); a run that waits or goes idle always
@@ -121,8 +127,7 @@ class HostWorkflow:
                 await self._end_task("the head's worker stops")
                 self._chained_since = None
             elif wait:
-                with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
-                    await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
+                await self._sleep(wait)
                 self._chained_since = None
             elif self._chained_too_long(report):
                 await self._end_task("end a long workflow task")
@@ -153,6 +158,30 @@ class HostWorkflow:
                 retry_policy=ONE_ATTEMPT,
                 summary=f"{contracts.TASK_BREAK}: {why}",
             )
+
+    async def _sleep(self, wait: timedelta) -> None:
+        """Until the alarm (``wait`` from now) or a wake, whichever comes first. A wait shorter
+        than `TIMER_SHIFT` (an admission's 50 ms floor met by a pass that had just begun) is
+        ``task_break`` sleeping it on a worker: its completion comes back within milliseconds
+        of its end, where a timer would fire about a second late (bench/README.md, "Ending a
+        workflow task"). A wake abandons it (it ends by itself, holding nothing)."""
+        if wait >= TIMER_SHIFT:
+            with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
+                await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
+            return
+        sleep = workflow.start_activity(
+            contracts.TASK_BREAK,
+            wait // timedelta(milliseconds=1),
+            start_to_close_timeout=TASK_BREAK_BOUND + wait,
+            retry_policy=ONE_ATTEMPT,
+            cancellation_type=workflow.ActivityCancellationType.ABANDON,
+            summary=f"{contracts.TASK_BREAK}: wait for the alarm",
+        )
+        await workflow.wait_condition(lambda: self._wake_pending or sleep.done())
+        if not sleep.done():
+            sleep.cancel()
+        with contextlib.suppress(ActivityError, asyncio.CancelledError):
+            await sleep  # whatever its outcome, the wait is over
 
     def _chained_too_long(self, report: contracts.PassReport | None) -> bool:
         """Whether the passes chained since the run last waited have run `CHAIN_LIMIT`, on the

@@ -58,3 +58,29 @@ async def test_a_fragment_wakes_a_reader_without_reading_the_records(
             await pending
         await follow.aclose()
         await feed.close()
+
+
+async def test_live_text_goes_out_while_a_read_of_the_records_waits_out_its_fold(
+    pool: asyncpg.Pool[Any], ids: str
+) -> None:
+    """A record notified soon after the reader's last read waits for the fold (one read for the
+    records a pass commits back to back); a fragment notified meanwhile does not: the reader
+    gets it before that record (the fold here is longer than the test's every deadline)."""
+    ledger = Ledger.defaults(pool)
+    sub = await ledger.admit(ids)
+    await ledger.begin(ids)
+    claim = await ledger.claim(ids)
+    feed = LedgerFeed(pool, coalesce_s=600)
+    follow = feed.follow(ids, 0, live=True)
+    try:
+        await ledger.attempts.append(claim, "message", {"text": "one"}, step=1)
+        item = await asyncio.wait_for(anext(follow), 10)  # after a quiet spell: read at once
+        assert isinstance(item, dict) and item["body"] == {"text": "one"}
+        pending = asyncio.ensure_future(anext(follow))
+        await ledger.attempts.append(claim, "message", {"text": "two"}, step=2)  # folded
+        await Deltas(pool).write(ids, sub, 3, claim.epoch, "hello")
+        item = await asyncio.wait_for(pending, 10)
+        assert isinstance(item, TextDelta) and item.text == "hello"
+    finally:
+        await follow.aclose()
+        await feed.close()

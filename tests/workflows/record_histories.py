@@ -23,7 +23,7 @@ from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows.contracts import host_workflow_id
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v13"
+VERSION = "v14"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 

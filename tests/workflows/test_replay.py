@@ -64,13 +64,20 @@ def _timeline(name: str) -> list[str]:
             ],
         ),
         ("worker_stop", ['ACTIVITY_TASK_SCHEDULED "task_break: the head\'s worker stops"']),
+        (  # the failure's first backoff, under a second: slept by task_break, not a timer
+            "begin_fault",
+            [
+                "MARKER_RECORDED rearm_failure",
+                'ACTIVITY_TASK_SCHEDULED "task_break: wait for the alarm"',
+            ],
+        ),
     ],
 )
 def test_stored_history_shows_its_path(name: str, shown: list[str]) -> None:
     """Each history replayed above holds the path it is named for (its recording did not
     quietly take another). The run ends a workflow task with the no-op ``task_break``
-    activity, never a timer: the server fires a timer shorter than its time shift (1 s by
-    default) up to a second late (issue 39)."""
+    activity, and waits less than a second with it sleeping, never a timer: the server fires
+    a timer shorter than its time shift (1 s by default) up to a second late (issue 39)."""
     timeline = _timeline(name)
     assert all(event in timeline for event in shown), timeline
     assert not [event for event in timeline if event.startswith("TIMER_STARTED")], timeline
