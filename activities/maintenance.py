@@ -67,6 +67,7 @@ class MaintenanceActivities:
             pass_deadline_ms=self.steps.limits.pass_deadline_ms,
             head_heartbeat_ms=self.steps.limits.head_heartbeat_ms,
             head_start_ms=self.steps.limits.head_start_ms,
+            idle_linger_ms=self.steps.limits.idle_linger_ms,
             auxiliary=plan,
             route=route,
         )

@@ -62,6 +62,8 @@ class PassLimits:
     inline_budget_ms: int
     """How long an inline attempt runs on the pass's worker before it hands its head over to
     the agent's queue, at a committed boundary (docs/architecture.md, "The route of a head")."""
+    idle_linger_ms: int = 0
+    """How long the host's run waits for a wake once its host is idle (`HostWorkflow`)."""
 
     @property
     def inline_bound_ms(self) -> int:

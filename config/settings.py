@@ -99,6 +99,11 @@ class Settings(BaseSettings):
     flight), and the head is handed off: its later attempts are dispatched to its agent's
     queue. At most 5 s: an inline head whose binding declares its long steps never outlives a
     workflow task's heartbeat. 0: no head runs inline (every attempt is dispatched)."""
+    idle_linger_ms: int = Field(default=2_000, ge=0, le=60_000)
+    """How long an idle host's workflow run waits for a wake before it completes. A wake that
+    meets a run while its last task completes it waits about a second on the server (the
+    new run starts only then); a turn sent right after the previous one settled finds the run
+    still open instead. 0: the run completes as soon as its host is idle."""
     inline_quick_ms: int = Field(default=500, ge=0, le=5_000)
     """An agent whose last 8 attempts on a worker each ended within this long has its heads run
     inline on that worker too, as an inline binding's (within ``inline_budget_ms``), until one

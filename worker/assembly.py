@@ -123,6 +123,7 @@ class Assembler:
                 head_start_ms=settings.head_start_timeout_ms,
                 projection_timeout_ms=settings.projection_dispatch_timeout_ms,
                 inline_budget_ms=settings.inline_budget_ms,
+                idle_linger_ms=settings.idle_linger_ms,
             ),
             waker=waker,
             pollers=HeadPollers(

@@ -300,6 +300,8 @@ class BeginPassResult(BaseModel):
     head_start_ms: int = 60_000
     """How long a dispatched head attempt may wait on its agent's task queue for a worker with
     the binding to start it; past that the head counts as binding-unavailable."""
+    idle_linger_ms: int = 0
+    """How long the host's run waits for a wake once its host is idle, before it completes."""
     auxiliary: AuxiliaryPlan
     """What auxiliary work is due."""
     route: Route

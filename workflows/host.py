@@ -3,9 +3,9 @@
 Postgres holds the truth; this workflow only orchestrates. A pass walks its steps (each an
 activity with an explicit timeout and a single attempt); then the run waits for min(alarm, wake)
 on a workflow timer, or for a wait under a second on an activity that sleeps it (or starts the
-next pass at once when the last one made progress). After
-100 passes, or when Temporal suggests it, the run continues as new. When a pass cleared the alarm
-and no wake is pending the run completes: an idle host holds no open workflow.
+next pass at once when the last one made progress). After 100 passes, or when Temporal suggests
+it, the run continues as new. When a pass cleared the alarm and no wake is pending the run waits
+``idle_linger_ms`` (2 s) for one, then completes: an idle host holds no open workflow.
 
 History is a cost: search attributes are upserted only when a value changed, at most once per
 pass, and the phase is written only when it can be seen (a pass that goes straight on to the
@@ -115,10 +115,11 @@ class HostWorkflow:
             self._last = report
             if report is not None and report.alarm_at is None and not self._wake_pending:
                 self._publish(report, "idle")
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                return contracts.HostResult(
-                    host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
-                )
+                if not await self._woken_within(maintenance.idle_linger):
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    return contracts.HostResult(
+                        host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
+                    )
             wait = None if maintenance.stopped else self._wait(report)
             self._publish(report, "waiting" if wait else "pass")
             if maintenance.stopped:
@@ -158,6 +159,18 @@ class HostWorkflow:
                 retry_policy=ONE_ATTEMPT,
                 summary=f"{contracts.TASK_BREAK}: {why}",
             )
+
+    async def _woken_within(self, linger: timedelta) -> bool:
+        """Whether a wake comes within ``linger`` of the host going idle (``idle_linger_ms``):
+        a run that completed at once would meet the next turn's wake as its last task
+        completes it, and the server answers such a wake only about a second later, in a new
+        run. 0: no wait."""
+        if linger > timedelta(0):
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(
+                    lambda: self._wake_pending, timeout=linger, timeout_summary="idle: wake?"
+                )
+        return self._wake_pending
 
     async def _sleep(self, wait: timedelta) -> None:
         """Until the alarm (``wait`` from now) or a wake, whichever comes first. A wait shorter

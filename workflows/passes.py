@@ -89,6 +89,8 @@ class MaintenancePass:
         """The pass ended because its head's worker is shutting down (`PassStopped`)."""
         self.started: datetime | None = None
         """Begin's clock (None: begin failed)."""
+        self.idle_linger = timedelta(0)
+        """How long the run waits for a wake if this pass leaves its host idle (begin's)."""
 
     async def run(self) -> contracts.PassReport | None:
         """Begin, then its route; on any failure, the durable rearm."""
@@ -111,6 +113,7 @@ class MaintenancePass:
         # Begin's clock: the workflow's stands still while passes follow each other inside one
         # workflow task (their steps being local activities).
         started = self.started = max(started, begin.begun_at)
+        self.idle_linger = timedelta(milliseconds=begin.idle_linger_ms)
         try:
             if isinstance(begin.route, contracts.RanHere):  # begin ran the head and the finish
                 return self._concluded(begin.route.result)

@@ -18,7 +18,7 @@ from threadwarden.client.client import ThreadwardenClient
 from threadwarden.config.connect import Connections, connect_temporal
 from threadwarden.ledger.admission import Admissions
 from threadwarden.workflows.contracts import host_workflow_id, sweeper_workflow_id
-from threadwarden.workflows.host import NONTERMINAL, PASS_OUTCOME
+from threadwarden.workflows.host import NONTERMINAL, PASS_OUTCOME, PHASE
 
 
 async def signals_received(temporal: Client, workflow_id: str) -> int:
@@ -124,3 +124,27 @@ async def test_work_for_an_unregistered_agent_stays_pending_with_the_alarm_armed
     assert status.submissions[0].state == "ready"
     assert host.processed < host.dirty
     assert host.alarm_at is not None
+
+
+async def test_an_idle_host_run_waits_for_a_wake_before_it_completes(
+    workers: Workers, client: ThreadwardenClient, connections: Connections, ids: str
+) -> None:
+    """With ``idle_linger_ms`` (2 s by default) an idle host's run stays open, shown ``idle``,
+    and the next turn's wake lands in it: no wake meets a run as it completes (the server
+    answers such a wake about a second later, in a new run)."""
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    handle = temporal.get_workflow_handle(host_workflow_id(ids))
+    async with workers.tuned(idle_linger_ms=10_000).running():
+        await client.submit(ids, agent_id="scripted", input=[{"say": "one"}])
+        idle = await eventually(
+            handle.describe,
+            lambda d: (
+                d.status == WorkflowExecutionStatus.RUNNING
+                and d.typed_search_attributes.get(PHASE) == "idle"
+            ),
+            what="the idle host's run waiting for a wake",
+        )
+        await client.submit(ids, agent_id="scripted", input=[{"say": "two"}])
+        await assert_settled_once(client, ids, 2)
+        later = await handle.describe()
+    assert later.run_id == idle.run_id  # the second turn ran in the run that waited

@@ -48,6 +48,7 @@ async def worker_process(
         "THREADWARDEN_HEAD_START_TIMEOUT_MS": str(settings.head_start_timeout_ms),
         "THREADWARDEN_INLINE_BUDGET_MS": str(settings.inline_budget_ms),
         "THREADWARDEN_INLINE_QUICK_MS": str(settings.inline_quick_ms),
+        "THREADWARDEN_IDLE_LINGER_MS": str(settings.idle_linger_ms),
         "THREADWARDEN_DATA_DIR": str(folder / "tw"),
     }
     argv = [sys.executable, "-m", "threadwarden.cli.main", "worker"]

@@ -113,4 +113,7 @@ def quick_settings(data_dir: Path) -> Settings:
         # starts waits this long before it counts as binding-unavailable (the default 60 s would
         # dominate the tests of a busy or just-killed worker). No poller at all: at once.
         head_start_timeout_ms=3_000,
+        # An idle host's run completes at once (tests wait for that, `quiescent`) instead of
+        # waiting 2 s for a wake (tests/e2e/test_wakes_and_visibility.py tests the wait).
+        idle_linger_ms=0,
     )

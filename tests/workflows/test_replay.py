@@ -80,7 +80,8 @@ def test_stored_history_shows_its_path(name: str, shown: list[str]) -> None:
     a timer shorter than its time shift (1 s by default) up to a second late (issue 39)."""
     timeline = _timeline(name)
     assert all(event in timeline for event in shown), timeline
-    assert not [event for event in timeline if event.startswith("TIMER_STARTED")], timeline
+    timers = [event for event in timeline if event.startswith("TIMER_STARTED")]
+    assert timers in ([], ['TIMER_STARTED "idle: wake?"']), timeline  # the idle run's linger
 
 
 def test_stored_heartbeat_split_has_begin_and_head_in_two_workflow_tasks() -> None:
