@@ -47,6 +47,7 @@ async def worker_process(
         "THREADWARDEN_MESSAGE_CLAIM_TIMEOUT_MS": str(settings.message_claim_timeout_ms),
         "THREADWARDEN_HEAD_START_TIMEOUT_MS": str(settings.head_start_timeout_ms),
         "THREADWARDEN_INLINE_BUDGET_MS": str(settings.inline_budget_ms),
+        "THREADWARDEN_STICKY_START_TIMEOUT_MS": str(settings.sticky_start_timeout_ms),
         "THREADWARDEN_DATA_DIR": str(folder / "tw"),
     }
     argv = [sys.executable, "-m", "threadwarden.cli.main", "worker"]
