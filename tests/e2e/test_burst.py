@@ -41,6 +41,9 @@ async def small_worker(workers: Workers) -> AsyncIterator[Settings]:
         # a 3 s heartbeat timeout was missed now and then (issue 19).
         lease_ms=Settings().lease_ms,
         lease_renew_ms=Settings().lease_renew_ms,
+        # And the product's sticky timeout: with every workflow-task slot taken, a host's next
+        # task waits longer than the tests' 1 s for its worker, and would be replayed instead.
+        sticky_start_timeout_ms=Settings().sticky_start_timeout_ms,
     )
     capacity = small.settings.capacity
     assert capacity.pool_size == 4 and capacity.activities + capacity.local_activities <= 4
