@@ -41,9 +41,6 @@ async def small_worker(workers: Workers) -> AsyncIterator[Settings]:
         # a 3 s heartbeat timeout was missed now and then (issue 19).
         lease_ms=Settings().lease_ms,
         lease_renew_ms=Settings().lease_renew_ms,
-        # And the product's sticky timeout: with every workflow-task slot taken, a host's next
-        # task waits longer than the tests' 1 s for its worker, and would be replayed instead.
-        sticky_start_timeout_ms=Settings().sticky_start_timeout_ms,
     )
     capacity = small.settings.capacity
     assert capacity.pool_size == 4 and capacity.activities + capacity.local_activities <= 4
@@ -103,7 +100,13 @@ async def test_burst_of_1000_threads_on_one_worker_process_settles_without_a_tim
     process with the product's defaults: every submission settles completed, no pass fails,
     the worker logs no timeout, and its peak RSS stays bounded (reported)."""
     ours = workers.settings
-    product = Settings(task_queue=ours.task_queue, data_dir=ours.data_dir)  # defaults
+    # The defaults; the sticky timeout given, so that the worker process keeps the product's
+    # (a killed test worker's is shorter: tests/helpers/processes.py).
+    product = Settings(
+        task_queue=ours.task_queue,
+        data_dir=ours.data_dir,
+        sticky_start_timeout_ms=Settings().sticky_start_timeout_ms,
+    )
     threads = [f"{ids}-{n:04d}" for n in range(WIDE_THREADS)]
     async with replace(workers, settings=product).process("worker") as worker:
         for start in range(0, WIDE_THREADS, ADMIT_AT_ONCE):

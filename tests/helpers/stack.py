@@ -113,8 +113,4 @@ def quick_settings(data_dir: Path) -> Settings:
         # starts waits this long before it counts as binding-unavailable (the default 60 s would
         # dominate the tests of a busy or just-killed worker). No poller at all: at once.
         head_start_timeout_ms=3_000,
-        # After a worker process is SIGKILLed, its hosts' next workflow tasks wait this long for
-        # it on its sticky queue before another worker takes them (the default 10 s was most of
-        # each killed-worker test). A live worker polls its sticky queue all the time.
-        sticky_start_timeout_ms=1_000,
     )

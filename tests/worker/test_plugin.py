@@ -71,17 +71,17 @@ async def test_only_the_worker_on_threadwardens_task_queue_gets_its_workflows_an
 
 
 async def test_the_plugins_worker_gets_the_sticky_timeout_of_the_settings(
-    plugin: ThreadwardenPlugin, settings: Settings, connections: Connections
+    settings: Settings, connections: Connections
 ) -> None:
-    """A dead worker's hosts wait `sticky_start_timeout_ms` for it (the tests' 1 s), not the
-    SDK's 10 s; the application's other workers keep their own."""
+    """A dead worker's hosts wait `sticky_start_timeout_ms` for it, not the SDK's 10 s; the
+    application's other workers keep their own."""
+    quick = settings.model_copy(update={"sticky_start_timeout_ms": 1_500})
+    plugin = ThreadwardenPlugin(database=connections.database_url, settings=quick)
     client = await Client.connect(connections.temporal_address, plugins=[plugin])
     mine = Worker(client, task_queue=settings.task_queue)
     other = Worker(client, task_queue=f"{settings.task_queue}-app", activities=[user_activity])
     sticky = "sticky_queue_schedule_to_start_timeout"
-    wanted = timedelta(milliseconds=settings.sticky_start_timeout_ms)
-    assert wanted != timedelta(seconds=10)
-    assert mine.config(active_config=True).get(sticky) == wanted
+    assert mine.config(active_config=True).get(sticky) == timedelta(milliseconds=1_500)
     assert other.config(active_config=True).get(sticky) == timedelta(seconds=10)
 
 
