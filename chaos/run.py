@@ -51,10 +51,12 @@ SUBMIT_TIMEOUT_S = 20.0
 QUIET_AFTER_S = 60.0
 """Once all settled, how long the hosts may take to acknowledge and clear their alarms."""
 WORKER_ENV = {
-    # Quick reclaims after a SIGKILL (the lease is also the head's heartbeat timeout) and a
-    # busy sweeper; slots sized so that every worker's pool fits Postgres' 100 connections.
+    # Quick reclaims after a SIGKILL (the lease is also the head's heartbeat timeout; the
+    # killed worker's hosts then wait the sticky timeout for it) and a busy sweeper; slots
+    # sized so that every worker's pool fits Postgres' 100 connections.
     "THREADWARDEN_LEASE_MS": "5000",
     "THREADWARDEN_LEASE_RENEW_MS": "1000",
+    "THREADWARDEN_STICKY_START_TIMEOUT_MS": "1000",
     "THREADWARDEN_SWEEP_INTERVAL_MS": "500",
     "THREADWARDEN_SWEEP_IDLE_INTERVAL_MS": "5000",
     "THREADWARDEN_SWEEP_GRACE_MS": "1000",

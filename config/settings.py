@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     head_start_timeout_ms: int = Field(default=60_000, ge=1_000, le=600_000)
     """How long a head attempt waits on its agent's task queue for a worker with the binding
     (and a free slot) to start it before it counts as binding-unavailable (binding retry)."""
+    sticky_start_timeout_ms: int = Field(default=10_000, ge=1_000, le=60_000)
+    """How long a host's next workflow task waits for the worker that ran its last one (which
+    holds the run in its cache) before any worker of the task queue may take it, replaying the
+    run's history: after a worker dies, its hosts stall this long once their heads' heartbeats
+    time out (Temporal's sticky schedule-to-start timeout; the SDK's 10 s by default)."""
     projection_dispatch_timeout_ms: int = Field(default=30_000, ge=1, le=300_000)
     """Bound of one projection backfill batch in a pass; a timeout is not a failure."""
     message_claim_timeout_ms: int = Field(default=30_000, ge=100, le=600_000)

@@ -86,6 +86,7 @@ def _own_basetemp(config: pytest.Config) -> None:
     config.stash[OWN_BASETEMP] = base
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own tmp_path cleanup, which lists the folder
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     base = session.config.stash.get(OWN_BASETEMP, None)
     if base is None:

@@ -212,6 +212,11 @@ class ThreadwardenPlugin(temporalio.client.Plugin, temporalio.worker.Plugin):
         # default throttle (80% of the heartbeat timeout) would delay it by ~24 s.
         throttle = config.get("max_heartbeat_throttle_interval") or timedelta(seconds=60)
         config["max_heartbeat_throttle_interval"] = min(throttle, HEARTBEAT_THROTTLE)
+        # A dead worker's hosts wait this long on its sticky queue before another worker
+        # takes their next task (after their heads' heartbeat timeout).
+        config["sticky_queue_schedule_to_start_timeout"] = timedelta(
+            milliseconds=self.settings.sticky_start_timeout_ms
+        )
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:

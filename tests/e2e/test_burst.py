@@ -100,7 +100,13 @@ async def test_burst_of_1000_threads_on_one_worker_process_settles_without_a_tim
     process with the product's defaults: every submission settles completed, no pass fails,
     the worker logs no timeout, and its peak RSS stays bounded (reported)."""
     ours = workers.settings
-    product = Settings(task_queue=ours.task_queue, data_dir=ours.data_dir)  # defaults
+    # The defaults; the sticky timeout given, so that the worker process keeps the product's
+    # (a killed test worker's is shorter: tests/helpers/processes.py).
+    product = Settings(
+        task_queue=ours.task_queue,
+        data_dir=ours.data_dir,
+        sticky_start_timeout_ms=Settings().sticky_start_timeout_ms,
+    )
     threads = [f"{ids}-{n:04d}" for n in range(WIDE_THREADS)]
     async with replace(workers, settings=product).process("worker") as worker:
         for start in range(0, WIDE_THREADS, ADMIT_AT_ONCE):

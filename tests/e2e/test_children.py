@@ -355,11 +355,12 @@ async def test_children_a_worker_killed_while_the_child_runs_one_child_one_join(
     step) and the parent waits: a second worker recovers the child's head, the child settles
     once, its marker wakes the parent, which joins once (the scripted ``call`` step)."""
     child_thread = f"{ids}-child"
-    # No inline heads: the child sleeps 8 s in one attempt, which an inline attempt would hand
+    # No inline heads: the child sleeps 4 s in one attempt, which an inline attempt would hand
     # over to the agent's queue after its budget; the attempts counted are the killed one and
     # its reclaim.
     dispatched = workers.tuned(inline_budget_ms=0)
-    sleepy = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
+    # (The sleep is the window in which the worker is killed; the reclaim sleeps it again.)
+    sleepy = [{"say": "before"}, {"sleep_ms": 4_000}, {"say": "after"}]
     script = [{"call": {"thread": child_thread, "input": sleepy}}, {"say": "joined"}]
     async with dispatched.process("first") as first:
         receipt = await client.submit(ids, agent_id="scripted", input=script)

@@ -23,7 +23,10 @@ from threadwarden.client.client import ThreadwardenClient
 from threadwarden.config.settings import Settings
 from threadwarden.views import HostStatus, ThreadStatus
 
-SLEEPY = [{"say": "before"}, {"sleep_ms": 8_000}, {"say": "after"}]
+SLEEP_MS = 4_000
+"""The window in which a test kills the worker, once it saw the step before it committed (a
+sleep commits nothing, so the reclaimed attempt sleeps it again: it costs each test twice)."""
+SLEEPY = [{"say": "before"}, {"sleep_ms": SLEEP_MS}, {"say": "after"}]
 
 
 @pytest.fixture
@@ -126,7 +129,7 @@ async def test_worker_killed_after_a_side_effect_replays_its_recorded_result(
 ) -> None:
     steps = [
         {"tool": "charge", "args": {"cents": 5}, "side_effect": True},
-        {"sleep_ms": 8_000},
+        {"sleep_ms": SLEEP_MS},
         {"say": "after"},
     ]
     await _killed_while_running(workers, client, ids, steps, "tool-result", tool="charge")

@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 READY = "threadwarden worker on task queue"
 STOP_TIMEOUT_S = 30
 """How long a worker stopped with SIGTERM may take to drain before it is killed."""
+STICKY_START_TIMEOUT_MS = 1_000
+"""The sticky timeout of a `worker_process` whose settings set none: it ends by SIGKILL (the
+test's, or at the block's exit), and the hosts it ran would wait the product's 10 s for it before
+another worker took their next workflow tasks. (The tests' in-process workers stop gracefully and
+keep the product's.)"""
 
 
 @contextlib.asynccontextmanager
@@ -49,6 +54,7 @@ async def worker_process(
         "THREADWARDEN_INLINE_BUDGET_MS": str(settings.inline_budget_ms),
         "THREADWARDEN_INLINE_QUICK_MS": str(settings.inline_quick_ms),
         "THREADWARDEN_IDLE_LINGER_MS": str(settings.idle_linger_ms),
+        "THREADWARDEN_STICKY_START_TIMEOUT_MS": str(_sticky_start_timeout_ms(settings)),
         "THREADWARDEN_DATA_DIR": str(folder / "tw"),
     }
     argv = [sys.executable, "-m", "threadwarden.cli.main", "worker"]
@@ -91,6 +97,13 @@ async def console_worker(
             except TimeoutError:
                 process.kill()
                 await process.wait()
+
+
+def _sticky_start_timeout_ms(settings: Settings) -> int:
+    """The settings' own sticky timeout when they set one, else `STICKY_START_TIMEOUT_MS`."""
+    if "sticky_start_timeout_ms" in settings.model_fields_set:
+        return settings.sticky_start_timeout_ms
+    return STICKY_START_TIMEOUT_MS
 
 
 async def ready_output(process: asyncio.subprocess.Process, out: Path, err: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from datetime import timedelta
 
 import pytest
 from temporalio import activity
@@ -67,6 +68,21 @@ async def test_only_the_worker_on_threadwardens_task_queue_gets_its_workflows_an
     assert {"user_activity", "begin_pass", "head_unstarted", "sweep", "run_head"} <= names
     assert other.config(active_config=True).get("workflows") == []
     assert other.config(active_config=True).get("activities") == [user_activity]
+
+
+async def test_the_plugins_worker_gets_the_sticky_timeout_of_the_settings(
+    settings: Settings, connections: Connections
+) -> None:
+    """A dead worker's hosts wait `sticky_start_timeout_ms` for it, not the SDK's 10 s; the
+    application's other workers keep their own."""
+    quick = settings.model_copy(update={"sticky_start_timeout_ms": 1_500})
+    plugin = ThreadwardenPlugin(database=connections.database_url, settings=quick)
+    client = await Client.connect(connections.temporal_address, plugins=[plugin])
+    mine = Worker(client, task_queue=settings.task_queue)
+    other = Worker(client, task_queue=f"{settings.task_queue}-app", activities=[user_activity])
+    sticky = "sticky_queue_schedule_to_start_timeout"
+    assert mine.config(active_config=True).get(sticky) == timedelta(milliseconds=1_500)
+    assert other.config(active_config=True).get(sticky) == timedelta(seconds=10)
 
 
 async def test_a_plugin_on_a_worker_whose_client_lacks_it_is_refused_with_a_hint(
