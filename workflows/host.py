@@ -57,6 +57,12 @@ write) per head. The current details name the running head, the activities' summ
 head, and `threadwarden status SUBMISSION` its thread and host."""
 
 
+def _taken(done: asyncio.Future[Any]) -> None:
+    """Take an activity's outcome that nothing awaits (so that none goes unretrieved)."""
+    if not done.cancelled():
+        done.exception()
+
+
 @workflow.defn(name=contracts.HOST_WORKFLOW)
 class HostWorkflow:
     """The maintenance loop of one host: passes, waits for the alarm, continue-as-new."""
@@ -177,7 +183,7 @@ class HostWorkflow:
         than `TIMER_SHIFT` (an admission's 50 ms floor met by a pass that had just begun) is
         ``task_break`` sleeping it on a worker: its completion comes back within milliseconds
         of its end, where a timer would fire about a second late (bench/README.md, "Ending a
-        workflow task"). A wake abandons it (it ends by itself, holding nothing)."""
+        workflow task"). A wake ends the wait at once; the activity ends by itself, unawaited."""
         if wait >= TIMER_SHIFT:
             with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
                 await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
@@ -187,14 +193,13 @@ class HostWorkflow:
             wait // timedelta(milliseconds=1),
             start_to_close_timeout=TASK_BREAK_BOUND + wait,
             retry_policy=ONE_ATTEMPT,
-            cancellation_type=workflow.ActivityCancellationType.ABANDON,
             summary=f"{contracts.TASK_BREAK}: wait for the alarm",
         )
+        # Whatever its outcome, and whenever it comes, the wait is over: its result is only
+        # taken. Never cancelled: an abandoned activity's later timeout (its worker killed)
+        # failed every workflow task after it in the SDK's state machine (chaos, 2026-12-07).
+        sleep.add_done_callback(_taken)
         await workflow.wait_condition(lambda: self._wake_pending or sleep.done())
-        if not sleep.done():
-            sleep.cancel()
-        with contextlib.suppress(ActivityError, asyncio.CancelledError):
-            await sleep  # whatever its outcome, the wait is over
 
     def _chained_too_long(self, report: contracts.PassReport | None) -> bool:
         """Whether the passes chained since the run last waited have run `CHAIN_LIMIT`, on the
