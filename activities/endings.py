@@ -102,16 +102,19 @@ def judge(
         )
 
 
+_DECIDED_ELSEWHERE = (Yield, PassFault, *INFRASTRUCTURE, *DECISIVE)
+"""What ends an attempt other than its binding (an abort excepted: `ended_by_itself`)."""
+
+
 def ended_by_itself(
     *, lost: str | None, fault: BaseException | None, error: BaseException | None
 ) -> bool:
     """Whether the binding ended its attempt itself: returned, raised its own error, waited or
     was aborted; not a yield to a budget or a deadline, a fault, another owner (`QuickHeads`)."""
-    decided = (Yield, PassFault, *INFRASTRUCTURE, *DECISIVE)
     return (
         lost is None
         and fault is None
-        and (isinstance(error, AbortRequested) or not isinstance(error, decided))
+        and (isinstance(error, AbortRequested) or not isinstance(error, _DECIDED_ELSEWHERE))
     )
 
 

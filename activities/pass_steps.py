@@ -83,10 +83,10 @@ class PassSteps:
     limits: PassLimits
     waker: Waker | None = None
     pollers: HeadPollers | None = None
-    inline: Mapping[str, str] = field(default_factory=dict)
-    """The inline bindings this worker has: agent id → digest."""
     bindings: Mapping[str, str] = field(default_factory=dict)
     """Every binding this worker has: agent id → digest."""
+    inline: frozenset[str] = frozenset()
+    """The agents of those bindings declared inline."""
     quick: QuickHeads = field(default_factory=lambda: QuickHeads(quick_ms=0, budget_ms=0))
     """The agents whose attempts have been quick here: their heads run inline too."""
 
@@ -162,13 +162,10 @@ class PassSteps:
         (`QuickHeads`), a head no inline attempt handed over yet, and a worker that allows
         inline heads (a budget)."""
         agent = selection.agent_id or ""
-        digest = self.inline.get(agent)
-        if digest is None:
-            digest = self.bindings.get(agent)
-            if digest is not None and not self.quick.quick(agent, digest):
-                digest = None
+        digest = self.bindings.get(agent)
         return (
             digest is not None
+            and (agent in self.inline or self.quick.quick(agent, digest))
             and self.limits.inline_budget_ms > 0
             and selection.agent_digest in (None, digest)
             and not selection.handed_off

@@ -127,7 +127,7 @@ class LedgerFeed:
         placer = TextPlacer(thread_id) if live else None
         with self.subscribe(thread_id, live=live) as hint:
             quiet_since = loop.time()
-            read_at = -COALESCE_S
+            read_at = -self.coalesce_s
             catch_up = live
             while not self._closing:
                 read = hint.records  # else only live text woke it: no read of the records
@@ -165,16 +165,17 @@ class LedgerFeed:
     async def _folded(self, hint: Subscription, fold_s: float) -> bool:
         """Wait out ``fold_s`` before a read of the records (True), unless live text for the
         reader comes first (False: it goes out now, the records after the fold)."""
+        if not hint.live:
+            await asyncio.sleep(fold_s)
+            return True
         loop = asyncio.get_running_loop()
         until = loop.time() + fold_s
-        while hint.live and not self._closing and (left := until - loop.time()) > 0:
+        while not self._closing and (left := until - loop.time()) > 0:
             if hint.text.pending:
                 return False
             hint.clear()  # a record's hint changes nothing here; a fragment's ends the wait
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(hint.wait(), left)
-        if not hint.live:
-            await asyncio.sleep(fold_s)
         return True
 
     async def _wait(self, hint: Subscription, quiet_since: float, idle_s: float | None) -> None:

@@ -131,8 +131,8 @@ class Assembler:
                 task_queue=settings.task_queue,
                 local=head_queues(settings.task_queue, registry),
             ),
-            inline={b.agent_id: b.digest for b in registry.bindings.values() if b.inline},
             bindings={b.agent_id: b.digest for b in registry.bindings.values()},
+            inline=frozenset(b.agent_id for b in registry.bindings.values() if b.inline),
             quick=QuickHeads(
                 quick_ms=settings.inline_quick_ms, budget_ms=settings.inline_budget_ms
             ),

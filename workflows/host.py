@@ -121,7 +121,11 @@ class HostWorkflow:
             self._last = report
             if report is not None and report.alarm_at is None and not self._wake_pending:
                 self._publish(report, "idle")
-                if not await self._woken_within(maintenance.idle_linger):
+                # Linger (``idle_linger_ms``): a run that completed at once would meet the next
+                # turn's wake as its last task completes it, and the server answers such a wake
+                # only about a second later, in a new run.
+                linger = maintenance.idle_linger
+                if not (linger and await self._woken_within(linger, "idle: wake?")):
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     return contracts.HostResult(
                         host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
@@ -166,16 +170,12 @@ class HostWorkflow:
                 summary=f"{contracts.TASK_BREAK}: {why}",
             )
 
-    async def _woken_within(self, linger: timedelta) -> bool:
-        """Whether a wake comes within ``linger`` of the host going idle (``idle_linger_ms``):
-        a run that completed at once would meet the next turn's wake as its last task
-        completes it, and the server answers such a wake only about a second later, in a new
-        run. 0: no wait."""
-        if linger > timedelta(0):
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(
-                    lambda: self._wake_pending, timeout=linger, timeout_summary="idle: wake?"
-                )
+    async def _woken_within(self, timeout: timedelta, summary: str | None = None) -> bool:
+        """Whether a wake comes within ``timeout`` (a workflow timer, ``summary`` its name)."""
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(
+                lambda: self._wake_pending, timeout=timeout, timeout_summary=summary
+            )
         return self._wake_pending
 
     async def _sleep(self, wait: timedelta, *, backlog: bool) -> None:
@@ -189,8 +189,7 @@ class HostWorkflow:
         waits cost a round trip each (bench 50×20: ratio 1.24 -> 0.88, history events per unit
         1.0 -> 2.1 with every short wait slept)."""
         if wait >= TIMER_SHIFT or backlog:
-            with contextlib.suppress(TimeoutError):  # the alarm came due before any wake
-                await workflow.wait_condition(lambda: self._wake_pending, timeout=wait)
+            await self._woken_within(wait)
             return
         sleep = workflow.start_activity(
             contracts.TASK_BREAK,
