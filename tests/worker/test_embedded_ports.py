@@ -84,3 +84,27 @@ def test_a_port_the_server_picked_for_itself_taken_keeps_the_usual_ports() -> No
         )
     )
     assert server.port > port and server.ui_port > ui_port
+
+
+def _cmdline_listening_on(port: int) -> list[str]:
+    """The command line of the process started with ``--port <port>`` (the stack's server)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue  # gone, or not ours to read
+        if "--port" in argv and argv[argv.index("--port") + 1 : argv.index("--port") + 2] == [
+            str(port)
+        ]:
+            return argv
+    raise AssertionError(f"no process started with --port {port}")
+
+
+def test_the_embedded_server_reads_its_transfer_tasks_often(temporal: str) -> None:
+    """The stack's Temporal server runs with `DEV_SERVER_CONFIG`: at the default 20 reads a
+    second a signal's workflow task waited up to 50 ms for its shard's next read."""
+    argv = _cmdline_listening_on(int(temporal.rpartition(":")[2]))
+    values = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--dynamic-config-value"]
+    assert "history.transferProcessorMaxPollRPS=200" in values, argv
