@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -219,26 +219,31 @@ def _quantiles(label: str, key: str) -> tuple[Row, ...]:
     return tuple((f"{label} {q} ms", _quantile(key, q)) for q in QUANTILES)
 
 
+def _server(name: str) -> Callable[[dict[str, Any]], Any]:
+    """A server's CPU ms per turn (None: not measured)."""
+    return lambda s: s["servers_cpu_ms_per_unit"].get(name)
+
+
 _ROWS: tuple[Row, ...] = (
-    ("turns/s", lambda s: s["units_per_s"]),
-    ("seconds", lambda s: s["seconds"]),
-    ("CPU ms/turn (agent processes)", lambda s: s["cpu_ms_per_unit"]),
-    ("  + temporal server", lambda s: s["servers_cpu_ms_per_unit"].get("temporal")),
-    ("  + postgres", lambda s: s["servers_cpu_ms_per_unit"].get("postgres")),
-    ("model requests/turn", lambda s: s["model_requests_per_unit"]),
-    ("SQL statements/turn", lambda s: s["sql_statements_per_unit"]),
-    ("history events/turn", lambda s: s["history_events_per_unit"]),
+    ("turns/s", "units_per_s"),
+    ("seconds", "seconds"),
+    ("CPU ms/turn (agent processes)", "cpu_ms_per_unit"),
+    ("  + temporal server", _server("temporal")),
+    ("  + postgres", _server("postgres")),
+    ("model requests/turn", "model_requests_per_unit"),
+    ("SQL statements/turn", "sql_statements_per_unit"),
+    ("history events/turn", "history_events_per_unit"),
     *_quantiles("turn", "turn_ms"),
     ("completed (worst rep)", lambda s: f"{s['completed']}/{s['units']}"),
 )
 _STREAM_ROWS: tuple[Row, ...] = (
     *_quantiles("first delta", "first_delta_ms"),
-    ("turns without a delta (worst)", lambda s: s["turns_without_delta"]),
-    ("deltas/turn at the readers", lambda s: s["deltas_per_unit"]),
-    ("steps restarted (all reps)", lambda s: s["restarted_steps"]),
-    ("  console CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("console")),
-    ("  readers CPU ms/turn (apart)", lambda s: s["servers_cpu_ms_per_unit"].get("readers")),
-    ("  console SQL/turn (apart)", lambda s: s["console_sql_statements_per_unit"]),
+    ("turns without a delta (worst)", "turns_without_delta"),
+    ("deltas/turn at the readers", "deltas_per_unit"),
+    ("steps restarted (all reps)", "restarted_steps"),
+    ("  console CPU ms/turn (apart)", _server("console")),
+    ("  readers CPU ms/turn (apart)", _server("readers")),
+    ("  console SQL/turn (apart)", "console_sql_statements_per_unit"),
 )
 
 

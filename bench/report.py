@@ -9,8 +9,9 @@ from bench.measure import SideRun, summarize
 from bench.side import Shape
 
 SIDES = ("threadwarden", "baseline")
-Row = tuple[str, Callable[[dict[str, Any]], Any]]
-"""A table row: its label, and how to pick its figure from one side's medians."""
+Row = tuple[str, str | Callable[[dict[str, Any]], Any]]
+"""A table row: its label, and its figure in one side's medians: their key for that figure, or
+how to pick it."""
 
 
 def result(runs: dict[str, list[SideRun]], shape: Shape, *, streams: int = 0) -> dict[str, Any]:
@@ -66,32 +67,37 @@ def streams_complete(streams: dict[str, Any] | None) -> bool:
     )
 
 
+def _process(name: str) -> Callable[[dict[str, Any]], Any]:
+    """The CPU ms per unit of the processes ``name`` stands for (None: not measured)."""
+    return lambda s: s["cpu_ms_per_unit_by_process"].get(name)
+
+
 _ROWS: tuple[Row, ...] = (
-    ("units/s", lambda s: s["units_per_s"]),
-    ("seconds", lambda s: s["seconds"]),
+    ("units/s", "units_per_s"),
+    ("seconds", "seconds"),
     ("latency p50 ms", lambda s: s["latency_ms"]["p50"]),
     ("latency p95 ms", lambda s: s["latency_ms"]["p95"]),
-    ("CPU ms/unit (workers+servers)", lambda s: s["cpu_ms_per_unit"]),
-    ("  workers", lambda s: s["cpu_ms_per_unit_by_process"].get("workers")),
-    ("  temporal server", lambda s: s["cpu_ms_per_unit_by_process"].get("temporal")),
-    ("  postgres", lambda s: s["cpu_ms_per_unit_by_process"].get("postgres")),
-    ("  bench client (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("bench")),
-    ("  console (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("console")),
-    ("  stream clients (apart)", lambda s: s["cpu_ms_per_unit_by_process"].get("streams")),
-    ("Temporal tasks/unit (wf+act)", lambda s: s["temporal_tasks_per_unit"]),
-    ("  workflow tasks/unit", lambda s: s["workflow_tasks_per_unit"]),
-    ("  activity tasks/unit", lambda s: s["activity_tasks_per_unit"]),
-    ("local activities/unit", lambda s: s["local_activities_per_unit"]),
-    ("SQL statements/unit", lambda s: s["sql_statements_per_unit"]),
-    ("SQL transactions/unit", lambda s: s["sql_transactions_per_unit"]),
-    ("pool resets/unit (4 stmts each)", lambda s: s["sql_pool_resets_per_unit"]),
-    ("history events/unit", lambda s: s["history_events_per_unit"]),
-    ("sweeper history events", lambda s: s["sweeper_history_events"]),
-    ("activity timeouts", lambda s: s["activity_timeouts"]),
-    ("workflow task timeouts", lambda s: s["workflow_task_timeouts"]),
-    ("activity failures", lambda s: s["activity_failures"]),
-    ("failed passes (logs)", lambda s: s["failed_passes"]),
-    ("timeout lines (logs)", lambda s: s["worker_log_timeout_lines"]),
+    ("CPU ms/unit (workers+servers)", "cpu_ms_per_unit"),
+    ("  workers", _process("workers")),
+    ("  temporal server", _process("temporal")),
+    ("  postgres", _process("postgres")),
+    ("  bench client (apart)", _process("bench")),
+    ("  console (apart)", _process("console")),
+    ("  stream clients (apart)", _process("streams")),
+    ("Temporal tasks/unit (wf+act)", "temporal_tasks_per_unit"),
+    ("  workflow tasks/unit", "workflow_tasks_per_unit"),
+    ("  activity tasks/unit", "activity_tasks_per_unit"),
+    ("local activities/unit", "local_activities_per_unit"),
+    ("SQL statements/unit", "sql_statements_per_unit"),
+    ("SQL transactions/unit", "sql_transactions_per_unit"),
+    ("pool resets/unit (4 stmts each)", "sql_pool_resets_per_unit"),
+    ("history events/unit", "history_events_per_unit"),
+    ("sweeper history events", "sweeper_history_events"),
+    ("activity timeouts", "activity_timeouts"),
+    ("workflow task timeouts", "workflow_task_timeouts"),
+    ("activity failures", "activity_failures"),
+    ("failed passes (logs)", "failed_passes"),
+    ("timeout lines (logs)", "worker_log_timeout_lines"),
     ("completed (worst rep)", lambda s: f"{s['completed']}/{s['units']}"),
 )
 
@@ -146,11 +152,19 @@ def figures(
     left, right = sides
     lines = [f"{'':<32}{left:>14}{right:>14}"]
     for label, pick in rows:
-        lines.append(f"{label:<32}{cell(pick(data[left])):>14}{cell(pick(data[right])):>14}")
+        lines.append(
+            f"{label:<32}{cell(_figure(data[left], pick)):>14}"
+            f"{cell(_figure(data[right], pick)):>14}"
+        )
     for name in sides:
         rates = ", ".join(cell(r["units_per_s"]) for r in data[name]["repetitions"])
         lines.append(f"{name} {unit}/s per repetition: {rates}")
     return lines
+
+
+def _figure(side: dict[str, Any], pick: str | Callable[[dict[str, Any]], Any]) -> Any:
+    """A row's figure in one side's medians."""
+    return side[pick] if isinstance(pick, str) else pick(side)
 
 
 def top_statements(name: str, statements: Sequence[dict[str, Any]]) -> list[str]:

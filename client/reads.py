@@ -81,16 +81,14 @@ class ClientReads:
 
         Raises `NotFound` for an unknown thread.
         """
-        validate_id("thread", thread_id)
-        return await self._status.thread(thread_id)
+        return await self._status.thread(validate_id("thread", thread_id))
 
     async def submission(self, submission_id: str) -> SubmissionDetail:
         """One submission now: state, outcome, what it waits for, reason and (settled) result.
 
         Raises `NotFound` for an unknown submission.
         """
-        validate_id("submission", submission_id)
-        return await self._status.submission(submission_id)
+        return await self._status.submission(validate_id("submission", submission_id))
 
     async def turns(
         self, thread_id: str, *, limit: int = TURNS_PAGE, before: int | None = None
@@ -111,21 +109,18 @@ class ClientReads:
 
     async def thread_summary(self, thread_id: str) -> ThreadSummary | None:
         """The projected summary of a thread (None until the projection reached it)."""
-        validate_id("thread", thread_id)
-        return await self._projection.summary(thread_id)
+        return await self._projection.summary(validate_id("thread", thread_id))
 
     async def host_status(self, host_id: str) -> HostStatus:
         """A host's maintenance state: generations, alarm, retries, last pass outcome.
 
         Raises `NotFound` for an unknown host.
         """
-        validate_id("host", host_id)
-        return await self._status.host(host_id)
+        return await self._status.host(validate_id("host", host_id))
 
     async def messages_sent(self, thread_id: str) -> list[Message]:
         """Messages the thread sent to other threads, with their delivery state."""
-        validate_id("thread", thread_id)
-        return await self._messages.sent_by(thread_id)
+        return await self._messages.sent_by(validate_id("thread", thread_id))
 
     def records(self, thread_id: str, *, wait_for_thread: bool = False) -> RecordFeed:
         """The thread's records: ``async for`` follows them live (`FeedRecord` models),

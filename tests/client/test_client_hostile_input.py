@@ -61,6 +61,7 @@ def _api_cases() -> list[tuple[str, str, Call, Any]]:
     add("deny", "submission", lambda c, s, v: c.deny(v), ids)
     add("abort", "submission", lambda c, s, v: c.abort(v), ids)
     add("resolve", "submission", lambda c, s, v: c.resolve(v, "not-run"), ids)
+    add("submission", "submission", lambda c, s, v: c.submission(v), ids)
     add("thread-status", "thread", lambda c, s, v: c.thread_status(v), ids)
     add("thread-summary", "thread", lambda c, s, v: c.thread_summary(v), ids)
     add("messages-sent", "thread", lambda c, s, v: c.messages_sent(v), ids)
