@@ -22,6 +22,7 @@ from threadwarden.ledger.pool import Connection
 from threadwarden.ledger.records import (
     MINIMUM_ALARM_DELAY_MS,
     abort_reason,
+    appended,
     insert_record,
     record_statement,
     settle_now,
@@ -98,14 +99,7 @@ class Attempts(Claims):
             [claim.thread_id, claim.submission_id, kind, body, claim.epoch, step],
             honour_abort=honour_abort,
         )
-        return ThreadRecord(
-            sequence=int(sequence),
-            record_id=f"{claim.thread_id}:{sequence}",
-            submission_id=claim.submission_id,
-            kind=kind,
-            body=body,
-            step=step,
-        )
+        return appended(claim.thread_id, int(sequence), claim.submission_id, kind, body, step)
 
     async def send_message(
         self,

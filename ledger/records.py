@@ -84,10 +84,16 @@ async def insert_record(
     The caller holds the thread row ``FOR UPDATE`` (or takes it here, through the update).
     """
     sequence = await conn.fetchval(INSERT_RECORD, thread_id, submission_id, kind, body, epoch, step)
-    record_id = f"{thread_id}:{sequence}"
+    return appended(thread_id, int(sequence), submission_id, kind, body, step)
+
+
+def appended(
+    thread_id: str, sequence: int, submission_id: str, kind: str, body: Any, step: int | None
+) -> ThreadRecord:
+    """The record an append wrote at ``sequence`` (its id is ``thread:sequence``)."""
     return ThreadRecord(
-        sequence=int(sequence),
-        record_id=record_id,
+        sequence=sequence,
+        record_id=f"{thread_id}:{sequence}",
         submission_id=submission_id,
         kind=kind,
         body=body,
