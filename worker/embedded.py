@@ -183,9 +183,9 @@ class TemporalDevServer:
         dynamic_config: dict[str, object] | None = None,
     ) -> None:
         """``usual_ports``: Temporal's own 7233 (frontend) and 8233 (UI) when free, else the
-        next free ones; otherwise random free ports (tests). ``dynamic_config``: the server's
-        dynamic config values (``--dynamic-config-value KEY=JSON``; measurements only,
-        e.g. `bench.task_break`)."""
+        next free ones; otherwise random free ports (tests). ``dynamic_config``: dynamic config
+        values (``--dynamic-config-value KEY=JSON``) over `DEV_SERVER_CONFIG` (measurements
+        only, e.g. `bench.task_break`)."""
         self.db_file = db_file
         self.ui = ui
         self.usual_ports = usual_ports
