@@ -11,6 +11,7 @@ from typing import Any
 
 from bench.report import Row, cell, figures, top_statements
 from bench.side import Shape
+from threadwarden.worker.embedded import DEV_SERVER_CONFIG
 
 SIDES = ("threadwarden", "bare")
 
@@ -171,6 +172,7 @@ def result(
     budget = None if bare_first is None else round(1.5 * bare_first + 50, 1)
     return {
         "shape": "agent",
+        "temporal_config": DEV_SERVER_CONFIG,
         "hosts": shape.hosts,
         "submissions": shape.submissions,
         "workers": shape.workers,

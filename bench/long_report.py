@@ -11,6 +11,7 @@ from bench.long_sides import DECILES, SIDES, LongRun, LongShape, decile_edges
 from bench.long_support import KEEP_TURNS
 from bench.measure import percentile
 from bench.report import cell
+from threadwarden.worker.embedded import DEV_SERVER_CONFIG
 
 P50_BOUND = 1.2
 BYTES_BOUND = 1.1
@@ -95,6 +96,7 @@ def result(runs: dict[str, LongRun], shape: LongShape) -> dict[str, Any]:
     p50, written = growth["p50_ms"], growth["bytes_written_per_turn"]
     return {
         "shape": "long-thread",
+        "temporal_config": DEV_SERVER_CONFIG,
         "turns": shape.turns,
         "memory": {"budget_tokens": shape.budget_tokens, "keep_turns": KEEP_TURNS},
         "bounds": {"p50_ms": P50_BOUND, "bytes_written_per_turn": BYTES_BOUND},

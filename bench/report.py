@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.measure import SideRun, summarize
 from bench.side import Shape
+from threadwarden.worker.embedded import DEV_SERVER_CONFIG
 
 SIDES = ("threadwarden", "baseline")
 Row = tuple[str, str | Callable[[dict[str, Any]], Any]]
@@ -30,6 +31,7 @@ def result(runs: dict[str, list[SideRun]], shape: Shape, *, streams: int = 0) ->
     cpu_ratio = round(tw_cpu / base_cpu, 3) if base_cpu and tw_cpu is not None else None
     return {
         "shape": "scripted",
+        "temporal_config": DEV_SERVER_CONFIG,
         "hosts": shape.hosts,
         "submissions": shape.submissions,
         "workers": shape.workers,
