@@ -107,6 +107,7 @@ class HostWorkflow:
         self._shown = {
             key.name: workflow.info().typed_search_attributes.get(key) for key in SEARCH_ATTRIBUTES
         }
+        fresh = False  # whether this workflow task has recorded no pass yet (began after a wait)
         for passes_in_run in range(1, MAX_PASSES_PER_RUN + 1):
             # Wakes that arrived before this pass are consumed by it.
             self._wake_pending = False
@@ -119,6 +120,7 @@ class HostWorkflow:
                 self._chained_since = maintenance.started
             self._passes += 1
             self._last = report
+            fresh = False
             if report is not None and report.alarm_at is None and not self._wake_pending:
                 self._publish(report, "idle")
                 # Linger (``idle_linger_ms``): a run that completed at once would meet the next
@@ -130,27 +132,31 @@ class HostWorkflow:
                     return contracts.HostResult(
                         host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
                     )
+                self._chained_since, fresh = None, True  # woken: a new task
             wait = None if maintenance.stopped else self._wait(report)
             self._publish(report, "waiting" if wait else "pass")
             if maintenance.stopped:
                 # Its worker shuts down: this task completes (its passes stay recorded), and
                 # the next pass runs where the next task goes.
                 await self._end_task("the head's worker stops")
-                self._chained_since = None
+                self._chained_since, fresh = None, True
             elif wait:
                 await self._sleep(wait, backlog=report is not None and report.nonterminal > 1)
-                self._chained_since = None
+                self._chained_since, fresh = None, True
             elif self._chained_too_long(report):
                 await self._end_task("end a long workflow task")
-                self._chained_since = None
+                self._chained_since, fresh = None, True
             if (
                 passes_in_run >= MAX_PASSES_PER_RUN
                 or workflow.info().is_continue_as_new_suggested()
             ):
                 break
         # A task of its own for the continue-as-new: a wake arriving meanwhile makes the server
-        # refuse it, and the refused task's markers (its passes) would be lost with it.
-        await self._end_task("continue as new")
+        # refuse it, and the refused task's markers (its passes) would be lost with it. A task
+        # that began after a wait holds none: it continues as new at once (one round trip less
+        # for the turn whose wake it is).
+        if not fresh:
+            await self._end_task("continue as new")
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(contracts.HostInput(host_id=host.host_id, passes=self._passes))
 

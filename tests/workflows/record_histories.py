@@ -21,9 +21,10 @@ from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.worker.runtime import running_worker
 from threadwarden.workflows.contracts import host_workflow_id
+from threadwarden.workflows.host import MAX_PASSES_PER_RUN
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v14"
+VERSION = "v15"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -43,6 +44,7 @@ async def record() -> None:
             await _record_begin_fault(client, connections, failpoints)
             await _record_chain_break(client, connections)
             await _record_continue_as_new(client, connections)
+            await _record_continue_as_new_after_wait(client, connections)
         await _record_worker_stop(settings, connections, registry, failpoints)
         waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
         # Host waves (with nothing to do: every pass still runs its initial wave) beside the
@@ -168,6 +170,29 @@ async def _record_continue_as_new(client: ThreadwardenClient, connections: Conne
         timeout_s=120,
     )
     await _save(connections, "replay-long", f"host_pass_continue_as_new_{VERSION}.json")
+
+
+async def _record_continue_as_new_after_wait(
+    client: ThreadwardenClient, connections: Connections
+) -> None:
+    """One turn at a time until the run continues as new: each pass ends idle, the run lingers
+    and the next turn's wake starts a new task, so the continue-as-new after the last pass of
+    the run needs no ``task_break`` (the first run is the one saved)."""
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    n = 0
+    while len([r async for r in temporal.list_workflows(_runs_of("replay-turns"))]) < 2:
+        await client.submit("replay-turns", agent_id="scripted", input=[{"say": f"{n}"}])
+        await eventually(
+            lambda: client.thread_status("replay-turns"),
+            lambda s: all(x.state == "settled" for x in s.submissions),
+        )
+        n += 1
+        assert n <= 2 * MAX_PASSES_PER_RUN, "no continue-as-new"
+    await _save(connections, "replay-turns", f"host_pass_continue_as_new_after_wait_{VERSION}.json")
+
+
+def _runs_of(host_id: str) -> str:
+    return f"WorkflowId = '{host_workflow_id(host_id)}'"
 
 
 async def _record_worker_stop(

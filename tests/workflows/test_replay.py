@@ -84,6 +84,20 @@ def test_stored_history_shows_its_path(name: str, shown: list[str]) -> None:
     assert timers in ([], ['TIMER_STARTED "idle: wake?"']), timeline  # the idle run's linger
 
 
+def test_a_run_woken_from_its_linger_continues_as_new_without_a_task_break() -> None:
+    """One turn at a time: each pass ends idle and the next turn's wake starts a new task, in
+    which the run continues as new at once (no marker in it to lose), and the linger's wait
+    restarts the chain's clock (no task break to end a long task between turns)."""
+    timeline = _timeline("continue_as_new_after_wait")
+    assert timeline.count("MARKER_RECORDED begin_pass") >= 100, timeline
+    assert not [event for event in timeline if "task_break" in event], timeline
+    assert timeline[-3:] == [
+        "TIMER_CANCELED",
+        "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES",
+        "WORKFLOW_EXECUTION_CONTINUED_AS_NEW",
+    ], timeline[-8:]
+
+
 def test_stored_heartbeat_split_has_begin_and_head_in_two_workflow_tasks() -> None:
     timeline = _timeline("heartbeat_split")
     begin = timeline.index("MARKER_RECORDED begin_pass")
