@@ -14,6 +14,7 @@ journal (the decisions depend only on the thread's records and on journaled answ
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -78,11 +79,17 @@ def says_too_long(text: object) -> bool:
 
 @dataclass(frozen=True)
 class Turn:
-    """One completed earlier turn: its transcript record's sequence and body, as text."""
+    """One completed earlier turn: its transcript record's sequence and body, as text (rendered
+    when first asked for: a turn with no budget to weigh it and nothing to summarize is never
+    rendered)."""
 
     sequence: int
     body: Any
-    text: str
+    render: Callable[[Any], str] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def text(self) -> str:
+        return self.render(self.body)
 
     @property
     def tokens(self) -> int:
@@ -174,7 +181,7 @@ def recall(history: list[ThreadRecord], transcript: str, render: Callable[[Any],
     summary = newest_summary(history, transcript)
     after = summary.last if summary is not None else -1
     turns = [
-        Turn(sequence=r.sequence, body=r.body, text=render(r.body))
+        Turn(sequence=r.sequence, body=r.body, render=render)
         for r in completed_turns(history, transcript)
         if r.sequence > after
     ]

@@ -30,7 +30,8 @@ from tests.helpers.model_agents import (
 )
 from threadwarden.activities.live_text import FIRST_S
 from threadwarden.agents import openai_agents, pydantic_ai
-from threadwarden.bindings import SUMMARY, Binding, Memory
+from threadwarden.agents._core.compaction import Compactor, recall
+from threadwarden.bindings import SUMMARY, Binding, Memory, ThreadRecord
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
 from threadwarden.reading.text import TextDelta
@@ -213,3 +214,40 @@ def test_a_budget_is_part_of_the_digest_and_the_default_memory_is_not() -> None:
         for memory in (None, Memory(), Memory(budget_tokens=1_000))
     )
     assert plain == default != budget
+
+
+def test_a_turn_is_rendered_only_when_its_text_is_weighed() -> None:
+    """No budget: a turn's memory never renders the turns it carries (rendering every kept
+    turn each turn is work that grows with the thread); with one, each turn once."""
+    rendered: list[int] = []
+
+    def render(body: Any) -> str:
+        rendered.append(body["n"])
+        return f"turn {body['n']}"
+
+    def record(sequence: int, kind: str, body: dict[str, Any]) -> ThreadRecord:
+        submission = f"s{sequence // 2}"
+        return ThreadRecord(
+            sequence=sequence,
+            record_id=f"t:{sequence}",
+            submission_id=submission,
+            kind=kind,
+            body=body,
+            step=None,
+        )
+
+    history = []
+    for n in range(5):
+        history.append(record(2 * n, "transcript", {"n": n}))
+        history.append(record(2 * n + 1, "settlement", {"outcome": "completed"}))
+
+    async def ask(_: str, __: str) -> str:
+        raise AssertionError("no summary is asked for")
+
+    for budget, expected in ((None, []), (10_000, [0, 1, 2, 3, 4])):
+        rendered.clear()
+        held = recall(history, "transcript", render)
+        compactor = Compactor(None, Memory(budget_tokens=budget), "transcript", ask)  # type: ignore[arg-type]
+        assert not compactor.over_budget(held, "next")
+        compactor.over_budget(held, "again")  # each turn's text is rendered once, then kept
+        assert rendered == expected
