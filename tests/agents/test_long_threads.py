@@ -34,6 +34,7 @@ from threadwarden.agents._core.compaction import Compactor, recall
 from threadwarden.bindings import SUMMARY, Binding, Memory, ThreadRecord
 from threadwarden.client.client import ThreadwardenClient
 from threadwarden.errors import InvalidInput
+from threadwarden.ledger.records import appended
 from threadwarden.reading.text import TextDelta
 
 
@@ -226,15 +227,7 @@ def test_a_turn_is_rendered_only_when_its_text_is_weighed() -> None:
         return f"turn {body['n']}"
 
     def record(sequence: int, kind: str, body: dict[str, Any]) -> ThreadRecord:
-        submission = f"s{sequence // 2}"
-        return ThreadRecord(
-            sequence=sequence,
-            record_id=f"t:{sequence}",
-            submission_id=submission,
-            kind=kind,
-            body=body,
-            step=None,
-        )
+        return appended("t", sequence, f"s{sequence // 2}", kind, body, None)
 
     history = []
     for n in range(5):
