@@ -239,7 +239,11 @@ async def test_scenario_19_fault_at_retry_before_leaves_no_record_and_converges(
     failpoints.release("maintenance:begin:before")
     await assert_settled_once(client, ids, 1)
     host = await converged(client, ids)
-    assert host.retry is None and host.last_outcome == "actionable"
+    # The pass that settled it finished (actionable). The pre-armed alarm it was woken by
+    # falls overdue for the sweeper as the fallback wait ends (3 s + 2 s grace against 5 s),
+    # so a sweeper's wake can come during that pass: a caught-up pass then follows it.
+    assert host.retry is None and host.last_error is None
+    assert host.last_outcome in ("actionable", "caught-up")
 
 
 async def test_scenario_19_fault_at_retry_after_keeps_the_record(
