@@ -1,12 +1,14 @@
-"""``python -m bench.agent_bare URL THREADS TURNS [--stream]``: the bare agent, the agent shape's
-reference.
+"""``python -m bench.agent_bare URL THREADS TURNS [--stream] [--layer=LAYER]``: the bare agent,
+the agent shape's reference.
 
 THREADS conversations run concurrently, each TURNS turns in order with its message history
 carried (`agent.run`, no threadwarden); prints one JSON object: ``seconds`` (first turn to
 last), ``cpu_s`` (this process, the measured loop only), ``turns`` and ``turn_ms`` (per turn,
 ``agent.run``'s duration). With ``--stream`` each
 model request is streamed (an ``event_stream_handler``) and ``first_chunk_ms`` lists, per turn,
-the time from the turn's start to the first chunk of its answer's text.
+the time from the turn's start to the first chunk of its answer's text. ``--layer=adapter`` (or
+``adapter-live``) runs each turn through threadwarden's pydantic-ai binding instead, with an
+in-memory attempt context (`bench.agent_layers`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import time
 from collections.abc import AsyncIterable
 from typing import Any
 
+from bench.agent_layers import adapter_turn
 from bench.agent_support import WARM_UP, first_text, support_agent, unit_prompt
+from threadwarden.agents.pydantic_ai import agent_binding
+from threadwarden.bindings import Handler, ThreadRecord
 
 
 async def _conversation(
@@ -43,14 +48,35 @@ async def _conversation(
             first_chunks.append(1000 * (seen[0] - started))
 
 
-async def main(url: str, threads: int, turns: int, *, stream: bool = False) -> dict[str, Any]:
+async def _through_adapter(
+    handler: Handler, thread: int, turns: int, turn_ms: list[float], *, live: bool
+) -> None:
+    records: list[ThreadRecord] = []
+    for turn in range(turns):
+        started = time.perf_counter()
+        await adapter_turn(handler, thread, turn, unit_prompt(thread, turn), records, live=live)
+        turn_ms.append(1000 * (time.perf_counter() - started))
+
+
+async def main(
+    url: str, threads: int, turns: int, *, stream: bool = False, layer: str = "bare"
+) -> dict[str, Any]:
     agent = support_agent(url)
     await agent.run(WARM_UP)  # warm-up: imports, connections
     first_chunks: list[float] | None = [] if stream else None
     turn_ms: list[float] = []
+    live = layer == "adapter-live"
+    handler = agent_binding(agent, idempotent_tools=["lookup"]).handler
+    if layer != "bare":
+        await _through_adapter(handler, -1, 1, [], live=live)  # its warm-up
     cpu, start = time.process_time(), time.perf_counter()
     await asyncio.gather(
-        *(_conversation(agent, t, turns, turn_ms, first_chunks) for t in range(threads))
+        *(
+            _conversation(agent, t, turns, turn_ms, first_chunks)
+            if layer == "bare"
+            else _through_adapter(handler, t, turns, turn_ms, live=live)
+            for t in range(threads)
+        )
     )
     figures: dict[str, Any] = {
         "seconds": time.perf_counter() - start,
@@ -66,4 +92,6 @@ async def main(url: str, threads: int, turns: int, *, stream: bool = False) -> d
 if __name__ == "__main__":
     url, threads, turns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     stream = "--stream" in sys.argv[4:]
-    print(json.dumps(asyncio.run(main(url, threads, turns, stream=stream))))
+    layers = [a.split("=", 1)[1] for a in sys.argv[4:] if a.startswith("--layer=")]
+    layer = layers[-1] if layers else "bare"
+    print(json.dumps(asyncio.run(main(url, threads, turns, stream=stream, layer=layer))))

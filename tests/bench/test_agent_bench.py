@@ -4,6 +4,7 @@ shape, and which model requests count (no services needed but the in-process cha
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -108,6 +109,26 @@ async def test_the_bare_agent_reports_each_turns_latency() -> None:
         figures = await agent_bare.main(server.url, 2, 3)
     assert figures["turns"] == 6 and len(figures["turn_ms"]) == 6
     assert all(ms > 0 for ms in figures["turn_ms"]), figures
+
+
+def _users(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in body["messages"] if m.get("role") == "user"]
+
+
+@pytest.mark.parametrize(("layer", "streamed"), [("adapter", False), ("adapter-live", True)])
+async def test_an_adapter_layer_runs_the_binding_on_the_thread_so_far(
+    layer: str, streamed: bool
+) -> None:
+    async with chat_server() as server:
+        server.stream_delay_s = 0.0
+        figures = await agent_bare.main(server.url, 1, 2, layer=layer)
+    assert figures["turns"] == 2
+    measured = [b for b in server.requests if WARM_UP not in _users(b)]
+    assert len(measured) == 4  # two requests a turn: the tool call, the answer
+    # The second turn's requests carry the first turn, rebuilt from its records.
+    first, second = unit_prompt(0, 0), unit_prompt(0, 1)
+    assert [_users(b) for b in measured] == [[first], [first], [first, second], [first, second]]
+    assert {bool(b.get("stream")) for b in measured} == {streamed}
 
 
 def test_a_model_request_asked_twice_is_incomplete(shape: Shape) -> None:
