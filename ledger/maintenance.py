@@ -134,6 +134,11 @@ class Maintenance(PassFinish):
         retry = retry_from_json(row["retry"])
         live = decisions.current_retry(retry, dirty)
         has_work = row["heads"] is not None or dirty > processed
+        # The heads come from the statement's snapshot, taken before it waited for the host
+        # row; the row itself is its newest version. An admission that committed during the
+        # wait is counted (``nonterminal``) but its submission unseen: no heads for unsettled
+        # work means such a snapshot, and selection reads the heads again.
+        seen = row["heads"] is not None or not int(row["nonterminal"])
         return BeginResult(
             epoch=int(row["pass_epoch"]),
             generation=dirty,
@@ -143,7 +148,7 @@ class Maintenance(PassFinish):
             stalls=live.stalls if live else 0,
             nonterminal=int(row["nonterminal"]),
             due=auxiliary_due_of(row),
-            view=HostView.of_row(row) if has_work else None,
+            view=HostView.of_row(row) if has_work and seen else None,
         )
 
     async def recover(self, host_id: str, epoch: int) -> Recovery:

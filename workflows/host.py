@@ -133,7 +133,7 @@ class HostWorkflow:
                         host_id=host.host_id, passes=self._passes, last_outcome=report.outcome
                     )
                 self._chained_since, fresh = None, True  # woken: a new task
-            wait = None if maintenance.stopped else self._wait(report)
+            wait = None if maintenance.stopped else self._wait(report, moved=maintenance.moved)
             self._publish(report, "waiting" if wait else "pass")
             if maintenance.stopped:
                 # Its worker shuts down: this task completes (its passes stay recorded), and
@@ -218,10 +218,11 @@ class HostWorkflow:
         since = self._chained_since
         return at is not None and since is not None and at - since >= CHAIN_LIMIT
 
-    def _wait(self, report: contracts.PassReport | None) -> timedelta | None:
+    def _wait(self, report: contracts.PassReport | None, *, moved: bool) -> timedelta | None:
         """How long the run waits before the next pass: None to go straight on (the pass made
-        progress, a wake is pending, or the alarm is already due)."""
-        if (report is not None and report.progressed) or self._wake_pending:
+        progress, a mutation committed while it ran (``moved``: its admission skipped the wake
+        this pass's alarm stood for), a wake is pending, or the alarm is already due)."""
+        if (report is not None and report.progressed) or moved or self._wake_pending:
             return None
         if report is None or report.alarm_at is None:
             return FAILURE_FALLBACK

@@ -91,6 +91,10 @@ class MaintenancePass:
         """Begin's clock (None: begin failed)."""
         self.idle_linger = timedelta(0)
         """How long the run waits for a wake if this pass leaves its host idle (begin's)."""
+        self.moved = False
+        """A mutation committed while the pass ran (its host's generation moved past what
+        begin observed): an admission that skipped its wake because this pass's alarm was as
+        early. The run goes straight on, as a wake would have made it."""
 
     async def run(self) -> contracts.PassReport | None:
         """Begin, then its route; on any failure, the durable rearm."""
@@ -116,12 +120,19 @@ class MaintenancePass:
         self.idle_linger = timedelta(milliseconds=begin.idle_linger_ms)
         try:
             if isinstance(begin.route, contracts.RanHere):  # begin ran the head and the finish
-                return self._concluded(begin.route.result)
-            if isinstance(begin.route, contracts.BeginFailed):
+                report = self._concluded(begin.route.result)
+            elif isinstance(begin.route, contracts.BeginFailed):
                 raise PassFailed(begin.route.error, native=begin.route.native)
-            if isinstance(begin.route, contracts.Stopping):
+            elif isinstance(begin.route, contracts.Stopping):
                 raise PassStopped()
-            return await self._within_deadline(step, begin, started)
+            else:
+                report = await self._within_deadline(step, begin, started)
+            self.moved = (
+                report is not None
+                and report.outcome != "failed"  # a failed pass keeps its backoff
+                and report.generation != begin.generation
+            )
+            return report
         except PassStopped:
             workflow.logger.info("pass on %s stopped with its worker", self._host_id)
             self.stopped = True

@@ -7,6 +7,8 @@ mean the same the second time.
 - The failure rearm and the binding-retry record count once per pass.
 - The claim's one statement reads from a snapshot taken before its lock wait: what committed
   during the wait (a late journal record, an abort request) is still seen.
+- So does begin's: a head admitted during its wait on the host row is selected, not missed
+  (an idle pass that counted a stall and backed off, ~100 ms, on the 600-turn thread).
 """
 
 from __future__ import annotations
@@ -191,3 +193,27 @@ async def test_a_claim_sees_an_abort_requested_during_its_lock_wait(
         await transaction.commit()
     taken = await claim
     assert taken is not None and taken.abort_requested
+
+
+async def test_begin_selects_a_head_admitted_during_its_lock_wait(
+    maintenance: Maintenance, attempts: Attempts, admissions: Admissions, pool: Any, ids: str
+) -> None:
+    await admissions.admit(thread_id=ids, agent_id="echo", input={"n": 1})
+    epoch, thread, planned = await _selected(maintenance, ids)
+    claim = await attempts.claim_head(ids, epoch, thread, bindings=BINDINGS, submission_id=planned)
+    assert claim is not None
+    await attempts.settle(claim, "completed", result={"n": 1})
+    async with pool.acquire() as hold:
+        transaction = hold.transaction()
+        await transaction.start()
+        # The thread's next turn, admitted while the pass after the settling one begins: the
+        # admission holds the host row (its mutation gate) until it commits.
+        turn = await admissions.admit_in(
+            hold, key="next", digest="next", thread_id=ids, agent_id="echo", input={"n": 2}
+        )
+        begun = asyncio.ensure_future(maintenance.begin(ids, datetime.now(UTC)))
+        await _claim_waiting_on(pool, hold, begun)
+        await transaction.commit()
+    begin = await begun
+    selection = await maintenance.select_lane(ids, begin.epoch, datetime.now(UTC), begin.view)
+    assert selection.submission_id == turn.submission_id

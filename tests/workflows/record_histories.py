@@ -11,6 +11,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
+from tests.helpers.checks import quiescent
 from tests.helpers.hosts import FakeHost
 from tests.helpers.polling import eventually
 from tests.helpers.workers import with_queued_scripted
@@ -24,7 +25,7 @@ from threadwarden.workflows.contracts import host_workflow_id
 from threadwarden.workflows.host import MAX_PASSES_PER_RUN
 
 HERE = Path(__file__).parent / "histories"
-VERSION = "v15"
+VERSION = "v16"
 """Bump when the workflow's commands change (and delete the older host histories)."""
 
 
@@ -45,6 +46,7 @@ async def record() -> None:
             await _record_chain_break(client, connections)
             await _record_continue_as_new(client, connections)
             await _record_continue_as_new_after_wait(client, connections)
+            await _record_admitted_during_pass(client, connections, failpoints)
         await _record_worker_stop(settings, connections, registry, failpoints)
         waves = settings.model_copy(update={"task_queue": f"{settings.task_queue}-waves"})
         # Host waves (with nothing to do: every pass still runs its initial wave) beside the
@@ -189,6 +191,29 @@ async def _record_continue_as_new_after_wait(
         n += 1
         assert n <= 2 * MAX_PASSES_PER_RUN, "no continue-as-new"
     await _save(connections, "replay-turns", f"host_pass_continue_as_new_after_wait_{VERSION}.json")
+
+
+async def _record_admitted_during_pass(
+    client: ThreadwardenClient, connections: Connections, failpoints: Failpoints
+) -> None:
+    """A turn admitted while a caught-up pass runs: its admission skips the wake (the pass's
+    pre-armed alarm is as early), the finish sees the generation move and the run begins the
+    next pass at once instead of waiting for the alarm."""
+    thread = "replay-admitted"
+    await client.submit(thread, agent_id="scripted", input=[{"say": "first"}])
+    await quiescent(client, connections, thread)
+    failpoints.arm("maintenance:finish:before", pause=True, times=1)
+    await client.wake(thread)
+    await failpoints.reached("maintenance:finish:before")
+    receipt = await client.submit(thread, agent_id="scripted", input=[{"say": "second"}])
+    assert not receipt.wake
+    failpoints.release("maintenance:finish:before")
+    await eventually(
+        lambda: client.thread_status(thread),
+        lambda s: [x.state for x in s.submissions] == ["settled"] * 2,
+    )
+    await quiescent(client, connections, thread)
+    await _save(connections, thread, f"host_pass_admitted_during_pass_{VERSION}.json")
 
 
 def _runs_of(host_id: str) -> str:

@@ -10,17 +10,20 @@ the latest instant the pass's ``now`` can have had.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.api.enums.v1 import EventType
 
 from tests.helpers.alarms import CLOCK_SLACK, MIN_DELAY, whole_ms
 from tests.helpers.checks import (
     assert_autonomous_work_armed,
     assert_settled_once,
     converged,
+    quiescent,
     say,
     settled,
 )
@@ -29,9 +32,11 @@ from tests.helpers.polling import eventually
 from tests.helpers.sinks import RequiredSink
 from tests.helpers.workers import Workers
 from threadwarden.client.client import ThreadwardenClient
+from threadwarden.config.connect import Connections, connect_temporal
 from threadwarden.config.settings import Settings
 from threadwarden.failpoints import Failpoints
 from threadwarden.ledger.models import to_ms
+from threadwarden.workflows.contracts import BEGIN_PASS, FINISH_CAUGHT_UP, host_workflow_id
 
 
 @pytest.fixture
@@ -227,3 +232,41 @@ async def test_scenario_34_blocked_pass_rearms_at_min_of_fallback_and_pending_de
         sink.failing = False
         await assert_settled_once(client, ids, 2)
         await converged(client, ids)
+
+
+# --- an admission during a pass -------------------------------------------------------------
+
+
+async def test_a_pass_that_saw_an_admission_skip_its_wake_is_followed_at_once(
+    worker: None,
+    client: ThreadwardenClient,
+    failpoints: Failpoints,
+    connections: Connections,
+    ids: str,
+) -> None:
+    await client.submit(ids, agent_id="scripted", input=say("first"))
+    await assert_settled_once(client, ids, 1)
+    await quiescent(client, connections, ids)
+    failpoints.arm("maintenance:finish:before", pause=True, times=1)
+    await client.wake(ids)  # a caught-up pass, held before its finish
+    await failpoints.reached("maintenance:finish:before")
+    receipt = await client.submit(ids, agent_id="scripted", input=say("second"))
+    assert not receipt.wake  # the held pass's pre-armed alarm stands for the wake
+    failpoints.release("maintenance:finish:before")
+    await assert_settled_once(client, ids, 2)
+
+    # The finish saw the generation move (its alarm: the admission's minimum delay); the run
+    # began the next pass at once instead of waiting for that alarm.
+    temporal = await connect_temporal(connections.temporal_address, "default")
+    steps: list[tuple[str, str]] = []
+    async for event in temporal.get_workflow_handle(host_workflow_id(ids)).fetch_history_events():
+        summary = (  # a JSON string payload
+            json.loads(event.user_metadata.summary.data) if event.HasField("user_metadata") else ""
+        )
+        steps.append((EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"), summary))
+    finished = [i for i, (_, s) in enumerate(steps) if s.startswith(FINISH_CAUGHT_UP)]
+    assert finished, steps
+    after = steps[finished[-1] + 1 :]
+    begun = next(i for i, (_, s) in enumerate(after) if s.startswith(BEGIN_PASS))
+    waits = [k for k, _ in after[:begun] if k in ("ACTIVITY_TASK_SCHEDULED", "TIMER_STARTED")]
+    assert waits == [], after[: begun + 1]

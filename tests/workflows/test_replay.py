@@ -98,6 +98,15 @@ def test_a_run_woken_from_its_linger_continues_as_new_without_a_task_break() -> 
     ], timeline[-8:]
 
 
+def test_a_pass_that_saw_a_turn_admitted_is_followed_at_once() -> None:
+    """A caught-up pass during which a turn was admitted (its wake skipped): the next pass, which
+    runs it, begins in the same task, with no wait for the alarm between."""
+    timeline = _timeline("admitted_during_pass")
+    finished = timeline.index("MARKER_RECORDED finish_caught_up")
+    assert timeline[finished + 1 :].index("MARKER_RECORDED begin_pass") == 1, timeline
+    assert not [event for event in timeline if "task_break" in event], timeline
+
+
 def test_stored_heartbeat_split_has_begin_and_head_in_two_workflow_tasks() -> None:
     timeline = _timeline("heartbeat_split")
     begin = timeline.index("MARKER_RECORDED begin_pass")
