@@ -66,14 +66,15 @@ async def main(
     first_chunks: list[float] | None = [] if stream else None
     turn_ms: list[float] = []
     live = layer == "adapter-live"
-    handler = agent_binding(agent, idempotent_tools=["lookup"]).handler
-    if layer != "bare":
+    handler: Handler | None = None
+    if layer != "bare":  # the bare agent builds no binding
+        handler = agent_binding(agent, idempotent_tools=["lookup"]).handler
         await _through_adapter(handler, -1, 1, [], live=live)  # its warm-up
     cpu, start = time.process_time(), time.perf_counter()
     await asyncio.gather(
         *(
             _conversation(agent, t, turns, turn_ms, first_chunks)
-            if layer == "bare"
+            if handler is None
             else _through_adapter(handler, t, turns, turn_ms, live=live)
             for t in range(threads)
         )

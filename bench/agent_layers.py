@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from bench.procs import ROOT
-from tests.helpers.chat_server import chat_server
 from threadwarden.bindings import AttemptContext, Completed, Handler, ThreadRecord
 
 LAYERS = ("bare", "adapter", "adapter-live")
@@ -118,6 +117,8 @@ async def _layer(url: str, layer: str, threads: int, turns: int) -> dict[str, An
 async def measure(threads: int, turns: int, repeat: int) -> dict[str, Any]:
     """Every layer ``repeat`` times, in turn; CPU ms per turn (median) and per layer the ratio
     to ``bare``."""
+    from tests.helpers.chat_server import chat_server  # here: a layer's process needs it not
+
     cpu: dict[str, list[float]] = {layer: [] for layer in LAYERS}
     async with chat_server() as server:
         server.stream_delay_s = 0.0  # a streamed answer's chunks come at once: CPU, not waits
